@@ -1,0 +1,22 @@
+"""surefoot: sure-footed LLM agents.
+
+Resilient calls (``surefoot.resilience``), durable runs (``surefoot.durable``) and shared
+state between agents (``surefoot.statebus``) on a small core: a clock you can fake, a JSON
+codec that never pickles, and storage chosen by URL.
+"""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+from .clock import Clock, FakeClock, SystemClock
+from .errors import ConfigError, SurefootError
+
+__all__ = [
+    "Clock",
+    "ConfigError",
+    "FakeClock",
+    "SurefootError",
+    "SystemClock",
+    "__version__",
+]

@@ -1,0 +1,41 @@
+"""The ``surefoot`` command. It parses, calls the public API and renders; it never decides.
+
+A ``SurefootError`` becomes one line on stderr and exit code 1; any other exception is a bug
+and keeps its traceback.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from .. import __version__
+from ..errors import SurefootError
+from ._lab import lab
+
+__all__ = ["cli", "main"]
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="surefoot")
+def cli() -> None:
+    """Sure-footed LLM agents: resilient calls, durable runs, shared state."""
+
+
+cli.add_command(lab)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run the CLI; turn a SurefootError into one clear line and exit code 1."""
+    try:
+        cli.main(args=argv, prog_name="surefoot", standalone_mode=False)
+    except click.exceptions.Abort:
+        sys.stderr.write("aborted\n")
+        raise SystemExit(130) from None
+    except click.ClickException as exc:
+        exc.show()
+        raise SystemExit(exc.exit_code) from None
+    except SurefootError as exc:
+        sys.stderr.write(f"surefoot: error: {exc}\n")
+        raise SystemExit(1) from None

@@ -1,0 +1,283 @@
+"""JSON codec for everything surefoot stores. Never pickle: reading a journal or a shared
+store can never execute code.
+
+Plain JSON types pass through. A small tagged extension covers what agents return::
+
+    {"$sf": "datetime", "v": "2026-11-30T14:00:00+00:00"}
+    {"$sf": "bytes", "v": "<base64>"}
+    {"$sf": "obj", "t": "pkg.mod.Finding", "v": {...fields...}}   dataclasses, pydantic models
+    {"$sf": "set", "v": [...]}  {"$sf": "tuple", "v": [...]}
+    {"$sf": "date" | "time" | "timedelta" | "decimal" | "uuid", "v": ...}
+
+A tagged object decodes back to its class only if the class was registered with
+:func:`register` (decoding never imports a module named by the data); otherwise it decodes to
+the dict of its fields. The key ``"$sf"`` is reserved in dicts you store.
+"""
+
+from __future__ import annotations
+
+import base64
+import builtins
+import dataclasses
+import datetime as dt
+import decimal
+import json
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from . import errors as _errors
+from .errors import EncodeError, RecordedError
+
+__all__ = [
+    "dumps",
+    "error_from_data",
+    "error_to_data",
+    "loads",
+    "register",
+    "type_name",
+]
+
+TAG = "$sf"
+_registry: dict[str, type] = {}
+
+
+def type_name(tp: type) -> str:
+    """Return ``module.QualName`` for a type, as stored in tags."""
+    return f"{tp.__module__}.{tp.__qualname__}"
+
+
+def register(cls: type) -> type:
+    """Let tagged values of ``cls`` (a dataclass or pydantic model) decode back to ``cls``.
+
+    Usable as a class decorator. Returns ``cls`` unchanged.
+    """
+    _registry[type_name(cls)] = cls
+    return cls
+
+
+def _default(o: Any) -> Any:
+    if dataclasses.is_dataclass(o) and not isinstance(o, type):
+        fields = {f.name: getattr(o, f.name) for f in dataclasses.fields(o)}
+        return {TAG: "obj", "t": type_name(type(o)), "v": fields}
+    dump = getattr(o, "model_dump", None)
+    if dump is not None and callable(dump) and hasattr(type(o), "model_fields"):
+        return {TAG: "obj", "t": type_name(type(o)), "v": dump(mode="json")}
+    if isinstance(o, dt.datetime):
+        return {TAG: "datetime", "v": o.isoformat()}
+    if isinstance(o, dt.date):
+        return {TAG: "date", "v": o.isoformat()}
+    if isinstance(o, dt.time):
+        return {TAG: "time", "v": o.isoformat()}
+    if isinstance(o, dt.timedelta):
+        return {TAG: "timedelta", "v": o.total_seconds()}
+    if isinstance(o, bytes | bytearray | memoryview):
+        return {TAG: "bytes", "v": base64.b64encode(bytes(o)).decode("ascii")}
+    if isinstance(o, set | frozenset):
+        items = list(o)
+        try:
+            items.sort()
+        except TypeError:
+            pass
+        return {TAG: "set", "v": items}
+    if isinstance(o, decimal.Decimal):
+        return {TAG: "decimal", "v": str(o)}
+    if isinstance(o, uuid.UUID):
+        return {TAG: "uuid", "v": str(o)}
+    raise TypeError(type_name(type(o)))
+
+
+def _tuples(o: Any) -> Any:
+    """json.dumps turns tuples into lists; tag them first only when there are any."""
+    if isinstance(o, tuple) and not hasattr(o, "_fields"):
+        return {TAG: "tuple", "v": [_tuples(x) for x in o]}
+    if isinstance(o, list):
+        return [_tuples(x) for x in o]
+    if isinstance(o, dict):
+        return {k: _tuples(v) for k, v in o.items()}
+    return o
+
+
+_encoder = json.JSONEncoder(
+    default=_default, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+)
+
+
+def dumps(value: Any, *, where: str | None = None) -> str:
+    """Encode ``value`` as compact JSON text.
+
+    Args:
+        value: plain data, dataclasses, pydantic models, datetimes, bytes, sets, tuples.
+        where: what is being encoded (a step name, a key), named in the error.
+
+    Raises:
+        EncodeError: naming the type and where it was found; nothing is half-written.
+    """
+    try:
+        if isinstance(value, str | int | float | bool) or value is None:
+            return _encoder.encode(value)
+        return _encoder.encode(_tuples(value) if _has_tuple(value) else value)
+    except (TypeError, ValueError, RecursionError) as exc:
+        path, tname = _find_bad(value, "$")
+        raise EncodeError(tname or str(exc), path, where) from None
+
+
+def _has_tuple(o: Any, depth: int = 0) -> bool:
+    if isinstance(o, tuple):
+        return True
+    if depth > 64:
+        return False
+    if isinstance(o, list):
+        return any(isinstance(x, list | tuple | dict) and _has_tuple(x, depth + 1) for x in o)
+    if isinstance(o, dict):
+        return any(
+            isinstance(x, list | tuple | dict) and _has_tuple(x, depth + 1) for x in o.values()
+        )
+    return False
+
+
+def _find_bad(o: Any, path: str, depth: int = 0) -> tuple[str, str | None]:
+    """Walk ``o`` to find the first value the encoder refuses (slow path, errors only)."""
+    if depth > 200:
+        return path, "a structure nested too deeply (or a cycle)"
+    if o is None or isinstance(o, str | bool | int):
+        return "", None
+    if isinstance(o, float):
+        return (path, "float (NaN or infinity)") if o != o or o in (_INF, -_INF) else ("", None)
+    if isinstance(o, dict):
+        for k, v in o.items():
+            if not isinstance(k, str | int | float | bool) and k is not None:
+                return f"{path}[{k!r}]", f"dict key of type {type_name(type(k))}"
+            p, t = _find_bad(v, f"{path}.{k}", depth + 1)
+            if t:
+                return p, t
+        return "", None
+    if isinstance(o, list | tuple):
+        for i, v in enumerate(o):
+            p, t = _find_bad(v, f"{path}[{i}]", depth + 1)
+            if t:
+                return p, t
+        return "", None
+    try:
+        inner = _default(o)
+    except TypeError:
+        return path, type_name(type(o))
+    if isinstance(inner, dict) and "v" in inner:
+        p, t = _find_bad(inner["v"], path, depth + 1)
+        return p, t
+    return "", None
+
+
+_INF = float("inf")
+
+
+def _hook(d: dict[str, Any]) -> Any:
+    tag = d.get(TAG)
+    if tag is None:
+        return d
+    v: Any = d.get("v")
+    if tag == "obj":
+        cls = _registry.get(d.get("t", ""))
+        if cls is None:
+            return v
+        validate = getattr(cls, "model_validate", None)
+        if validate is not None:
+            return validate(v)
+        return cls(**v)
+    if tag == "datetime":
+        return dt.datetime.fromisoformat(v)
+    if tag == "date":
+        return dt.date.fromisoformat(v)
+    if tag == "time":
+        return dt.time.fromisoformat(v)
+    if tag == "timedelta":
+        return dt.timedelta(seconds=v)
+    if tag == "bytes":
+        return base64.b64decode(v)
+    if tag == "set":
+        return set(v)
+    if tag == "tuple":
+        return tuple(v)
+    if tag == "decimal":
+        return decimal.Decimal(v)
+    if tag == "uuid":
+        return uuid.UUID(v)
+    if tag == "error":
+        return error_from_data(d)
+    return d
+
+
+_decoder = json.JSONDecoder(object_hook=_hook)
+
+
+def loads(text: str | bytes) -> Any:
+    """Decode JSON text written by :func:`dumps`."""
+    if isinstance(text, bytes | bytearray):
+        text = text.decode("utf-8")
+    return _decoder.decode(text)
+
+
+def error_to_data(exc: BaseException) -> dict[str, Any]:
+    """Describe an exception as JSON-safe data: type, message, and encodable attributes."""
+    attrs: dict[str, Any] = {}
+    for k, v in vars(exc).items():
+        if k.startswith("_"):
+            continue
+        try:
+            dumps(v)
+        except EncodeError:
+            continue
+        attrs[k] = v
+    args = []
+    for a in exc.args:
+        try:
+            dumps(a)
+            args.append(a)
+        except EncodeError:
+            args.append(repr(a))
+    return {
+        TAG: "error",
+        "t": type_name(type(exc)),
+        "message": str(exc),
+        "args": args,
+        "attrs": attrs,
+    }
+
+
+def _rebuildable(name: str) -> type[BaseException] | None:
+    """Only builtins, surefoot's own errors and registered classes are rebuilt."""
+    mod, _, qual = name.rpartition(".")
+    cls: Any = None
+    if mod == "builtins":
+        cls = getattr(builtins, qual, None)
+    elif mod == "surefoot.errors":
+        cls = getattr(_errors, qual, None)
+    else:
+        cls = _registry.get(name)
+    if isinstance(cls, type) and issubclass(cls, BaseException):
+        return cls
+    return None
+
+
+def error_from_data(d: dict[str, Any]) -> BaseException:
+    """Rebuild an exception described by :func:`error_to_data`.
+
+    Builtin exceptions, surefoot errors and registered exception classes come back as
+    themselves (with their attributes); any other type comes back as ``RecordedError``.
+    """
+    name = d.get("t", "builtins.Exception")
+    cls = _rebuildable(name)
+    exc: BaseException
+    if cls is not None:
+        try:
+            exc = cls.__new__(cls)
+            BaseException.__init__(exc, *d.get("args", []))
+            for k, v in d.get("attrs", {}).items():
+                setattr(exc, k, v)
+            return exc
+        except Exception:  # any failure to rebuild falls back to RecordedError
+            pass
+    return RecordedError(name, d.get("message", ""))
+
+
+Encoder = Callable[[Any], str]

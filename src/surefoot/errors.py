@@ -1,0 +1,284 @@
+"""Every exception surefoot raises, grouped by what the caller can do about it.
+
+::
+
+    SurefootError
+    ├── ConfigError                 bad parameter or URL (also ValueError)
+    ├── EncodeError                 a value the JSON codec cannot store (also TypeError)
+    ├── MissingExtraError           an optional driver is not installed (also ImportError)
+    ├── TimeoutError_               one attempt ran past its per-attempt timeout (also TimeoutError)
+    ├── RecordedError               an error read back from a journal whose type is not importable
+    ├── CircuitOpenError            the breaker refused the call; try later or fall back
+    ├── RetryBudgetExhaustedError   retries are capped during an outage; the call was not retried
+    ├── IdempotencyError
+    │   ├── IdempotencyConflictError    a key reused with different arguments
+    │   └── IdempotencyInProgressError  the key's action is running elsewhere
+    ├── StoreError
+    │   ├── StoreUnavailableError       the database cannot be reached or opened
+    │   └── SchemaVersionError          foreign database, or one written by a newer surefoot
+    ├── JournalError
+    │   ├── StepMismatchError           replay met a different step than was journalled
+    │   ├── RunConflictError            a run id reused with other arguments or workflow
+    │   ├── UnknownRunError             no run with that id (also KeyError)
+    │   ├── WorkflowNotFoundError       no registered workflow of that name and version
+    │   ├── LeaseLostError              another worker took the run over; this one must stop
+    │   └── RunFailedError              the awaited run ended failed, cancelled or needing attention
+    └── StateError
+        ├── ConflictError               a versioned write met a newer version
+        ├── SchemaViolationError        a value does not match its key's schema (also ValueError)
+        ├── DuplicateMessageError       a message id reused with a different payload
+        └── TrustError                  untrusted data reached a place that needs endorsement
+
+Facts are attributes, so nobody has to parse a message. Every message says what went
+wrong, gives the value, and says what to do.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class SurefootError(Exception):
+    """Root of every error surefoot raises on purpose."""
+
+
+class ConfigError(SurefootError, ValueError):
+    """A parameter, URL or setting is invalid. The message names the value and the fix."""
+
+
+class EncodeError(SurefootError, TypeError):
+    """A value cannot be encoded by the JSON codec; nothing was written.
+
+    Attributes:
+        type_name: the qualified name of the offending type.
+        path: where in the value it was found, like ``$.items[2]``.
+        where: what was being encoded (a step name, a key), when known.
+    """
+
+    def __init__(self, type_name: str, path: str, where: str | None = None) -> None:
+        self.type_name = type_name
+        self.path = path
+        self.where = where
+        at = f" in {where}" if where else ""
+        super().__init__(
+            f"cannot encode a value of type {type_name} at {path}{at}: surefoot stores JSON "
+            "(with dataclasses, pydantic models, datetimes and bytes). Return plain data, "
+            "or a dataclass registered with surefoot.codec.register()."
+        )
+
+
+class MissingExtraError(SurefootError, ImportError):
+    """An optional dependency is missing; the message names the extra to install."""
+
+    def __init__(self, extra: str, purpose: str) -> None:
+        self.extra = extra
+        super().__init__(f"install surefoot[{extra}] to use {purpose}")
+
+
+# The trailing underscore avoids shadowing the builtin TimeoutError, which it also subclasses.
+class TimeoutError_(SurefootError, TimeoutError):
+    """One attempt ran longer than ``timeout_per_attempt``.
+
+    Attributes:
+        timeout: the limit in seconds.
+    """
+
+    def __init__(self, timeout: float, message: str | None = None) -> None:
+        self.timeout = timeout
+        super().__init__(message or f"attempt exceeded its timeout of {timeout:g} s")
+
+
+class RecordedError(SurefootError):
+    """An error decoded from storage whose original type cannot be rebuilt safely.
+
+    Attributes:
+        type_name: the original type, as ``module.QualName``.
+        message: the original ``str(error)``.
+    """
+
+    def __init__(self, type_name: str, message: str) -> None:
+        self.type_name = type_name
+        self.message = message
+        super().__init__(f"{type_name}: {message}")
+
+
+class CircuitOpenError(SurefootError):
+    """The circuit breaker is open and refused the call without making it.
+
+    Attributes:
+        name: the breaker's name.
+        retry_after: seconds until the breaker lets a probe through.
+    """
+
+    def __init__(self, name: str, retry_after: float) -> None:
+        self.name = name
+        self.retry_after = retry_after
+        super().__init__(
+            f"circuit {name!r} is open; it lets a probe through in {retry_after:.3g} s. "
+            "Use a fallback, or retry after that."
+        )
+
+
+class RetryBudgetExhaustedError(SurefootError):
+    """Not raised in place of the call's error; attached as a note when the budget stops a retry."""
+
+
+class IdempotencyError(SurefootError):
+    """Base of idempotency-key errors. ``key`` names the key."""
+
+    def __init__(self, key: str, message: str) -> None:
+        self.key = key
+        super().__init__(message)
+
+
+class IdempotencyConflictError(IdempotencyError):
+    """An idempotency key was reused with different arguments (its fingerprint differs)."""
+
+
+class IdempotencyInProgressError(IdempotencyError):
+    """The action for this key is running in another process or thread."""
+
+
+class StoreError(SurefootError):
+    """Base of storage errors. ``url`` names the store (without its password)."""
+
+    def __init__(self, url: str, message: str) -> None:
+        self.url = url
+        super().__init__(message)
+
+
+class StoreUnavailableError(StoreError):
+    """The database cannot be reached, opened or read."""
+
+
+class SchemaVersionError(StoreError):
+    """The database is foreign, or was written by a newer surefoot; it was not touched."""
+
+
+class JournalError(SurefootError):
+    """Base of durable-execution errors."""
+
+
+class StepMismatchError(JournalError):
+    """Replay met a different step than the journal recorded at that position."""
+
+    def __init__(self, run_id: str, step: int, recorded: str, current: str) -> None:
+        self.run_id = run_id
+        self.step = step
+        self.recorded = recorded
+        self.current = current
+        super().__init__(
+            f"run {run_id!r} step {step} was recorded as {recorded!r} but the code now calls "
+            f"{current!r}. The workflow changed while this run was in flight; finish it with "
+            "the old code (keep the old version registered) or start a new run id."
+        )
+
+
+class RunConflictError(JournalError):
+    """A run id is already taken by a run with other arguments or another workflow."""
+
+    def __init__(self, run_id: str, message: str) -> None:
+        self.run_id = run_id
+        super().__init__(message)
+
+
+class UnknownRunError(JournalError, KeyError):
+    """No run has this id in this journal."""
+
+    def __init__(self, run_id: str, url: str = "") -> None:
+        self.run_id = run_id
+        where = f" in {url}" if url else ""
+        super().__init__(
+            f"no run with id {run_id!r}{where}; list runs with `surefoot runs list --db URL`"
+        )
+
+    def __str__(self) -> str:  # KeyError would quote the whole message
+        return str(self.args[0])
+
+
+class WorkflowNotFoundError(JournalError):
+    """No workflow of that name (and version) is registered with this app."""
+
+
+class LeaseLostError(JournalError):
+    """Another worker holds the run now (a higher lease epoch); this worker's write was refused."""
+
+    def __init__(self, run_id: str, epoch: int) -> None:
+        self.run_id = run_id
+        self.epoch = epoch
+        super().__init__(
+            f"run {run_id!r}: this worker's lease (epoch {epoch}) was taken over by another "
+            "worker, so its write was refused. Nothing to do: the other worker continues the run."
+        )
+
+
+class RunFailedError(JournalError):
+    """The awaited run ended without a result.
+
+    Attributes:
+        run_id: the run.
+        status: its final status (failed, cancelled, needs_attention).
+        error: the recorded error, as data (type and message), if any.
+    """
+
+    def __init__(self, run_id: str, status: str, error: Any = None) -> None:
+        self.run_id = run_id
+        self.status = status
+        self.error = error
+        detail = f": {error}" if error else ""
+        super().__init__(
+            f"run {run_id!r} ended {status}{detail}. See `surefoot runs show {run_id} --db URL`."
+        )
+
+
+class StateError(SurefootError):
+    """Base of shared-state and messaging errors."""
+
+
+class ConflictError(StateError):
+    """A versioned write expected one version and found another.
+
+    Attributes:
+        key: the key written.
+        expected: the version the writer expected.
+        version: the current version.
+        value: the current value.
+        author: who wrote the current version.
+    """
+
+    def __init__(self, key: str, expected: int, version: int, value: Any, author: str) -> None:
+        self.key = key
+        self.expected = expected
+        self.version = version
+        self.value = value
+        self.author = author
+        super().__init__(
+            f"key {key!r} is at version {version} (written by {author!r}), not {expected}: "
+            "re-read it, redo your change on the current value and write again."
+        )
+
+
+class SchemaViolationError(StateError, ValueError):
+    """A value does not match the schema declared for its key."""
+
+    def __init__(self, key: str, field: str, reason: str) -> None:
+        self.key = key
+        self.field = field
+        self.reason = reason
+        super().__init__(f"key {key!r} field {field!r}: {reason}; nothing was written")
+
+
+class DuplicateMessageError(StateError):
+    """A message id was reused with a different payload."""
+
+    def __init__(self, message_id: str, stream: str) -> None:
+        self.message_id = message_id
+        self.stream = stream
+        super().__init__(
+            f"message id {message_id!r} was already appended to {stream!r} with a different "
+            "payload; a retry must resend the same payload, a new message needs a new id"
+        )
+
+
+class TrustError(StateError):
+    """Untrusted data reached a consequential tool or an instruction without endorsement."""

@@ -1,0 +1,40 @@
+"""The lab: every exercise of the course material, answered with measured tables.
+
+``surefoot lab list`` shows the ids; ``surefoot lab run <id>|<subsystem>|all`` runs them.
+From Python::
+
+    from surefoot import lab
+    with lab.context(seeds=5) as ctx:
+        result = lab.get("resilience.waits").run(ctx)
+"""
+
+from __future__ import annotations
+
+from ._registry import (
+    FAKE_MODEL,
+    Experiment,
+    LabContext,
+    LabResult,
+    Table,
+    context,
+    experiment,
+    experiments,
+    get,
+    select,
+)
+from ._report import to_json, to_markdown
+
+__all__ = [
+    "FAKE_MODEL",
+    "Experiment",
+    "LabContext",
+    "LabResult",
+    "Table",
+    "context",
+    "experiment",
+    "experiments",
+    "get",
+    "select",
+    "to_json",
+    "to_markdown",
+]

@@ -1,0 +1,3 @@
+"""Lab experiments for surefoot.resilience (registered on import)."""
+
+from __future__ import annotations

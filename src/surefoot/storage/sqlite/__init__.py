@@ -1,0 +1,56 @@
+"""The embedded default backend: one SQLite file, many threads and processes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...errors import ConfigError
+from ..url import StorageURL, parse_url
+from ._db import SQLiteDB
+
+__all__ = ["SQLiteDB", "SQLiteStorage"]
+
+
+class SQLiteStorage:
+    """Hands out the SQLite implementations of the storage protocols for one file."""
+
+    def __init__(self, url: StorageURL | str) -> None:
+        parsed = parse_url(url) if isinstance(url, str) else url
+        self.url = parsed.url
+        opts = parsed.options
+        try:
+            busy = int(opts.get("busy_timeout", "10000"))
+        except ValueError:
+            raise ConfigError(
+                f"busy_timeout must be whole milliseconds, got {opts['busy_timeout']!r}"
+            ) from None
+        self.db = SQLiteDB(
+            parsed.path, synchronous=opts.get("synchronous", "FULL"), busy_timeout_ms=busy
+        )
+        self.db.conn()  # fail now, clearly, if the file is unusable
+
+    def keystore(self) -> Any:
+        from .keys import SQLiteKeyStore  # type: ignore[import-not-found, unused-ignore]
+
+        return SQLiteKeyStore(self.db)
+
+    def statestore(self, namespace: str = "default") -> Any:
+        from .state import SQLiteStateStore  # type: ignore[import-not-found, unused-ignore]
+
+        return SQLiteStateStore(self.db, namespace)
+
+    def stream(self, name: str) -> Any:
+        from .stream import SQLiteStream  # type: ignore[import-not-found, unused-ignore]
+
+        return SQLiteStream(self.db, name)
+
+    def journal(self) -> Any:
+        from .journal import SQLiteJournal  # type: ignore[import-not-found, unused-ignore]
+
+        return SQLiteJournal(self.db)
+
+    def close(self) -> None:
+        self.db.close()
+
+    def __repr__(self) -> str:
+        return f"SQLiteStorage({self.db.path!r})"

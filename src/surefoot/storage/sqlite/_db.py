@@ -1,0 +1,188 @@
+"""SQLite done right: WAL, ``synchronous=FULL`` by default, ``busy_timeout``,
+``BEGIN IMMEDIATE`` for every write, one connection per thread (and per process after a
+fork), short transactions, numbered migrations per component.
+
+Many processes on one file work: WAL lets readers run beside the one writer, and
+``BEGIN IMMEDIATE`` takes the write lock up front so two writers never deadlock on an upgrade.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+
+from ...errors import ConfigError, SchemaVersionError, StoreUnavailableError
+
+__all__ = ["SQLiteDB"]
+
+_SYNC = {"OFF", "NORMAL", "FULL", "EXTRA"}
+
+
+class SQLiteDB:
+    """One SQLite file, shared by the protocol objects of a ``SQLiteStorage``.
+
+    Args:
+        path: the database file.
+        synchronous: ``FULL`` (durable on power loss, the default) or ``NORMAL``.
+        busy_timeout_ms: how long a writer waits for the lock before failing.
+
+    Attributes:
+        commits: write transactions committed through this object (tests count them).
+    """
+
+    def __init__(
+        self, path: str, *, synchronous: str = "FULL", busy_timeout_ms: int = 10_000
+    ) -> None:
+        sync = synchronous.upper()
+        if sync not in _SYNC:
+            raise ConfigError(f"synchronous must be one of {sorted(_SYNC)}, got {synchronous!r}")
+        if busy_timeout_ms < 0:
+            raise ConfigError(f"busy_timeout must be >= 0 ms, got {busy_timeout_ms!r}")
+        self.path = path
+        self.url = f"sqlite:///{path}"
+        self.synchronous = sync
+        self.busy_timeout_ms = busy_timeout_ms
+        self.commits = 0
+        self._local = threading.local()
+        self._lock = threading.Lock()
+        self._migrated: set[str] = set()
+        self._all: list[sqlite3.Connection] = []
+
+    # -- connections -------------------------------------------------------------------
+
+    def conn(self) -> sqlite3.Connection:
+        """This thread's connection (a new one after ``fork``)."""
+        local = self._local
+        c: sqlite3.Connection | None = getattr(local, "conn", None)
+        if c is not None and local.pid == os.getpid():
+            return c
+        c = self._connect()
+        local.conn = c
+        local.pid = os.getpid()
+        return c
+
+    def _connect(self) -> sqlite3.Connection:
+        if os.path.isdir(self.path):
+            raise StoreUnavailableError(
+                self.url, f"{self.path!r} is a directory, not a SQLite database file"
+            )
+        parent = os.path.dirname(os.path.abspath(self.path))
+        if not os.path.isdir(parent):
+            raise StoreUnavailableError(
+                self.url,
+                f"cannot open {self.path!r}: folder {parent!r} does not exist; create it first",
+            )
+        try:
+            c = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=0)
+            c.execute(f"PRAGMA busy_timeout={int(self.busy_timeout_ms)}")
+            mode = c.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+            c.execute(f"PRAGMA synchronous={self.synchronous}")
+        except sqlite3.DatabaseError as exc:
+            raise StoreUnavailableError(
+                self.url,
+                f"cannot use {self.path!r} as a surefoot database: {exc}. It is not a SQLite "
+                "file or it is corrupt; it was left untouched. Point the URL at another file.",
+            ) from exc
+        if str(mode).lower() != "wal":
+            raise StoreUnavailableError(
+                self.url, f"{self.path!r} cannot use WAL mode (got {mode!r}); use a local disk"
+            )
+        with self._lock:
+            self._all.append(c)
+        return c
+
+    def close(self) -> None:
+        """Close every connection this object opened (in this process)."""
+        with self._lock:
+            conns, self._all = self._all, []
+        for c in conns:
+            try:
+                c.close()
+            except sqlite3.Error:
+                pass
+        self._local = threading.local()
+
+    # -- transactions ------------------------------------------------------------------
+
+    @contextmanager
+    def write(self) -> Iterator[sqlite3.Connection]:
+        """A write transaction: ``BEGIN IMMEDIATE`` … ``COMMIT`` (rolled back on error)."""
+        c = self.conn()
+        try:
+            c.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            raise StoreUnavailableError(
+                self.url,
+                f"could not take the write lock on {self.path!r} within "
+                f"{self.busy_timeout_ms} ms: {exc}. Another process holds it; raise "
+                "busy_timeout in the URL (?busy_timeout=30000) or retry.",
+            ) from exc
+        try:
+            yield c
+        except BaseException:
+            c.execute("ROLLBACK")
+            raise
+        c.execute("COMMIT")
+        self.commits += 1
+
+    # -- schema ------------------------------------------------------------------------
+
+    def migrate(self, component: str, migrations: Sequence[str]) -> None:
+        """Bring ``component``'s tables to the newest of ``migrations`` (numbered from 1).
+
+        Each migration is one or more DDL statements separated by ``;``. Applied migrations
+        are recorded in ``surefoot_schema``.
+
+        Raises:
+            SchemaVersionError: the file belongs to another program (tables but no
+                ``surefoot_schema``), or it was written by a newer surefoot.
+        """
+        if component in self._migrated:
+            return
+        with self.write() as c:
+            has_meta = c.execute(
+                "SELECT 1 FROM sqlite_master WHERE type='table' AND name='surefoot_schema'"
+            ).fetchone()
+            if not has_meta:
+                others = [
+                    r[0]
+                    for r in c.execute(
+                        "SELECT name FROM sqlite_master WHERE type='table' "
+                        "AND name NOT LIKE 'sqlite_%'"
+                    )
+                ]
+                if others:
+                    raise SchemaVersionError(
+                        self.url,
+                        f"{self.path!r} is not a surefoot database (it has tables "
+                        f"{', '.join(sorted(others)[:5])} and no surefoot_schema); it was "
+                        "left untouched. Use a new file for surefoot.",
+                    )
+                c.execute(
+                    "CREATE TABLE surefoot_schema (component TEXT PRIMARY KEY, "
+                    "version INTEGER NOT NULL)"
+                )
+            row = c.execute(
+                "SELECT version FROM surefoot_schema WHERE component=?", (component,)
+            ).fetchone()
+            current = row[0] if row else 0
+            if current > len(migrations):
+                raise SchemaVersionError(
+                    self.url,
+                    f"{self.path!r} has {component} schema version {current}, newer than this "
+                    f"surefoot knows ({len(migrations)}); upgrade surefoot. Nothing was changed.",
+                )
+            for number in range(current + 1, len(migrations) + 1):
+                for stmt in migrations[number - 1].split(";"):
+                    if stmt.strip():
+                        c.execute(stmt)
+            if current < len(migrations):
+                c.execute(
+                    "INSERT INTO surefoot_schema(component, version) VALUES (?, ?) "
+                    "ON CONFLICT(component) DO UPDATE SET version=excluded.version",
+                    (component, len(migrations)),
+                )
+        self._migrated.add(component)

@@ -1,0 +1,51 @@
+"""Shared fixtures: service URLs that skip (or fail under SUREFOOT_REQUIRE_SERVICES=1)."""
+
+from __future__ import annotations
+
+import os
+import socket
+
+import pytest
+from hypothesis import HealthCheck, settings
+
+settings.register_profile(
+    "ci",
+    derandomize=True,
+    deadline=None,
+    max_examples=100,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+settings.load_profile("ci")
+
+REQUIRE_SERVICES = os.environ.get("SUREFOOT_REQUIRE_SERVICES") == "1"
+PG_URL = os.environ.get("SUREFOOT_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
+REDIS_URL = os.environ.get("SUREFOOT_REDIS_URL", "redis://127.0.0.1:6379/0")
+
+
+def _port_open(host: str, port: int) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=1.0):
+            return True
+    except OSError:
+        return False
+
+
+def _service(name: str, url: str, host: str, port: int) -> str:
+    if _port_open(host, port):
+        return url
+    reason = f"{name} is not reachable on {host}:{port}"
+    if REQUIRE_SERVICES:
+        pytest.fail(f"{reason}, and SUREFOOT_REQUIRE_SERVICES=1 requires it")
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def pg_url() -> str:
+    """URL of the local PostgreSQL (skips when absent, fails under REQUIRE_SERVICES)."""
+    return _service("PostgreSQL", PG_URL, "127.0.0.1", 5432)
+
+
+@pytest.fixture(scope="session")
+def redis_url() -> str:
+    """URL of the local Redis (skips when absent, fails under REQUIRE_SERVICES)."""
+    return _service("Redis", REDIS_URL, "127.0.0.1", 6379)
