@@ -18,51 +18,13 @@ from ..resilience.faults import Fault, Injector, ReplyLostError, spend
 
 __all__ = ["ChatCompletion", "Choice", "FakeLLM", "Message", "Usage"]
 
-_WORDS = tuple(
-    [
-        "agent",
-        "plan",
-        "step",
-        "tool",
-        "result",
-        "search",
-        "read",
-        "summary",
-        "draft",
-        "answer",
-        "check",
-        "retry",
-        "state",
-        "journal",
-        "key",
-        "value",
-        "source",
-        "evidence",
-        "claim",
-        "note",
-        "reason",
-        "model",
-        "cost",
-        "token",
-        "latency",
-        "budget",
-        "review",
-        "final",
-        "data",
-        "report",
-        "finding",
-        "risk",
-        "option",
-        "choice",
-        "because",
-        "therefore",
-        "however",
-        "first",
-        "next",
-        "then",
-        "done",
-    ]
-)
+_TEXT = """
+agent plan step tool result search read summary draft answer check retry state journal
+key value source evidence claim note reason model cost token latency budget review
+final data report finding risk option choice because therefore however first next
+then done
+"""
+_WORDS = tuple(_TEXT.split())
 
 
 @register
