@@ -27,6 +27,7 @@
         ├── ConflictError               a versioned write met a newer version
         ├── SchemaViolationError        a value does not match its key's schema (also ValueError)
         ├── DuplicateMessageError       a message id reused with a different payload
+        ├── ScopeError                  a key outside the agent's read/write scope
         └── TrustError                  untrusted data reached a place that needs endorsement
 
 Facts are attributes, so nobody has to parse a message. Every message says what went
@@ -277,6 +278,25 @@ class DuplicateMessageError(StateError):
         super().__init__(
             f"message id {message_id!r} was already appended to {stream!r} with a different "
             "payload; a retry must resend the same payload, a new message needs a new id"
+        )
+
+
+class ScopeError(StateError, PermissionError):
+    """An agent read or wrote a key outside the scope it was registered with.
+
+    Attributes:
+        agent: the agent.
+        key: the key.
+        action: ``read`` or ``write``.
+    """
+
+    def __init__(self, agent: str, key: str, action: str, allowed: list[str]) -> None:
+        self.agent = agent
+        self.key = key
+        self.action = action
+        super().__init__(
+            f"agent {agent!r} may not {action} key {key!r}: its {action} scope is {allowed}. "
+            f"Widen it with Store.register_agent({agent!r}, {action}=[...]) if that is intended."
         )
 
 

@@ -14,9 +14,18 @@ subsystem needs it and every backend offering the protocol can make it atomic.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["Storage"]
+__all__ = [
+    "ClaimedMessage",
+    "DeadRecord",
+    "StateRecord",
+    "StateStore",
+    "Storage",
+    "StreamLog",
+    "StreamRecord",
+]
 
 
 @runtime_checkable
@@ -36,6 +45,120 @@ class Storage(Protocol):
 
 # --- StateStore (versioned keys) -- owned by surefoot.statebus ------------------------------
 
+
+@dataclass(frozen=True, slots=True)
+class StateRecord:
+    """One key as stored: the value is codec JSON text; ``version`` counts writes to the key
+    (1 for the first), ``revision`` is the namespace's global revision at that write."""
+
+    key: str
+    value: str
+    version: int
+    revision: int
+    author: str
+    trust: str
+    written_at: float
+
+
+@runtime_checkable
+class StateStore(Protocol):
+    """Versioned keys in one namespace. Every method is atomic.
+
+    ``write`` is one conditional statement: with ``expect=None`` it always writes
+    (last-writer-wins); with ``expect=0`` it only creates; with ``expect=n`` it writes only if
+    the key is at version ``n``. ``fence=(lease_key, version)`` adds the condition that
+    ``lease_key`` is still at that version (a lease epoch). A failed condition raises
+    ``ConflictError`` carrying the current value, version and author, and writes nothing.
+    """
+
+    namespace: str
+
+    def read(self, key: str) -> StateRecord | None: ...
+    def write(
+        self,
+        key: str,
+        value: str,
+        *,
+        author: str,
+        trust: str,
+        expect: int | None,
+        now: float,
+        fence: tuple[str, int] | None = None,
+    ) -> StateRecord: ...
+    def snapshot(self) -> dict[str, StateRecord]: ...
+    def revision(self) -> int: ...
+
+
 # --- Stream (append-only log with ids and consumer positions) -- owned by surefoot.statebus --
+
+
+@dataclass(frozen=True, slots=True)
+class StreamRecord:
+    """One appended message. ``duplicate`` is True when an append was deduplicated: the
+    record is the original one."""
+
+    seq: int
+    message_id: str
+    payload: str
+    appended_at: float
+    duplicate: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimedMessage:
+    """A message handed to a consumer: ``attempt`` counts its deliveries (1 the first time)."""
+
+    record: StreamRecord
+    attempt: int
+
+
+@dataclass(frozen=True, slots=True)
+class DeadRecord:
+    """A dead letter: the whole message, a reason code and its delivery history."""
+
+    record: StreamRecord
+    consumer: str
+    reason: str
+    attempts: int
+    history: list[dict[str, Any]] = field(default_factory=list)
+
+
+@runtime_checkable
+class StreamLog(Protocol):
+    """An append-only log with message ids and consumer positions. Every method is atomic.
+
+    ``append`` is one statement: a retried id with the same payload returns the original
+    record (``duplicate=True``); the same id with another payload raises
+    ``DuplicateMessageError``; ``expect_last_seq`` makes it conditional (``ConflictError``).
+    ``claim`` hands a consumer new messages and redelivers those whose visibility timeout
+    passed without an ack; a message that was delivered ``max_attempts`` times without an ack
+    becomes a dead letter (reason ``max_attempts``) instead.
+    """
+
+    name: str
+
+    def append(
+        self, message_id: str, payload: str, *, now: float, expect_last_seq: int | None = None
+    ) -> StreamRecord: ...
+    def last_seq(self) -> int: ...
+    def range(self, after: int = 0, limit: int = 100) -> list[StreamRecord]: ...
+    def claim(
+        self,
+        consumer: str,
+        *,
+        limit: int,
+        now: float,
+        visibility_timeout: float,
+        max_attempts: int,
+        worker: str = "",
+    ) -> list[ClaimedMessage]: ...
+    def ack(self, consumer: str, seq: int) -> bool: ...
+    def nack(self, consumer: str, seq: int, *, now: float, delay: float = 0.0) -> bool: ...
+    def reject(self, consumer: str, seq: int, *, reason: str, now: float) -> bool: ...
+    def dead_letters(self, consumer: str) -> list[DeadRecord]: ...
+    def redrive(self, consumer: str, seqs: list[int] | None, *, now: float) -> int: ...
+    def position(self, consumer: str) -> int: ...
+    def pending(self, consumer: str) -> int: ...
+
 
 # --- Journal (runs, steps, leases, timers, audit) -- owned by surefoot.durable ---------------

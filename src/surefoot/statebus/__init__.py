@@ -1,0 +1,38 @@
+"""Shared state and messages between agents: nothing lost, nothing done twice.
+
+``Store`` holds versioned keys (per-key versions and a global revision) with each entry's
+author and trust set by the runtime; ``shared`` simulates a team of agents under the policies
+``last_writer_wins``, ``optimistic``, ``locked`` and ``partitioned``; ``messages`` delivers
+over a lossy ``Channel``; ``Stream`` is an append-only log with ids, consumers and dead
+letters (SQLite: many processes on one file).
+"""
+
+from __future__ import annotations
+
+from ..errors import (
+    ConflictError,
+    DuplicateMessageError,
+    SchemaViolationError,
+    ScopeError,
+)
+from ._store import TRUST_LEVELS, AgentSession, AgentSpec, Entry, Lease, LostUpdate, Store
+from ._stream import Consumer, DeadLetter, Message, Stream, StreamEntry
+
+__all__ = [
+    "TRUST_LEVELS",
+    "AgentSession",
+    "AgentSpec",
+    "ConflictError",
+    "Consumer",
+    "DeadLetter",
+    "DuplicateMessageError",
+    "Entry",
+    "Lease",
+    "LostUpdate",
+    "Message",
+    "SchemaViolationError",
+    "ScopeError",
+    "Store",
+    "Stream",
+    "StreamEntry",
+]

@@ -1,0 +1,160 @@
+"""SQLite ``StateStore``: versioned keys, one conditional statement per write.
+
+Every write is ``BEGIN IMMEDIATE``, one ``INSERT … ON CONFLICT DO UPDATE … WHERE`` (or one
+``UPDATE … WHERE version = ?``) with ``RETURNING``, then ``COMMIT``: no read-then-write, so
+several processes on one file never lose an update the version check was meant to catch.
+The global revision is ``MAX(revision) + 1`` of the namespace, computed inside the same
+statement under the write lock.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any
+
+from ...codec import loads
+from ...errors import ConflictError
+from ..base import StateRecord
+from ._db import SQLiteDB
+
+__all__ = ["SQLiteStateStore"]
+
+MIGRATIONS = [
+    """
+    CREATE TABLE sf_state (
+        ns TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL,
+        version INTEGER NOT NULL, revision INTEGER NOT NULL,
+        author TEXT NOT NULL, trust TEXT NOT NULL, written_at REAL NOT NULL,
+        PRIMARY KEY (ns, key)
+    );
+    CREATE INDEX sf_state_revision ON sf_state (ns, revision)
+    """,
+]
+
+_COLS = "key, value, version, revision, author, trust, written_at"
+_NEXT_REV = "(SELECT COALESCE(MAX(revision), 0) + 1 FROM sf_state WHERE ns = :ns)"
+_FENCE_OK = (
+    "(:fkey IS NULL OR EXISTS (SELECT 1 FROM sf_state WHERE ns = :ns AND key = :fkey "
+    "AND version = :fver))"
+)
+# expect None (last-writer-wins) or 0 (create only): one upsert.
+_UPSERT = f"""
+INSERT INTO sf_state (ns, key, value, version, revision, author, trust, written_at)
+SELECT :ns, :key, :value, 1, {_NEXT_REV}, :author, :trust, :now WHERE {_FENCE_OK}
+ON CONFLICT (ns, key) DO UPDATE SET
+    value = excluded.value, version = sf_state.version + 1, revision = excluded.revision,
+    author = excluded.author, trust = excluded.trust, written_at = excluded.written_at
+WHERE :expect IS NULL AND {_FENCE_OK}
+RETURNING {_COLS}
+"""
+# expect n > 0: one conditional update.
+_UPDATE = f"""
+UPDATE sf_state SET
+    value = :value, version = version + 1, revision = {_NEXT_REV},
+    author = :author, trust = :trust, written_at = :now
+WHERE ns = :ns AND key = :key AND version = :expect AND {_FENCE_OK}
+RETURNING {_COLS}
+"""
+
+
+def _record(row: tuple[Any, ...] | sqlite3.Row) -> StateRecord:
+    k, v, ver, rev, author, trust, at = row
+    return StateRecord(str(k), str(v), int(ver), int(rev), str(author), str(trust), float(at))
+
+
+class SQLiteStateStore:
+    """Versioned keys of one namespace in a SQLite file shared by many processes.
+
+    Args:
+        db: the file (``SQLiteDB``), shared with the other protocol objects.
+        namespace: keys of different namespaces never meet.
+    """
+
+    def __init__(self, db: SQLiteDB, namespace: str = "default") -> None:
+        self.db = db
+        self.namespace = namespace
+        db.migrate("statestore", MIGRATIONS)
+
+    def read(self, key: str) -> StateRecord | None:
+        row = (
+            self.db.conn()
+            .execute(
+                f"SELECT {_COLS} FROM sf_state WHERE ns = ? AND key = ?", (self.namespace, key)
+            )
+            .fetchone()
+        )
+        return _record(row) if row else None
+
+    def write(
+        self,
+        key: str,
+        value: str,
+        *,
+        author: str,
+        trust: str,
+        expect: int | None,
+        now: float,
+        fence: tuple[str, int] | None = None,
+    ) -> StateRecord:
+        params = {
+            "ns": self.namespace,
+            "key": key,
+            "value": value,
+            "author": author,
+            "trust": trust,
+            "now": now,
+            "expect": expect,
+            "fkey": fence[0] if fence else None,
+            "fver": fence[1] if fence else None,
+        }
+        with self.db.write() as c:
+            sql = _UPDATE if expect else _UPSERT
+            row = c.execute(sql, params).fetchone()
+            if row is not None:
+                return _record(row)
+            # Nothing written: say why, from the same transaction.
+            if fence is not None:
+                lease = c.execute(
+                    "SELECT value, version, author FROM sf_state WHERE ns = ? AND key = ?",
+                    (self.namespace, fence[0]),
+                ).fetchone()
+                if lease is None or lease[1] != fence[1]:
+                    raise ConflictError(
+                        fence[0],
+                        fence[1],
+                        lease[1] if lease else 0,
+                        loads(lease[0]) if lease else None,
+                        lease[2] if lease else "",
+                    )
+            cur = c.execute(
+                "SELECT value, version, author FROM sf_state WHERE ns = ? AND key = ?",
+                (self.namespace, key),
+            ).fetchone()
+            raise ConflictError(
+                key,
+                expect if expect is not None else 0,
+                cur[1] if cur else 0,
+                loads(cur[0]) if cur else None,
+                cur[2] if cur else "",
+            )
+
+    def snapshot(self) -> dict[str, StateRecord]:
+        rows = (
+            self.db.conn()
+            .execute(f"SELECT {_COLS} FROM sf_state WHERE ns = ? ORDER BY key", (self.namespace,))
+            .fetchall()
+        )
+        return {r[0]: _record(r) for r in rows}
+
+    def revision(self) -> int:
+        row = (
+            self.db.conn()
+            .execute(
+                "SELECT COALESCE(MAX(revision), 0) FROM sf_state WHERE ns = ?", (self.namespace,)
+            )
+            .fetchone()
+        )
+        return int(row[0])
+
+    def __repr__(self) -> str:
+        return f"SQLiteStateStore({self.db.path!r}, {self.namespace!r})"
