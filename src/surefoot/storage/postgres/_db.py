@@ -1,0 +1,411 @@
+"""PostgreSQL done right: psycopg 3, a connection pool, one schema, numbered migrations.
+
+Connections are in autocommit mode, so a single statement is one round trip and one commit;
+work that needs several statements runs in an explicit transaction (``run(fn, tx=True)``).
+Losing the server is handled in one place, :meth:`PostgresDB.run`:
+
+* no connection could be had (server down, restarting, pool exhausted): back off and try
+  again until ``reconnect_timeout`` has passed, then raise ``StoreUnavailableError``;
+* the connection broke in the middle of a transaction, before ``COMMIT`` was sent: nothing was
+  applied, so the whole transaction is run again on a fresh connection;
+* the connection broke while a write was being committed: the outcome is unknown, so the write
+  is retried only when the caller declared it idempotent (dedup by id, insert-if-absent);
+  otherwise ``StoreUnavailableError`` says so and the caller decides.
+
+Serialization failures and deadlocks roll the transaction back and are retried the same way.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from ...clock import Clock, SystemClock
+from ...errors import ConfigError, MissingExtraError, SchemaVersionError, StoreUnavailableError
+from ..url import StorageURL, redact
+
+__all__ = ["OPTIONS", "Listener", "PostgresDB", "import_psycopg"]
+
+T = TypeVar("T")
+
+#: URL query options read by surefoot (all others are passed to libpq, like ``sslmode``).
+OPTIONS = {
+    "schema": "surefoot",  # where surefoot's tables live; one schema per deployment or test
+    "pool_min": "1",  # connections the pool keeps open
+    "pool_max": "10",  # most connections the pool opens (per process)
+    "connect_timeout": "5",  # seconds for one connection attempt
+    "reconnect_timeout": "30",  # seconds of bounded back-off before StoreUnavailableError
+}
+
+_SCHEMA_RE = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+
+
+def import_psycopg() -> tuple[Any, Any]:
+    """Import ``psycopg`` and ``psycopg_pool`` lazily.
+
+    Raises:
+        MissingExtraError: the ``postgres`` extra is not installed.
+    """
+    try:
+        import psycopg
+        import psycopg_pool
+    except ImportError as exc:
+        raise MissingExtraError("postgres", "postgresql:// stores") from exc
+    return psycopg, psycopg_pool
+
+
+def _hint(message: str) -> str:
+    """What to check, from libpq's message."""
+    low = message.lower()
+    if "password authentication failed" in low or "no password supplied" in low:
+        return "check the user name and password in the URL"
+    if "role" in low and "does not exist" in low:
+        return "check the user name in the URL (that role does not exist)"
+    if "database" in low and "does not exist" in low:
+        return "check the database name in the URL, or create it (createdb NAME)"
+    if "could not translate host name" in low or "failed to resolve host" in low:
+        return "check the host name in the URL"
+    if "connection refused" in low or "timeout" in low or "timed out" in low:
+        return "check that the server is running and listening on that host and port"
+    if "starting up" in low or "shutting down" in low or "recovery" in low:
+        return "the server is restarting; try again shortly"
+    return "check the URL and that the server accepts connections"
+
+
+class PostgresDB:
+    """One PostgreSQL database (and one schema in it), shared by a ``PostgresStorage``.
+
+    Args:
+        parsed: the parsed ``postgresql://`` URL; see :data:`OPTIONS` for its query options.
+        clock: waits between reconnect attempts (``SystemClock`` by default).
+
+    Attributes:
+        url: the URL without its password.
+        schema: the schema holding surefoot's tables.
+        commits: statements and transactions committed through this object (tests count them).
+        round_trips: statements sent to the server (tests count them).
+
+    Raises:
+        ConfigError: a bad option value.
+        MissingExtraError: psycopg is not installed.
+        StoreUnavailableError: the server cannot be reached with this URL.
+    """
+
+    def __init__(self, parsed: StorageURL, *, clock: Clock | None = None) -> None:
+        self.psycopg, pool_mod = import_psycopg()
+        self.url = redact(parsed.url)
+        opts = {k: parsed.options.get(k, v) for k, v in OPTIONS.items()}
+        self.schema = opts["schema"]
+        if not _SCHEMA_RE.match(self.schema):
+            raise ConfigError(
+                f"schema must be a lower-case SQL identifier (letters, digits, _), got "
+                f"{self.schema!r} in {self.url!r}"
+            )
+        self.pool_min = self._int(opts, "pool_min", 0)
+        self.pool_max = self._int(opts, "pool_max", 1)
+        if self.pool_max < self.pool_min:
+            raise ConfigError(
+                f"pool_max ({self.pool_max}) must be >= pool_min ({self.pool_min}) in {self.url!r}"
+            )
+        self.connect_timeout = self._int(opts, "connect_timeout", 1)
+        self.reconnect_timeout = float(self._int(opts, "reconnect_timeout", 0))
+        self.clock: Clock = clock or SystemClock()
+        self.commits = 0
+        self.round_trips = 0
+        self._lock = threading.Lock()
+        self._migrated: set[str] = set()
+        self.conninfo = self._conninfo(parsed.url)
+        self._probe()
+        schema = self.schema
+
+        def configure(conn: Any) -> None:
+            conn.execute(f"SET search_path TO {schema}")
+
+        self.pool = pool_mod.ConnectionPool(
+            self.conninfo,
+            min_size=self.pool_min,
+            max_size=self.pool_max,
+            kwargs={"autocommit": True, "connect_timeout": self.connect_timeout},
+            configure=configure,
+            timeout=max(1.0, float(self.connect_timeout)),
+            open=False,
+            name=f"surefoot-{schema}",
+        )
+        self.pool.open(wait=False)
+
+    def _int(self, opts: dict[str, str], name: str, minimum: int) -> int:
+        try:
+            value = int(opts[name])
+        except ValueError:
+            value = minimum - 1
+        if value < minimum:
+            raise ConfigError(
+                f"{name} must be a whole number >= {minimum}, got {opts[name]!r} in {self.url!r}"
+            )
+        return value
+
+    @staticmethod
+    def _conninfo(url: str) -> str:
+        """The URL for libpq: surefoot's own query options removed."""
+        parts = urlsplit(url)
+        query = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True)]
+        kept = [(k, v) for k, v in query if k not in OPTIONS]
+        scheme = "postgresql"
+        return urlunsplit((scheme, parts.netloc, parts.path, urlencode(kept), parts.fragment))
+
+    def _probe(self) -> None:
+        """Connect once, so a wrong URL fails now with a clear message."""
+        try:
+            conn = self.psycopg.connect(self.conninfo, connect_timeout=self.connect_timeout)
+        except self.psycopg.Error as exc:
+            raise self.unavailable(exc) from exc
+        conn.close()
+
+    def unavailable(self, exc: BaseException, doing: str = "connect to") -> StoreUnavailableError:
+        """A ``StoreUnavailableError`` for ``exc`` naming the URL and what to check."""
+        text = " ".join(str(exc).split())
+        return StoreUnavailableError(
+            self.url, f"cannot {doing} PostgreSQL at {self.url!r}: {text}. {_hint(text)}."
+        )
+
+    def close(self) -> None:
+        """Close the pool and every connection in it."""
+        self.pool.close()
+
+    # -- running statements ------------------------------------------------------------
+
+    def _retryable_rollback(self, exc: BaseException) -> bool:
+        errors = self.psycopg.errors
+        return isinstance(exc, errors.SerializationFailure | errors.DeadlockDetected)
+
+    def run(
+        self,
+        fn: Callable[[Any], T],
+        *,
+        tx: bool = False,
+        write: bool = True,
+        idempotent: bool = False,
+    ) -> T:
+        """Run ``fn(conn)`` on a pooled connection, reconnecting within ``reconnect_timeout``.
+
+        Args:
+            fn: does the work; gets an autocommit ``psycopg.Connection``.
+            tx: run ``fn`` inside one transaction (``BEGIN`` … ``COMMIT``).
+            write: the work writes (counted in ``commits``).
+            idempotent: running ``fn`` twice leaves the same state as once, so it may be
+                retried when the connection breaks while committing.
+
+        Raises:
+            StoreUnavailableError: no connection within ``reconnect_timeout``, or the
+                connection broke while a non-idempotent write was committing.
+        """
+        psycopg = self.psycopg
+        deadline = self.clock.monotonic() + self.reconnect_timeout
+        wait = 0.05
+        while True:
+            phase = "connect"
+            try:
+                with self.pool.connection() as conn:
+                    phase = "body"
+                    if tx:
+                        with conn.transaction():
+                            result = fn(conn)
+                            phase = "commit"
+                    else:
+                        phase = "commit"  # in autocommit the statement is its own commit
+                        result = fn(conn)
+                if write:
+                    with self._lock:
+                        self.commits += 1
+                return result
+            except psycopg.Error as exc:
+                lost = isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError)
+                rolled_back = self._retryable_rollback(exc)
+                if not (lost or rolled_back or phase == "connect"):
+                    raise
+                if lost:  # the other pooled connections are likely stale too (server restart)
+                    self._purge()
+                if lost and phase == "commit" and write and not idempotent and not rolled_back:
+                    raise StoreUnavailableError(
+                        self.url,
+                        f"lost the connection to PostgreSQL at {self.url!r} while a write was "
+                        f"committing ({' '.join(str(exc).split())}); it may or may not have been "
+                        "applied. Read the current state before writing again.",
+                    ) from exc
+                last: BaseException = exc
+            except self._pool_timeout() as exc:
+                last = exc
+            if self.clock.monotonic() + wait > deadline:
+                raise self.unavailable(last, "reach") from last
+            # Bounded exponential back-off; surefoot.resilience.Backoff takes this over once
+            # the durable worker needs shared policies (same shape: base 0.05 s, cap 2 s).
+            self.clock.sleep(wait)
+            wait = min(2.0, wait * 2)
+
+    def _pool_timeout(self) -> type[BaseException]:
+        _, pool_mod = import_psycopg()
+        exc: type[BaseException] = pool_mod.PoolTimeout
+        return exc
+
+    def _purge(self) -> None:
+        try:
+            self.pool.check()
+        except Exception:  # the check itself can fail while the server is down
+            pass
+
+    def execute(
+        self,
+        sql: str,
+        params: Sequence[Any] | dict[str, Any] | None = None,
+        *,
+        write: bool = True,
+        idempotent: bool = False,
+    ) -> list[tuple[Any, ...]]:
+        """Run one statement (one round trip, its own commit) and return its rows."""
+
+        def one(conn: Any) -> list[tuple[Any, ...]]:
+            cur = conn.execute(sql, params)
+            self.round_trips += 1
+            return list(cur.fetchall()) if cur.description else []
+
+        return self.run(one, write=write, idempotent=idempotent)
+
+    # -- schema ------------------------------------------------------------------------
+
+    def migrate(self, component: str, migrations: Sequence[str]) -> None:
+        """Bring ``component``'s tables to the newest of ``migrations`` (numbered from 1).
+
+        Runs in one transaction under an advisory lock, so workers starting together do not
+        race. Applied versions are recorded in ``<schema>.surefoot_schema``.
+
+        Raises:
+            SchemaVersionError: the schema belongs to another program (tables but no
+                ``surefoot_schema``), or it was written by a newer surefoot.
+        """
+        if component in self._migrated:
+            return
+        schema = self.schema
+
+        def apply(conn: Any) -> None:
+            conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"surefoot:{schema}",))
+            tables = [
+                r[0]
+                for r in conn.execute(
+                    "SELECT table_name FROM information_schema.tables WHERE table_schema = %s",
+                    (schema,),
+                )
+            ]
+            if tables and "surefoot_schema" not in tables:
+                raise SchemaVersionError(
+                    self.url,
+                    f"schema {schema!r} in {self.url!r} is not a surefoot schema (it has "
+                    f"tables {', '.join(sorted(tables)[:5])} and no surefoot_schema); it was "
+                    "left untouched. Pick another one with ?schema=NAME.",
+                )
+            conn.execute(f"CREATE SCHEMA IF NOT EXISTS {schema}")
+            conn.execute(
+                "CREATE TABLE IF NOT EXISTS surefoot_schema "
+                "(component TEXT PRIMARY KEY, version INTEGER NOT NULL)"
+            )
+            row = conn.execute(
+                "SELECT version FROM surefoot_schema WHERE component = %s", (component,)
+            ).fetchone()
+            current = row[0] if row else 0
+            if current > len(migrations):
+                raise SchemaVersionError(
+                    self.url,
+                    f"schema {schema!r} in {self.url!r} has {component} schema version "
+                    f"{current}, newer than this surefoot knows ({len(migrations)}); upgrade "
+                    "surefoot. Nothing was changed.",
+                )
+            for number in range(current + 1, len(migrations) + 1):
+                conn.execute(migrations[number - 1])
+            if current < len(migrations):
+                conn.execute(
+                    "INSERT INTO surefoot_schema(component, version) VALUES (%s, %s) "
+                    "ON CONFLICT (component) DO UPDATE SET version = excluded.version",
+                    (component, len(migrations)),
+                )
+
+        self.run(apply, tx=True)
+        self._migrated.add(component)
+
+    def drop_schema(self) -> None:
+        """Drop the whole schema and everything in it (tests, ``surefoot`` resets)."""
+        self.execute(f"DROP SCHEMA IF EXISTS {self.schema} CASCADE")
+        self._migrated.clear()
+
+    # -- LISTEN / NOTIFY ---------------------------------------------------------------
+
+    def channel(self, name: str) -> str:
+        """The NOTIFY channel for ``name`` in this schema."""
+        return f"{self.schema}.{name}"
+
+    def notify(self, name: str, payload: str = "") -> None:
+        """Send a notification on ``name`` (delivered when the sender's transaction commits)."""
+        self.execute("SELECT pg_notify(%s, %s)", (self.channel(name), payload), write=False)
+
+    def listener(self, name: str) -> Listener:
+        """A :class:`Listener` on channel ``name`` (its own connection, outside the pool)."""
+        return Listener(self, name)
+
+
+class Listener:
+    """Waits for ``NOTIFY`` on one channel; with polling as the fallback.
+
+    ``wait(timeout)`` returns ``True`` when a notification arrived and ``False`` when the
+    timeout passed; if the connection is lost it waits out the timeout (the caller polls)
+    and reconnects on the next call. Use it to wake idle workers, never as the only signal.
+    """
+
+    def __init__(self, db: PostgresDB, name: str) -> None:
+        self.db = db
+        self.channel = db.channel(name)
+        self._conn: Any = None
+        self.received = 0
+
+    def _connect(self) -> Any:
+        if self._conn is None or self._conn.closed:
+            psycopg = self.db.psycopg
+            conn = psycopg.connect(
+                self.db.conninfo, autocommit=True, connect_timeout=self.db.connect_timeout
+            )
+            conn.execute(psycopg.sql.SQL("LISTEN {}").format(psycopg.sql.Identifier(self.channel)))
+            self._conn = conn
+        return self._conn
+
+    def wait(self, timeout: float) -> bool:
+        """Block up to ``timeout`` seconds for a notification; ``True`` if one came."""
+        try:
+            conn = self._connect()
+            got = False
+            for _ in conn.notifies(timeout=timeout, stop_after=1):
+                got = True
+            # drain any others queued with it, without waiting
+            for _ in conn.notifies(timeout=0.0):
+                pass
+        except self.db.psycopg.Error:
+            self.close()
+            self.db.clock.sleep(timeout)
+            return False
+        if got:
+            self.received += 1
+        return got
+
+    def close(self) -> None:
+        """Close the listening connection."""
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            try:
+                conn.close()
+            except Exception:
+                pass
+
+    def __enter__(self) -> Listener:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,181 @@
+"""One Redis server (and one key prefix on it), shared by a ``RedisStorage``.
+
+Every write is one Lua script, so it is atomic on the server and costs one round trip.
+Losing the server is handled in one place, :meth:`RedisDB.call`: a connection that could not
+be made is retried with bounded back-off; a connection that broke after a write was sent is
+retried only when the write is idempotent (a stream append deduplicated by message id), and
+otherwise raises ``StoreUnavailableError`` saying the outcome is unknown.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Callable
+from typing import Any, TypeVar
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from ...clock import Clock, SystemClock
+from ...errors import ConfigError, MissingExtraError, StoreUnavailableError
+from ..url import StorageURL, redact
+
+__all__ = ["OPTIONS", "RedisDB", "import_redis"]
+
+T = TypeVar("T")
+
+#: URL query options read by surefoot (others are passed to redis-py's ``from_url``).
+OPTIONS = {
+    "prefix": "surefoot",  # every key starts with this; one prefix per deployment or test
+    "socket_timeout": "5",  # seconds for one command
+    "reconnect_timeout": "30",  # seconds of bounded back-off before StoreUnavailableError
+}
+
+_PREFIX_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,100}$")
+
+
+def import_redis() -> Any:
+    """Import ``redis`` lazily.
+
+    Raises:
+        MissingExtraError: the ``redis`` extra is not installed.
+    """
+    try:
+        import redis
+    except ImportError as exc:
+        raise MissingExtraError("redis", "redis:// stores") from exc
+    return redis
+
+
+def _hint(message: str) -> str:
+    low = message.lower()
+    if "auth" in low or "password" in low or "noperm" in low:
+        return "check the user name and password in the URL"
+    if "name or service not known" in low or "resolve" in low:
+        return "check the host name in the URL"
+    if "db index" in low or "invalid db" in low:
+        return "check the database number at the end of the URL (redis://host:6379/0)"
+    return "check that the server is running and listening on that host and port"
+
+
+class RedisDB:
+    """A redis-py client with surefoot's options, error translation and counters.
+
+    Args:
+        parsed: the parsed ``redis://`` URL; see :data:`OPTIONS` for its query options.
+        clock: waits between reconnect attempts (``SystemClock`` by default).
+
+    Attributes:
+        url: the URL without its password.
+        prefix: the key prefix.
+        commits: write scripts run through this object (tests count them).
+        round_trips: commands sent (tests count them).
+
+    Raises:
+        ConfigError: a bad option value.
+        MissingExtraError: redis-py is not installed.
+        StoreUnavailableError: the server cannot be reached with this URL.
+    """
+
+    def __init__(self, parsed: StorageURL, *, clock: Clock | None = None) -> None:
+        self.redis = import_redis()
+        self.url = redact(parsed.url)
+        opts = {k: parsed.options.get(k, v) for k, v in OPTIONS.items()}
+        self.prefix = opts["prefix"]
+        if not _PREFIX_RE.match(self.prefix):
+            raise ConfigError(
+                f"prefix must be 1-100 characters from A-Z a-z 0-9 _ . : -, got "
+                f"{self.prefix!r} in {self.url!r}"
+            )
+        try:
+            self.socket_timeout = float(opts["socket_timeout"])
+            self.reconnect_timeout = float(opts["reconnect_timeout"])
+        except ValueError:
+            raise ConfigError(
+                f"socket_timeout and reconnect_timeout must be seconds, got "
+                f"{opts['socket_timeout']!r} and {opts['reconnect_timeout']!r} in {self.url!r}"
+            ) from None
+        self.clock: Clock = clock or SystemClock()
+        self.commits = 0
+        self.round_trips = 0
+        self._lock = threading.Lock()
+        parts = urlsplit(parsed.url)
+        kept = [(k, v) for k, v in parse_qsl(parts.query) if k not in OPTIONS]
+        plain = urlunsplit(parts._replace(query=urlencode(kept)))
+        try:
+            self.client = self.redis.Redis.from_url(
+                plain,
+                decode_responses=True,
+                socket_timeout=self.socket_timeout,
+                socket_connect_timeout=self.socket_timeout,
+            )
+        except ValueError as exc:
+            raise ConfigError(f"bad Redis URL {self.url!r}: {exc}") from exc
+        self._scripts: dict[str, Any] = {}
+        try:
+            self.client.ping()
+        except self.redis.RedisError as exc:
+            raise self.unavailable(exc) from exc
+
+    def unavailable(self, exc: BaseException, doing: str = "connect to") -> StoreUnavailableError:
+        """A ``StoreUnavailableError`` for ``exc`` naming the URL and what to check."""
+        text = " ".join(str(exc).split()).rstrip(".")
+        return StoreUnavailableError(
+            self.url, f"cannot {doing} Redis at {self.url!r}: {text}; {_hint(text)}."
+        )
+
+    def key(self, *parts: str) -> str:
+        """A key under this prefix: ``prefix:part1:part2``."""
+        return ":".join((self.prefix, *parts))
+
+    def script(self, name: str, source: str) -> Any:
+        """A registered Lua script (EVALSHA with a fallback to EVAL, handled by redis-py)."""
+        s = self._scripts.get(name)
+        if s is None:
+            s = self._scripts[name] = self.client.register_script(source)
+        return s
+
+    def call(self, fn: Callable[[Any], T], *, write: bool = True, idempotent: bool = False) -> T:
+        """Run ``fn(client)``, reconnecting within ``reconnect_timeout`` when that is safe.
+
+        Raises:
+            StoreUnavailableError: no connection in time, or the connection broke after a
+                non-idempotent write was sent (its outcome is unknown).
+        """
+        redis = self.redis
+        deadline = self.clock.monotonic() + self.reconnect_timeout
+        wait = 0.05
+        while True:
+            try:
+                result = fn(self.client)
+                self.round_trips += 1
+                if write:
+                    with self._lock:
+                        self.commits += 1
+                return result
+            except (redis.ConnectionError, redis.TimeoutError) as exc:
+                if isinstance(exc, redis.AuthenticationError):
+                    raise self.unavailable(exc) from exc
+                never_sent = "connecting to" in str(exc)
+                if write and not idempotent and not never_sent:
+                    raise StoreUnavailableError(
+                        self.url,
+                        f"lost the connection to Redis at {self.url!r} after a write was sent "
+                        f"({' '.join(str(exc).split())}); it may or may not have been applied. "
+                        "Read the current state before writing again.",
+                    ) from exc
+                if self.clock.monotonic() + wait > deadline:
+                    raise self.unavailable(exc, "reach") from exc
+            # Bounded exponential back-off (base 0.05 s, cap 2 s), like the PostgreSQL backend.
+            self.clock.sleep(wait)
+            wait = min(2.0, wait * 2)
+
+    def delete_prefix(self) -> int:
+        """Delete every key under this prefix (tests, resets); returns how many."""
+        n = 0
+        for k in self.client.scan_iter(match=f"{self.prefix}:*", count=500):
+            n += int(self.client.delete(k))
+        return n
+
+    def close(self) -> None:
+        """Close the client's connections."""
+        self.client.close()

@@ -1,0 +1,268 @@
+"""PostgresDB: URLs, error translation, migrations, counters, reconnects, LISTEN/NOTIFY."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from surefoot import storage
+from surefoot.errors import ConfigError, SchemaVersionError, StoreUnavailableError
+from surefoot.storage.postgres import PostgresStorage
+
+pytestmark = pytest.mark.services
+
+
+def _schema() -> str:
+    return f"sf_t_{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture
+def pg(pg_url: str) -> Iterator[PostgresStorage]:
+    """A PostgresStorage on a fresh schema, dropped afterwards."""
+    st = storage.open(f"{pg_url}?schema={_schema()}&reconnect_timeout=5")
+    assert isinstance(st, PostgresStorage)
+    yield st
+    st.db.drop_schema()
+    st.close()
+
+
+class Proxy:
+    """A TCP proxy to PostgreSQL that a test can cut, as if the server went away."""
+
+    def __init__(self, port: int = 5432) -> None:
+        self.target = ("127.0.0.1", port)
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.port = self.sock.getsockname()[1]
+        self.conns: list[socket.socket] = []
+        self.up = True
+        self.thread = threading.Thread(target=self._accept, daemon=True)
+        self.thread.start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.sock.accept()
+            except OSError:
+                return
+            if not self.up:
+                client.close()
+                continue
+            server = socket.create_connection(self.target)
+            self.conns += [client, server]
+            for a, b in ((client, server), (server, client)):
+                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pipe(a: socket.socket, b: socket.socket) -> None:
+        try:
+            while data := a.recv(65536):
+                b.sendall(data)
+        except OSError:
+            pass
+        for s in (a, b):
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        a.close()  # each direction's thread closes its source; the other closes the other
+
+    def cut(self) -> None:
+        """Refuse new connections and break the open ones."""
+        self.up = False
+        for s in self.conns:
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        self.conns.clear()
+
+    def restore(self) -> None:
+        self.up = True
+
+    def close(self) -> None:
+        self.cut()
+        self.sock.close()
+
+
+def test_wrong_port_is_store_unavailable_with_hint_and_cause() -> None:
+    """A server that is not there fails at open, naming the URL and what to check."""
+    with pytest.raises(StoreUnavailableError) as info:
+        storage.open("postgresql://postgres:secret@127.0.0.1:1/test?connect_timeout=2")
+    msg = str(info.value)
+    assert "secret" not in msg and "***" in msg
+    assert "server is running" in msg
+    assert info.value.__cause__ is not None
+
+
+def test_missing_database_and_role_say_what_to_check(pg_url: str) -> None:
+    """A missing database or role gets a message naming the fix."""
+    base = pg_url.rsplit("/", 1)[0]
+    with pytest.raises(StoreUnavailableError, match="create it"):
+        storage.open(f"{base}/sf_no_such_db")
+    nobody = base.replace("postgres@", "sf_no_such_role@")
+    with pytest.raises(StoreUnavailableError, match="user name"):
+        storage.open(f"{nobody}/test")
+
+
+@pytest.mark.parametrize(
+    "query",
+    ["schema=Bad-Name", "pool_min=x", "pool_max=0", "pool_min=5&pool_max=2", "connect_timeout=0"],
+)
+def test_bad_options_are_config_errors(pg_url: str, query: str) -> None:
+    """Bad query options raise ConfigError naming the option."""
+    with pytest.raises(ConfigError):
+        storage.open(f"{pg_url}?{query}")
+
+
+def test_libpq_options_pass_through(pg_url: str) -> None:
+    """Options surefoot does not know (application_name) reach libpq; its own are stripped."""
+    schema = _schema()
+    st = storage.open(f"{pg_url}?schema={schema}&application_name=sf_probe_app&pool_max=2")
+    assert isinstance(st, PostgresStorage)
+    try:
+        rows = st.db.execute("SELECT current_setting('application_name')", write=False)
+        assert rows == [("sf_probe_app",)]
+        assert "schema=" not in st.db.conninfo and "pool_max" not in st.db.conninfo
+    finally:
+        st.close()
+
+
+def test_migrations_apply_in_order_once(pg: PostgresStorage) -> None:
+    """Numbered migrations run once each; a second migrate is a no-op."""
+    db = pg.db
+    steps = ["CREATE TABLE t (a INT PRIMARY KEY)", "ALTER TABLE t ADD COLUMN b TEXT"]
+    db.migrate("probe", steps)
+    db.execute("INSERT INTO t VALUES (1, 'x')")
+    db._migrated.clear()  # as a new process would
+    db.migrate("probe", steps)  # would fail on a re-run of ALTER TABLE
+    assert db.execute("SELECT version FROM surefoot_schema WHERE component='probe'") == [(2,)]
+    db.migrate("probe", [*steps, "ALTER TABLE t ADD COLUMN c INT"])
+    db._migrated.clear()
+    db.migrate("probe", [*steps, "ALTER TABLE t ADD COLUMN c INT"])
+    assert db.execute("SELECT a, b, c FROM t") == [(1, "x", None)]
+
+
+def test_newer_schema_version_fails_clearly(pg: PostgresStorage) -> None:
+    """A schema written by a newer surefoot raises SchemaVersionError and changes nothing."""
+    db = pg.db
+    db.migrate("probe", ["CREATE TABLE t (a INT)"])
+    db.execute("UPDATE surefoot_schema SET version = 7 WHERE component = 'probe'")
+    db._migrated.clear()
+    with pytest.raises(SchemaVersionError, match="upgrade surefoot"):
+        db.migrate("probe", ["CREATE TABLE t (a INT)"])
+    assert db.execute("SELECT version FROM surefoot_schema WHERE component='probe'") == [(7,)]
+
+
+def test_foreign_schema_is_left_untouched(pg_url: str) -> None:
+    """A schema with someone else's tables (no surefoot_schema) is refused, not modified."""
+    schema = _schema()
+    st = storage.open(f"{pg_url}?schema={schema}")
+    assert isinstance(st, PostgresStorage)
+    try:
+        st.db.execute(f"CREATE SCHEMA {schema}")
+        st.db.execute(f"CREATE TABLE {schema}.theirs (x INT)")
+        with pytest.raises(SchemaVersionError, match="not a surefoot schema"):
+            st.db.migrate("probe", ["CREATE TABLE t (a INT)"])
+        tables = st.db.execute(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema=%s", (schema,)
+        )
+        assert tables == [("theirs",)]
+    finally:
+        st.db.drop_schema()
+        st.close()
+
+
+def test_concurrent_migrations_do_not_race(pg_url: str) -> None:
+    """Four processes' worth of stores migrating at once all succeed (advisory lock)."""
+    schema = _schema()
+    stores = [storage.open(f"{pg_url}?schema={schema}&pool_max=2") for _ in range(4)]
+    errors: list[BaseException] = []
+
+    def go(st: PostgresStorage) -> None:
+        try:
+            st.db.migrate("probe", ["CREATE TABLE t (a INT)", "CREATE INDEX t_a ON t(a)"])
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=go, args=(st,)) for st in stores]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    try:
+        assert errors == []
+        rows = stores[0].db.execute("SELECT component, version FROM surefoot_schema")
+        assert rows == [("probe", 2)]
+    finally:
+        stores[0].db.drop_schema()
+        for st in stores:
+            st.close()
+
+
+def test_commit_counter_counts_writes_not_reads(pg: PostgresStorage) -> None:
+    """Each write statement counts one commit; reads count none."""
+    db = pg.db
+    db.migrate("probe", ["CREATE TABLE t (a INT)"])
+    before = db.commits
+    for i in range(3):
+        db.execute("INSERT INTO t VALUES (%s)", (i,))
+    db.execute("SELECT count(*) FROM t", write=False)
+    assert db.commits - before == 3
+
+
+def test_listen_notify_wakes_and_times_out(pg: PostgresStorage) -> None:
+    """A listener returns False on timeout and True when notified on its channel only."""
+    with pg.db.listener("wake") as lis:
+        assert lis.wait(0.05) is False
+        pg.db.notify("other", "x")
+        assert lis.wait(0.05) is False
+        pg.db.notify("wake", "x")
+        assert lis.wait(5.0) is True
+        assert lis.received == 1
+
+
+def test_broken_connections_reconnect_for_reads_and_refuse_blind_writes(pg_url: str) -> None:
+    """After the server drops every connection, reads reconnect; a non-idempotent write that
+    was in flight says its outcome is unknown; the next write succeeds on a new connection."""
+    proxy = Proxy()
+    schema = _schema()
+    url = pg_url.replace(":5432/", f":{proxy.port}/")
+    st = storage.open(f"{url}?schema={schema}&pool_min=2&pool_max=2&reconnect_timeout=10")
+    assert isinstance(st, PostgresStorage)
+    db = st.db
+    try:
+        db.migrate("probe", ["CREATE TABLE t (a INT)"])
+        db.execute("INSERT INTO t VALUES (1)")
+        proxy.cut()
+        proxy.restore()
+        assert db.execute("SELECT count(*) FROM t", write=False) == [(1,)]
+        proxy.cut()
+        proxy.restore()
+        with pytest.raises(StoreUnavailableError, match="may or may not"):
+            db.execute("INSERT INTO t VALUES (2)")
+        db.execute("INSERT INTO t VALUES (3)")
+        assert db.execute("SELECT a FROM t ORDER BY a", write=False) == [(1,), (3,)]
+    finally:
+        db.drop_schema()
+        st.close()
+        proxy.close()
+
+
+def test_server_gone_fails_after_bounded_reconnect(pg_url: str) -> None:
+    """With the server unreachable, a call gives up after reconnect_timeout, clearly."""
+    proxy = Proxy()
+    url = pg_url.replace(":5432/", f":{proxy.port}/")
+    st = storage.open(f"{url}?schema={_schema()}&reconnect_timeout=1&connect_timeout=1")
+    assert isinstance(st, PostgresStorage)
+    try:
+        st.db.execute("SELECT 1", write=False)
+        proxy.cut()
+        with pytest.raises(StoreUnavailableError, match="cannot reach PostgreSQL"):
+            st.db.execute("SELECT 1", write=False)
+    finally:
+        st.close()
+        proxy.close()
