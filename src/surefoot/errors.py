@@ -301,4 +301,14 @@ class ScopeError(StateError, PermissionError):
 
 
 class TrustError(StateError):
-    """Untrusted data reached a consequential tool or an instruction without endorsement."""
+    """Untrusted data reached a consequential tool or an instruction without endorsement.
+
+    Attributes:
+        sink: where the value was refused (``tool:send_email``, ``instruction``), if known.
+        sources: the untrusted principals the value derives from.
+    """
+
+    def __init__(self, message: str, *, sink: str = "", sources: tuple[str, ...] = ()) -> None:
+        self.sink = sink
+        self.sources = sources
+        super().__init__(message)
