@@ -15,6 +15,9 @@ from ..errors import (
     SchemaViolationError,
     ScopeError,
 )
+from . import messages, shared
+from ._channel import Channel
+from ._realagents import RealAgentsReport, run_real_agents
 from ._store import TRUST_LEVELS, AgentSession, AgentSpec, Entry, Lease, LostUpdate, Store
 from ._stream import Consumer, DeadLetter, Message, Stream, StreamEntry
 
@@ -22,6 +25,7 @@ __all__ = [
     "TRUST_LEVELS",
     "AgentSession",
     "AgentSpec",
+    "Channel",
     "ConflictError",
     "Consumer",
     "DeadLetter",
@@ -30,9 +34,13 @@ __all__ = [
     "Lease",
     "LostUpdate",
     "Message",
+    "RealAgentsReport",
     "SchemaViolationError",
     "ScopeError",
     "Store",
     "Stream",
     "StreamEntry",
+    "messages",
+    "run_real_agents",
+    "shared",
 ]

@@ -75,12 +75,13 @@ class Lease:
 
 @dataclass(frozen=True, slots=True)
 class LostUpdate:
-    """A last-writer-wins write that overwrote ``lost`` versions its writer never saw."""
+    """Version ``version`` of ``key`` was overwritten by ``overwritten_by``, whose write was
+    based on version ``seen``: the change made in ``version`` is gone, silently."""
 
     key: str
-    author: str
-    lost: int
     version: int
+    overwritten_by: str
+    seen: int
 
 
 def _entry(rec: StateRecord) -> Entry:
@@ -121,8 +122,9 @@ class Store:
         clock: time for ``written_at`` and leases (``SystemClock`` by default).
 
     Attributes:
-        lost_updates: versions overwritten by last-writer-wins writes whose writer had read
-            an older version (counted in this process).
+        lost_updates: versions overwritten by a last-writer-wins write whose writer had
+            read an older version, so their change is gone (counted in this process; only
+            writes whose basis is known count: session writes, or ``seen=``).
         lost: one ``LostUpdate`` per such write.
         writes: successful writes through this object. conflicts: refused versioned writes.
     """
@@ -287,10 +289,11 @@ class Store:
             raise
         with self._lock:
             self.writes += 1
-            if expect is None and seen is not None and rec.version - 1 > seen:
-                lost = rec.version - 1 - seen
-                self.lost_updates += lost
-                self.lost.append(LostUpdate(key, author, lost, rec.version))
+            # Version n-1 is lost when the write making version n never saw it. Each version
+            # has one successor, so every lost version is counted exactly once.
+            if expect is None and seen is not None and seen < rec.version - 1:
+                self.lost_updates += 1
+                self.lost.append(LostUpdate(key, rec.version - 1, author, seen))
         return _entry(rec)
 
     # -- leases ------------------------------------------------------------------------
