@@ -1,0 +1,316 @@
+"""Redis ``StreamLog``: the log is a Redis Stream; ids, cursors, leases and dead letters are
+small structures beside it, and every operation is one Lua script (atomic, one round trip).
+
+Layout (``P`` is the prefix; the braces keep one stream's keys in one cluster slot)::
+
+    P:stream:{name}:log          Redis Stream, entry id "<seq>-0", fields m (id), p, a (time)
+    P:stream:{name}:last         last sequence number
+    P:stream:{name}:ids          hash message id -> seq (dedup for the stream's lifetime)
+    P:stream:{name}:cur          hash consumer -> position (last seq handed out)
+    P:stream:{name}:pv:<c>       sorted set of pending seqs, scored by when they are visible
+    P:stream:{name}:pa:<c>       hash seq -> deliveries so far
+    P:stream:{name}:ph:<c>       hash seq -> delivery history (JSON array)
+    P:stream:{name}:dead:<c>     sorted set of dead-lettered seqs
+    P:stream:{name}:dr:<c>       hash seq -> dead-letter reason
+
+Why not consumer groups (``XREADGROUP``/``XAUTOCLAIM``)? Their idle times run on the server's
+clock, while the ``StreamLog`` protocol takes ``now`` from the caller (a ``FakeClock`` in
+tests, the same clock the SQLite and PostgreSQL backends use), and a nack with a delay or a
+cap on deliveries that dead-letters has no consumer-group equivalent. The scripts below keep
+the same pending-list model with the caller's time.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ...errors import ConflictError, DuplicateMessageError
+from ..base import ClaimedMessage, DeadRecord, StreamRecord
+from ._client import RedisDB
+
+__all__ = ["RedisStream"]
+
+# Shared Lua: append a pre-encoded JSON object to a JSON array kept as a string, so floats
+# written by Python keep their full precision (cjson would round them to 14 digits).
+_HIST = """
+local function hist_append(key, field, entry)
+  local h = redis.call('HGET', key, field)
+  if (not h) or h == '[]' then h = '[' .. entry .. ']'
+  else h = string.sub(h, 1, -2) .. ',' .. entry .. ']' end
+  redis.call('HSET', key, field, h)
+end
+local function entry_of(log, seq)
+  local e = redis.call('XRANGE', log, seq .. '-0', seq .. '-0')[1]
+  local f = e[2]
+  local out = {}
+  for i = 1, #f, 2 do out[f[i]] = f[i + 1] end
+  return out
+end
+"""
+
+_APPEND = """
+local old = redis.call('HGET', KEYS[2], ARGV[1])
+if old then
+  local e = entry_of(KEYS[1], old)
+  return {'dup', old, e['p'], e['a']}
+end
+local last = tonumber(redis.call('GET', KEYS[3]) or '0')
+if ARGV[4] ~= '' and tonumber(ARGV[4]) ~= last then
+  return {'conflict', tostring(last)}
+end
+local seq = last + 1
+redis.call('XADD', KEYS[1], seq .. '-0', 'm', ARGV[1], 'p', ARGV[2], 'a', ARGV[3])
+redis.call('HSET', KEYS[2], ARGV[1], seq)
+redis.call('SET', KEYS[3], seq)
+return {'ok', tostring(seq)}
+"""
+
+# KEYS: log cur pv pa ph dead dr ; ARGV: consumer limit now visible_until max_attempts worker
+_CLAIM = """
+local limit = tonumber(ARGV[2])
+local maxa = tonumber(ARGV[5])
+local out = {}
+local due = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', ARGV[3])
+table.sort(due, function(a, b) return tonumber(a) < tonumber(b) end)
+for _, seq in ipairs(due) do
+  if #out >= limit then break end
+  local attempts = tonumber(redis.call('HGET', KEYS[4], seq))
+  if attempts >= maxa then
+    redis.call('ZREM', KEYS[3], seq)
+    redis.call('ZADD', KEYS[6], seq, seq)
+    redis.call('HSET', KEYS[7], seq, 'max_attempts')
+  else
+    attempts = attempts + 1
+    redis.call('HSET', KEYS[4], seq, attempts)
+    redis.call('ZADD', KEYS[3], ARGV[4], seq)
+    hist_append(KEYS[5], seq, '{"attempt": ' .. attempts .. ', "at": ' .. ARGV[3] ..
+      ', "worker": ' .. ARGV[6] .. '}')
+    local e = entry_of(KEYS[1], seq)
+    table.insert(out, {seq, attempts, e['m'], e['p'], e['a']})
+  end
+end
+if #out < limit then
+  local pos = tonumber(redis.call('HGET', KEYS[2], ARGV[1]) or '0')
+  local fresh = redis.call('XRANGE', KEYS[1], (pos + 1) .. '-0', '+', 'COUNT', limit - #out)
+  local first = '[{"attempt": 1, "at": ' .. ARGV[3] .. ', "worker": ' .. ARGV[6] .. '}]'
+  local seq = nil
+  for _, e in ipairs(fresh) do
+    seq = string.sub(e[1], 1, -3)
+    local f = {}
+    for i = 1, #e[2], 2 do f[e[2][i]] = e[2][i + 1] end
+    redis.call('HSET', KEYS[4], seq, 1)
+    redis.call('ZADD', KEYS[3], ARGV[4], seq)
+    redis.call('HSET', KEYS[5], seq, first)
+    table.insert(out, {seq, 1, f['m'], f['p'], f['a']})
+  end
+  if seq then redis.call('HSET', KEYS[2], ARGV[1], seq) end
+end
+return out
+"""
+
+# KEYS: pv pa ph ; ARGV: seq
+_ACK = """
+if not redis.call('ZSCORE', KEYS[1], ARGV[1]) then return 0 end
+redis.call('ZREM', KEYS[1], ARGV[1])
+redis.call('HDEL', KEYS[2], ARGV[1])
+redis.call('HDEL', KEYS[3], ARGV[1])
+return 1
+"""
+
+# KEYS: pv ; ARGV: seq visible_at
+_NACK = """
+if not redis.call('ZSCORE', KEYS[1], ARGV[1]) then return 0 end
+redis.call('ZADD', KEYS[1], ARGV[2], ARGV[1])
+return 1
+"""
+
+# KEYS: pv ph dead dr ; ARGV: seq reason entry
+_REJECT = """
+if not redis.call('ZSCORE', KEYS[1], ARGV[1]) then return 0 end
+redis.call('ZREM', KEYS[1], ARGV[1])
+redis.call('ZADD', KEYS[3], ARGV[1], ARGV[1])
+redis.call('HSET', KEYS[4], ARGV[1], ARGV[2])
+hist_append(KEYS[2], ARGV[1], ARGV[3])
+return 1
+"""
+
+# KEYS: log pa ph dead dr
+_DEAD = """
+local out = {}
+for _, seq in ipairs(redis.call('ZRANGE', KEYS[4], 0, -1)) do
+  local e = entry_of(KEYS[1], seq)
+  table.insert(out, {seq, e['m'], e['p'], e['a'], redis.call('HGET', KEYS[5], seq),
+    redis.call('HGET', KEYS[2], seq), redis.call('HGET', KEYS[3], seq)})
+end
+return out
+"""
+
+# KEYS: pv pa ph dead dr ; ARGV: now all(1|0) seqs...
+_REDRIVE = """
+local n = 0
+local chosen
+if ARGV[2] == '1' then chosen = redis.call('ZRANGE', KEYS[4], 0, -1)
+else chosen = {} for i = 3, #ARGV do table.insert(chosen, ARGV[i]) end end
+for _, seq in ipairs(chosen) do
+  if redis.call('ZSCORE', KEYS[4], seq) then
+    local reason = redis.call('HGET', KEYS[5], seq) or ''
+    redis.call('ZREM', KEYS[4], seq)
+    redis.call('HDEL', KEYS[5], seq)
+    redis.call('HSET', KEYS[2], seq, 0)
+    redis.call('ZADD', KEYS[1], ARGV[1], seq)
+    hist_append(KEYS[3], seq, '{"redriven_at": ' .. ARGV[1] .. ', "reason": ' ..
+      cjson.encode(reason) .. '}')
+    n = n + 1
+  end
+end
+return n
+"""
+
+
+def _num(x: float) -> str:
+    """A float as JSON/Redis text with full precision."""
+    return repr(float(x))
+
+
+class RedisStream:
+    """One named stream on Redis, shared by agents in many processes.
+
+    Args:
+        db: the shared client.
+        name: the stream's name.
+    """
+
+    def __init__(self, db: RedisDB, name: str) -> None:
+        self.db = db
+        self.name = name
+        base = db.key("stream", "{" + name + "}")
+        self._log, self._last, self._ids, self._cur = (
+            f"{base}:log",
+            f"{base}:last",
+            f"{base}:ids",
+            f"{base}:cur",
+        )
+        self._base = base
+        self._s = {
+            n: db.script(f"stream_{n}", _HIST + src)
+            for n, src in (
+                ("append", _APPEND),
+                ("claim", _CLAIM),
+                ("ack", _ACK),
+                ("nack", _NACK),
+                ("reject", _REJECT),
+                ("dead", _DEAD),
+                ("redrive", _REDRIVE),
+            )
+        }
+
+    def _c(self, kind: str, consumer: str) -> str:
+        return f"{self._base}:{kind}:{consumer}"
+
+    def _run(
+        self, name: str, keys: list[str], args: list[Any], *, write: bool = True, idem: bool = False
+    ) -> Any:
+        script = self._s[name]
+        return self.db.call(
+            lambda c: script(keys=keys, args=args, client=c), write=write, idempotent=idem
+        )
+
+    def append(
+        self, message_id: str, payload: str, *, now: float, expect_last_seq: int | None = None
+    ) -> StreamRecord:
+        expect = "" if expect_last_seq is None else str(int(expect_last_seq))
+        out = self._run(
+            "append",
+            [self._log, self._ids, self._last],
+            [message_id, payload, _num(now), expect],
+            idem=True,  # a retry finds its own message id and returns it as a duplicate
+        )
+        if out[0] == "ok":
+            return StreamRecord(int(out[1]), message_id, payload, float(now))
+        if out[0] == "dup":
+            if out[2] != payload:
+                raise DuplicateMessageError(message_id, self.name)
+            return StreamRecord(int(out[1]), message_id, out[2], float(out[3]), True)
+        raise ConflictError(f"stream:{self.name}", int(expect_last_seq or 0), int(out[1]), None, "")
+
+    def last_seq(self) -> int:
+        raw = self.db.call(lambda c: c.get(self._last), write=False)
+        return int(raw) if raw is not None else 0
+
+    def range(self, after: int = 0, limit: int = 100) -> list[StreamRecord]:
+        if limit <= 0:
+            return []
+        rows = self.db.call(
+            lambda c: c.xrange(self._log, min=f"{int(after) + 1}-0", max="+", count=limit),
+            write=False,
+        )
+        return [StreamRecord(int(i.split("-")[0]), f["m"], f["p"], float(f["a"])) for i, f in rows]
+
+    def claim(
+        self,
+        consumer: str,
+        *,
+        limit: int,
+        now: float,
+        visibility_timeout: float,
+        max_attempts: int,
+        worker: str = "",
+    ) -> list[ClaimedMessage]:
+        keys = [self._log, self._cur] + [
+            self._c(k, consumer) for k in ("pv", "pa", "ph", "dead", "dr")
+        ]
+        args = [
+            consumer,
+            int(limit),
+            _num(now),
+            _num(now + visibility_timeout),
+            int(max_attempts),
+            json.dumps(worker),
+        ]
+        rows = self._run("claim", keys, args)
+        return [
+            ClaimedMessage(StreamRecord(int(s), m, p, float(a)), int(n)) for s, n, m, p, a in rows
+        ]
+
+    def ack(self, consumer: str, seq: int) -> bool:
+        keys = [self._c(k, consumer) for k in ("pv", "pa", "ph")]
+        return bool(self._run("ack", keys, [int(seq)], idem=True))
+
+    def nack(self, consumer: str, seq: int, *, now: float, delay: float = 0.0) -> bool:
+        return bool(self._run("nack", [self._c("pv", consumer)], [int(seq), _num(now + delay)]))
+
+    def reject(self, consumer: str, seq: int, *, reason: str, now: float) -> bool:
+        keys = [self._c(k, consumer) for k in ("pv", "ph", "dead", "dr")]
+        entry = '{"rejected": ' + json.dumps(reason) + ', "at": ' + _num(now) + "}"
+        return bool(self._run("reject", keys, [int(seq), reason, entry]))
+
+    def dead_letters(self, consumer: str) -> list[DeadRecord]:
+        keys = [self._log] + [self._c(k, consumer) for k in ("pa", "ph", "dead", "dr")]
+        rows = self._run("dead", keys, [], write=False)
+        return [
+            DeadRecord(
+                StreamRecord(int(s), m, p, float(a)),
+                consumer,
+                reason,
+                int(attempts),
+                json.loads(history),
+            )
+            for s, m, p, a, reason, attempts, history in rows
+        ]
+
+    def redrive(self, consumer: str, seqs: list[int] | None, *, now: float) -> int:
+        keys = [self._c(k, consumer) for k in ("pv", "pa", "ph", "dead", "dr")]
+        chosen = [] if seqs is None else [int(s) for s in seqs]
+        args: list[Any] = [_num(now), "1" if seqs is None else "0", *chosen]
+        return int(self._run("redrive", keys, args))
+
+    def position(self, consumer: str) -> int:
+        raw = self.db.call(lambda c: c.hget(self._cur, consumer), write=False)
+        return int(raw) if raw is not None else 0
+
+    def pending(self, consumer: str) -> int:
+        return int(self.db.call(lambda c: c.zcard(self._c("pv", consumer)), write=False))
+
+    def __repr__(self) -> str:
+        return f"RedisStream({self.name!r}, prefix={self.db.prefix!r})"

@@ -1,0 +1,90 @@
+"""RedisStorage: URLs, error translation, what Redis does not offer, prefixes, state scripts."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from surefoot import storage
+from surefoot.errors import ConfigError, ConflictError, StoreUnavailableError
+from surefoot.storage.redis import RedisStorage
+
+pytestmark = pytest.mark.services
+
+
+@pytest.fixture
+def rs(redis_url: str) -> Iterator[RedisStorage]:
+    """A RedisStorage on a fresh key prefix, deleted afterwards."""
+    st = storage.open(f"{redis_url}?prefix=sf_t_{uuid.uuid4().hex[:12]}")
+    assert isinstance(st, RedisStorage)
+    yield st
+    st.db.delete_prefix()
+    st.close()
+
+
+def test_unreachable_server_is_store_unavailable() -> None:
+    """A Redis that is not there fails at open, naming the URL and what to check."""
+    with pytest.raises(StoreUnavailableError, match="server is running") as info:
+        storage.open("redis://:secret@127.0.0.1:1/0?socket_timeout=1")
+    assert "secret" not in str(info.value)
+    assert info.value.__cause__ is not None
+
+
+@pytest.mark.parametrize("query", ["prefix=has space", "socket_timeout=soon"])
+def test_bad_options_are_config_errors(redis_url: str, query: str) -> None:
+    """Bad query options raise ConfigError naming the option."""
+    with pytest.raises(ConfigError):
+        storage.open(f"{redis_url}?{query}")
+
+
+def test_journal_and_keystore_are_refused(rs: RedisStorage) -> None:
+    """Redis refuses the Journal and KeyStore with an error naming the backends that offer them."""
+    with pytest.raises(ConfigError, match="postgresql://"):
+        rs.journal()
+    with pytest.raises(ConfigError, match="sqlite:///"):
+        rs.keystore()
+
+
+def test_prefixes_isolate_and_delete_prefix_cleans_up(rs: RedisStorage, redis_url: str) -> None:
+    """Two prefixes on one server do not see each other; delete_prefix removes only its own."""
+    other = storage.open(f"{redis_url}?prefix=sf_t_{uuid.uuid4().hex[:12]}")
+    assert isinstance(other, RedisStorage)
+    try:
+        rs.statestore("ns").write("k", '"a"', author="x", trust="t", expect=None, now=1.0)
+        other.statestore("ns").write("k", '"b"', author="y", trust="t", expect=None, now=1.0)
+        rec = rs.statestore("ns").read("k")
+        assert rec is not None and rec.value == '"a"'
+        assert rs.db.delete_prefix() == 2  # the hash and its revision counter
+        assert rs.statestore("ns").read("k") is None
+        kept = other.statestore("ns").read("k")
+        assert kept is not None and kept.value == '"b"'
+    finally:
+        other.db.delete_prefix()
+        other.close()
+
+
+def test_versioned_write_is_one_script_per_write(rs: RedisStorage) -> None:
+    """A versioned write and a refused one are one round trip each; the refusal changes nothing."""
+    st = rs.statestore("team")
+    before = rs.db.round_trips
+    st.write("k", '"a"', author="x", trust="t", expect=0, now=1.5)
+    with pytest.raises(ConflictError) as info:
+        st.write("k", '"b"', author="y", trust="t", expect=0, now=2.0)
+    assert rs.db.round_trips - before == 2
+    assert (info.value.version, info.value.value, info.value.author) == (1, "a", "x")
+    assert st.revision() == 1
+    rec = st.read("k")
+    assert rec is not None and (rec.version, rec.written_at) == (1, 1.5)
+
+
+def test_fence_conflict_names_the_lease_key(rs: RedisStorage) -> None:
+    """A stale fence raises ConflictError on the lease key with the fenced version expected."""
+    st = rs.statestore("team")
+    st.write("lease", '"w1"', author="w1", trust="t", expect=None, now=1.0)
+    st.write("lease", '"w2"', author="w2", trust="t", expect=None, now=2.0)
+    with pytest.raises(ConflictError) as info:
+        st.write("k", '"v"', author="w1", trust="t", expect=None, now=3.0, fence=("lease", 1))
+    assert (info.value.key, info.value.expected, info.value.version) == ("lease", 1, 2)
+    assert st.read("k") is None
