@@ -15,7 +15,6 @@ client's own.
 
 from __future__ import annotations
 
-import functools
 import random
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -155,17 +154,35 @@ class FailFraction(_Seeded):
 
 
 class Outage:
-    """Fail every request numbered ``start``..``end`` (inclusive) with ``status``."""
+    """Fail every request numbered ``start``..``end`` (inclusive) with ``status``.
+
+    Args:
+        start, end: the window, by request number (1-based, inclusive).
+        status: the HTTP status of the ``ProviderError``.
+        headers: headers of the error.
+        counter: number the window by this instead of by calls received, e.g.
+            ``lambda: client.requests`` to take the service down for *logical* requests
+            300..600 however many retries each makes.
+    """
 
     def __init__(
-        self, start: int, end: int, status: int = 503, headers: Mapping[str, str] | None = None
+        self,
+        start: int,
+        end: int,
+        status: int = 503,
+        headers: Mapping[str, str] | None = None,
+        *,
+        counter: Callable[[], int] | None = None,
     ) -> None:
         if start < 1 or end < start:
             raise ConfigError(f"an outage needs 1 <= start <= end, got start={start!r} end={end!r}")
         self.start, self.end, self.status = start, end, status
         self.headers = dict(headers or {})
+        self.counter = counter
 
     def plan(self, n: int, key: str | None = None) -> Fault | None:
+        if self.counter is not None:
+            n = self.counter()
         if self.start <= n <= self.end:
             return Fault(error=ProviderError(self.status, self.headers, "outage (injected)"))
         return None
@@ -329,7 +346,9 @@ class FaultyCall(Generic[T]):
         self.errors = 0
         self.lost_replies = 0
         self._lock = threading.Lock()
-        functools.update_wrapper(self, fn)
+        # not functools.update_wrapper: __wrapped__ would hide our ``timeout`` parameter
+        self.__name__ = getattr(fn, "__name__", type(fn).__name__)
+        self.__doc__ = getattr(fn, "__doc__", None)
 
     def __call__(
         self, *args: Any, timeout: float | None = None, key: str | None = None, **kwargs: Any

@@ -1,0 +1,297 @@
+"""A circuit breaker that never holds its lock while the protected call runs."""
+
+from __future__ import annotations
+
+import collections
+import functools
+import inspect
+import threading
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any, ParamSpec, TypeVar
+
+from ..clock import Clock, SystemClock, seconds
+from ..errors import CircuitOpenError, ConfigError
+from ._classify import is_retryable
+
+__all__ = ["BreakerStats", "CircuitBreaker"]
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+CLOSED, OPEN, HALF_OPEN = "closed", "open", "half_open"
+
+
+@dataclass(frozen=True, slots=True)
+class BreakerStats:
+    """Counts since the breaker was made.
+
+    Attributes:
+        calls: calls let through. successes, failures, ignored: their outcomes
+        (ignored errors count as neither). rejected: calls refused while open.
+        opened: times the breaker opened. state: the current state.
+    """
+
+    calls: int
+    successes: int
+    failures: int
+    ignored: int
+    rejected: int
+    opened: int
+    state: str
+
+
+class CircuitBreaker:
+    """Stops calling a failing service for a while, then probes it.
+
+    ``closed`` → ``open`` when ``failure_threshold`` consecutive calls failed, or (if
+    ``failure_rate`` is set) when at least ``min_calls`` of the last ``window`` calls were
+    recorded and the failed share reached ``failure_rate``. ``open`` refuses calls with
+    ``CircuitOpenError`` for ``reset_timeout`` seconds, then ``half_open`` lets exactly
+    ``half_open_probes`` calls through: all succeed → ``closed``; any fails → ``open`` again.
+    A call slower than ``slow_call_threshold`` counts as a failure even if it succeeded.
+
+    The lock is held only to take a permit and to record the outcome, never during the
+    call, so concurrent calls run concurrently (pybreaker serialises them). Outcomes of
+    calls let through in an earlier state are not counted after the state changed.
+
+    Args:
+        name: shown in errors.
+        failure_threshold: consecutive failures that open the breaker.
+        failure_rate: failed share (0..1) over the window that opens it; None: off.
+        window: how many recent calls the rate looks at.
+        min_calls: calls needed in the window before the rate counts.
+        reset_timeout: seconds (or timedelta) to stay open.
+        half_open_probes: calls let through while half-open.
+        slow_call_threshold: seconds after which a call counts as failed; None: off.
+        is_failure: which errors count (default: the transient ones, ``is_retryable``);
+            other errors are passed through and ignored.
+        clock: time source (``SystemClock`` by default).
+        on_state_change: ``callable(old, new)`` on every transition.
+    """
+
+    def __init__(
+        self,
+        name: str = "default",
+        *,
+        failure_threshold: int = 5,
+        failure_rate: float | None = None,
+        window: int = 20,
+        min_calls: int = 10,
+        reset_timeout: float | timedelta = 30.0,
+        half_open_probes: int = 1,
+        slow_call_threshold: float | timedelta | None = None,
+        is_failure: Callable[[BaseException], bool] | None = None,
+        clock: Clock | None = None,
+        on_state_change: Callable[[str, str], Any] | None = None,
+    ) -> None:
+        if not isinstance(failure_threshold, int) or failure_threshold < 1:
+            raise ConfigError(f"failure_threshold must be an int >= 1, got {failure_threshold!r}")
+        if failure_rate is not None and not 0 < failure_rate <= 1:
+            raise ConfigError(f"failure_rate must be in (0, 1] or None, got {failure_rate!r}")
+        if window < 1 or min_calls < 1 or min_calls > window:
+            raise ConfigError(
+                f"need 1 <= min_calls <= window, got min_calls={min_calls!r} window={window!r}"
+            )
+        if not isinstance(half_open_probes, int) or half_open_probes < 1:
+            raise ConfigError(f"half_open_probes must be an int >= 1, got {half_open_probes!r}")
+        self.name = name
+        self.failure_threshold = failure_threshold
+        self.failure_rate = failure_rate
+        self.window = window
+        self.min_calls = min_calls
+        self.reset_timeout = seconds(reset_timeout, "reset_timeout")
+        self.half_open_probes = half_open_probes
+        self.slow_call_threshold = (
+            None
+            if slow_call_threshold is None
+            else seconds(slow_call_threshold, "slow_call_threshold")
+        )
+        self.is_failure = is_failure if is_failure is not None else is_retryable
+        self.clock: Clock = clock if clock is not None else SystemClock()
+        self.on_state_change = on_state_change
+        self.transitions: list[tuple[float, str, str]] = []
+        self._lock = threading.Lock()
+        self._state = CLOSED
+        self._gen = 0  # bumped on every transition; permits carry it
+        self._consecutive = 0
+        self._outcomes: collections.deque[bool] = collections.deque(maxlen=window)
+        self._window_failures = 0
+        self._opened_at = 0.0
+        self._probes_out = 0
+        self._probes_ok = 0
+        self._calls = self._ok = self._failed = self._ignored = self._rejected = self._opened = 0
+
+    # -- state -------------------------------------------------------------------------
+
+    @property
+    def state(self) -> str:
+        """``closed``, ``open`` or ``half_open`` (open past its timeout reads half_open)."""
+        with self._lock:
+            if (
+                self._state == OPEN
+                and self.clock.monotonic() - self._opened_at >= self.reset_timeout
+            ):
+                return HALF_OPEN
+            return self._state
+
+    def stats(self) -> BreakerStats:
+        """Counts of calls and outcomes so far."""
+        st = self.state
+        with self._lock:
+            return BreakerStats(
+                self._calls, self._ok, self._failed, self._ignored, self._rejected, self._opened, st
+            )
+
+    def _move(self, new: str) -> None:  # lock held
+        old = self._state
+        self._state = new
+        self._gen += 1
+        self._consecutive = 0
+        self._outcomes.clear()
+        self._window_failures = 0
+        self._probes_out = self._probes_ok = 0
+        now = self.clock.monotonic()
+        if new == OPEN:
+            self._opened_at = now
+            self._opened += 1
+        self.transitions.append((now, old, new))
+        if self.on_state_change is not None:
+            self.on_state_change(old, new)
+
+    def reset(self) -> None:
+        """Close the breaker by hand."""
+        with self._lock:
+            if self._state != CLOSED:
+                self._move(CLOSED)
+
+    def force_open(self) -> None:
+        """Open the breaker by hand (for ``reset_timeout`` seconds)."""
+        with self._lock:
+            self._move(OPEN)
+
+    # -- permits -----------------------------------------------------------------------
+
+    def _acquire(self) -> tuple[int, bool, float]:
+        """Take a permit (generation, is_probe, start) or raise ``CircuitOpenError``."""
+        need_time = self.slow_call_threshold is not None
+        with self._lock:
+            st = self._state
+            if st == CLOSED:
+                self._calls += 1
+                return self._gen, False, (self.clock.monotonic() if need_time else 0.0)
+            now = self.clock.monotonic()
+            if st == OPEN:
+                left = self._opened_at + self.reset_timeout - now
+                if left > 0:
+                    self._rejected += 1
+                    raise CircuitOpenError(self.name, left)
+                self._move(HALF_OPEN)
+            if self._probes_out >= self.half_open_probes:
+                self._rejected += 1
+                raise CircuitOpenError(self.name, 0.0)
+            self._probes_out += 1
+            self._calls += 1
+            return self._gen, True, now
+
+    def _record(self, permit: tuple[int, bool, float], error: BaseException | None) -> None:
+        """Count the outcome; a cancellation or KeyboardInterrupt is ignored, not a success."""
+        gen, probe, start = permit
+        failed: bool | None
+        if error is None:
+            failed = False
+            if self.slow_call_threshold is not None and (
+                self.clock.monotonic() - start > self.slow_call_threshold
+            ):
+                failed = True
+        elif isinstance(error, Exception) and self.is_failure(error):
+            failed = True
+        else:
+            failed = None
+        with self._lock:
+            if failed is None:
+                self._ignored += 1
+                if probe and gen == self._gen:
+                    self._probes_out -= 1  # give the probe slot back: it told us nothing
+                return
+            if failed:
+                self._failed += 1
+            else:
+                self._ok += 1
+            if gen != self._gen:
+                return  # started in an earlier state: does not count now
+            if probe:
+                if failed:
+                    self._move(OPEN)
+                else:
+                    self._probes_ok += 1
+                    if self._probes_ok >= self.half_open_probes:
+                        self._move(CLOSED)
+                return
+            if failed:
+                self._consecutive += 1
+            else:
+                self._consecutive = 0
+            if self.failure_rate is not None:
+                if len(self._outcomes) == self.window and self._outcomes[0]:
+                    self._window_failures -= 1
+                self._outcomes.append(failed)
+                self._window_failures += failed
+            if failed and (
+                self._consecutive >= self.failure_threshold
+                or (
+                    self.failure_rate is not None
+                    and len(self._outcomes) >= self.min_calls
+                    and self._window_failures >= self.failure_rate * len(self._outcomes)
+                )
+            ):
+                self._move(OPEN)
+
+    # -- calling -----------------------------------------------------------------------
+
+    def call(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+        """Call ``fn`` through the breaker.
+
+        Raises:
+            CircuitOpenError: the breaker is open (the call was not made).
+            Whatever ``fn`` raised (recorded first).
+        """
+        permit = self._acquire()
+        try:
+            result = fn(*args, **kwargs)
+        except BaseException as exc:
+            self._record(permit, exc)
+            raise
+        self._record(permit, None)
+        return result
+
+    async def acall(self, fn: Callable[..., Awaitable[T]], /, *args: Any, **kwargs: Any) -> T:
+        """Await ``fn`` through the breaker (the async twin of :meth:`call`)."""
+        permit = self._acquire()
+        try:
+            result = await fn(*args, **kwargs)
+        except BaseException as exc:
+            self._record(permit, exc)
+            raise
+        self._record(permit, None)
+        return result
+
+    def __call__(self, fn: Callable[P, T]) -> Callable[P, T]:
+        """Use the breaker as a decorator on a sync or async function."""
+        if inspect.iscoroutinefunction(fn):
+
+            @functools.wraps(fn)
+            async def awrapper(*args: P.args, **kwargs: P.kwargs) -> Any:
+                return await self.acall(fn, *args, **kwargs)
+
+            return awrapper  # type: ignore[return-value]
+
+        @functools.wraps(fn)
+        def wrapper(*args: P.args, **kwargs: P.kwargs) -> T:
+            return self.call(fn, *args, **kwargs)
+
+        return wrapper
+
+    def __repr__(self) -> str:
+        return f"CircuitBreaker({self.name!r}, state={self.state!r})"

@@ -1,0 +1,219 @@
+"""Run an action once per idempotency key, across threads, processes and restarts."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+import uuid
+from collections.abc import Awaitable, Callable
+from datetime import timedelta
+from typing import Any, TypeVar
+
+from .. import codec
+from ..clock import Clock, SystemClock, seconds
+from ..errors import ConfigError, IdempotencyConflictError, IdempotencyInProgressError
+from ..storage.base import KeyRecord, KeyStore
+
+__all__ = ["IdempotentExecutor", "fingerprint"]
+
+T = TypeVar("T")
+
+
+def fingerprint(action: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
+    """A stable hash of the action's name and its arguments (codec JSON, sha256)."""
+    name = getattr(action, "__qualname__", None) or type(action).__qualname__
+    text = codec.dumps([name, list(args), kwargs], where="idempotency arguments")
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+class IdempotentExecutor:
+    """Runs ``action(*args)`` once per key and returns the saved result afterwards.
+
+    The record lives in a ``KeyStore`` (``memory://``, ``sqlite:///…``), so a second executor
+    on the same database, in another process or after a restart, returns the saved result
+    without running the action. The claim is one insert-if-absent statement, so two processes
+    racing on one key run the action once.
+
+    - A key reused with different arguments raises ``IdempotencyConflictError`` (the
+      fingerprint of action and arguments is stored).
+    - A key whose action is still running elsewhere raises ``IdempotencyInProgressError``,
+      or, with ``wait=True``, waits for its result up to ``wait_timeout``.
+    - If the action raises, the record is deleted and the error re-raised: the next call
+      with that key runs the action again (a failure is not a result).
+    - A done record expires after ``ttl`` (None: never); a running record whose owner died is
+      taken over after ``lease`` seconds, so the action may then run a second time: give it
+      a downstream idempotency key (``f"{key}:…"``) if that matters.
+
+    Args:
+        store: a ``KeyStore``, an opened ``Storage``, or a storage URL.
+        ttl: seconds a result is kept. lease: seconds a running claim is honoured.
+        wait: wait for an in-flight action instead of raising.
+        wait_timeout: how long to wait. poll: seconds between looks while waiting.
+        clock: time source. namespace: prefixed to every key.
+
+    Attributes:
+        runs: actions executed by this executor. replays: saved results returned.
+    """
+
+    def __init__(
+        self,
+        store: KeyStore | Any | str,
+        *,
+        ttl: float | timedelta | None = None,
+        lease: float | timedelta = 300.0,
+        wait: bool = False,
+        wait_timeout: float | timedelta = 30.0,
+        poll: float | timedelta = 0.05,
+        clock: Clock | None = None,
+        namespace: str = "",
+        fingerprint_fn: Callable[[Callable[..., Any], tuple[Any, ...], dict[str, Any]], str]
+        | None = None,
+    ) -> None:
+        self._storage: Any = None
+        if isinstance(store, str):
+            from .. import storage
+
+            self._storage = storage.open(store)
+            store = self._storage.keystore()
+        elif not isinstance(store, KeyStore) and hasattr(store, "keystore"):
+            store = store.keystore()
+        if not isinstance(store, KeyStore):
+            raise ConfigError(
+                f"IdempotentExecutor needs a KeyStore, a Storage or a URL like "
+                f"'sqlite:///keys.db', got {store!r}"
+            )
+        self.store: KeyStore = store
+        self.ttl = None if ttl is None else seconds(ttl, "ttl")
+        self.lease = seconds(lease, "lease")
+        if self.lease <= 0:
+            raise ConfigError(f"lease must be > 0 seconds, got {lease!r}")
+        self.wait = wait
+        self.wait_timeout = seconds(wait_timeout, "wait_timeout")
+        self.poll = seconds(poll, "poll")
+        self.clock: Clock = clock if clock is not None else SystemClock()
+        self.namespace = namespace
+        self.fingerprint = fingerprint_fn or fingerprint
+        self.owner = f"{os.getpid()}:{uuid.uuid4().hex[:12]}"
+        self.runs = 0
+        self.replays = 0
+        self._lock = threading.Lock()
+
+    def close(self) -> None:
+        """Close the storage this executor opened from a URL (if any)."""
+        if self._storage is not None:
+            self._storage.close()
+
+    # -- the shared decision -----------------------------------------------------------
+
+    def _begin(self, key: str, fp: str) -> tuple[bool, KeyRecord]:
+        if not isinstance(key, str) or not key:
+            raise ConfigError(f"an idempotency key must be a non-empty string, got {key!r}")
+        now = self.clock.now()
+        return self.store.claim(self.namespace + key, fp, self.owner, now, now + self.lease)
+
+    def _existing(self, key: str, fp: str, rec: KeyRecord) -> tuple[bool, Any]:
+        """(True, result) for a saved result; (False, None) to keep waiting. Raises on conflict."""
+        if rec.fingerprint != fp:
+            raise IdempotencyConflictError(
+                key,
+                f"idempotency key {key!r} was already used with different arguments (or a "
+                "different action); a retry must send the same arguments, a new request "
+                "needs a new key",
+            )
+        if rec.state == "done" and rec.result is not None:
+            with self._lock:
+                self.replays += 1
+            return True, codec.loads(rec.result)
+        if not self.wait:
+            raise IdempotencyInProgressError(
+                key,
+                f"the action for idempotency key {key!r} is running in {rec.owner!r} (since "
+                f"{rec.created_at:.3f}); retry later, or pass wait=True to wait for its result",
+            )
+        return False, None
+
+    def _finish(self, key: str, result: Any) -> None:
+        try:
+            text = codec.dumps(result, where=f"the result for idempotency key {key!r}")
+        except BaseException:
+            self.store.release(self.namespace + key, self.owner)  # let a fixed caller retry
+            raise
+        expires = None if self.ttl is None else self.clock.now() + self.ttl
+        self.store.complete(self.namespace + key, self.owner, text, expires)
+
+    def _timeout(self, key: str) -> IdempotencyInProgressError:
+        return IdempotencyInProgressError(
+            key,
+            f"the action for idempotency key {key!r} was still running after waiting "
+            f"{self.wait_timeout:g} s; retry later",
+        )
+
+    # -- drivers -----------------------------------------------------------------------
+
+    def run(self, key: str, action: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """Run ``action(*args, **kwargs)`` once for ``key``; afterwards return its saved result.
+
+        Raises:
+            IdempotencyConflictError: the key was used with different arguments.
+            IdempotencyInProgressError: the key's action is running elsewhere.
+            EncodeError: the arguments or the result cannot be stored as JSON.
+            Whatever ``action`` raised (the key is released).
+        """
+        fp = self.fingerprint(action, args, kwargs)
+        waited = 0.0
+        while True:
+            claimed, rec = self._begin(key, fp)
+            if claimed:
+                break
+            done, value = self._existing(key, fp, rec)
+            if done:
+                return value  # type: ignore[no-any-return]
+            if waited >= self.wait_timeout:
+                raise self._timeout(key)
+            self.clock.sleep(self.poll)
+            waited += self.poll
+        with self._lock:
+            self.runs += 1
+        try:
+            result = action(*args, **kwargs)
+        except BaseException:
+            self.store.release(self.namespace + key, self.owner)
+            raise
+        self._finish(key, result)
+        return result
+
+    async def arun(
+        self, key: str, action: Callable[..., Awaitable[T]], *args: Any, **kwargs: Any
+    ) -> T:
+        """Await ``action(*args, **kwargs)`` once for ``key`` (the async twin of :meth:`run`)."""
+        fp = self.fingerprint(action, args, kwargs)
+        waited = 0.0
+        while True:
+            claimed, rec = self._begin(key, fp)
+            if claimed:
+                break
+            done, value = self._existing(key, fp, rec)
+            if done:
+                return value  # type: ignore[no-any-return]
+            if waited >= self.wait_timeout:
+                raise self._timeout(key)
+            await self.clock.asleep(self.poll)
+            waited += self.poll
+        with self._lock:
+            self.runs += 1
+        try:
+            result = await action(*args, **kwargs)
+        except BaseException:
+            self.store.release(self.namespace + key, self.owner)
+            raise
+        self._finish(key, result)
+        return result
+
+    def forget(self, key: str) -> bool:
+        """Delete the record of ``key`` (the next call runs the action again)."""
+        return self.store.delete(self.namespace + key)
+
+    def purge(self) -> int:
+        """Delete expired records; returns how many."""
+        return self.store.purge(self.clock.now())

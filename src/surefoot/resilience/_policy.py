@@ -1,0 +1,237 @@
+"""RetryPolicy and the one pure decision function the sync and async drivers share."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any, cast
+
+from ..clock import seconds
+from ..errors import ConfigError
+from ._backoff import Backoff
+from ._budget import RetryBudget
+from ._classify import (
+    DEFAULT_CLASSIFIER,
+    Classifier,
+    Decision,
+    RetryOn,
+    _headers_of,
+    parse_retry_after,
+)
+
+__all__ = ["Attempt", "RetryEvent", "RetryPolicy", "Step", "attempts_of", "decide"]
+
+
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    """One failed attempt, as recorded in the history attached to the final error.
+
+    Attributes:
+        number: 1-based attempt number.
+        error: ``"Type: message"`` of the error it raised.
+        reason: why the policy retried or gave up.
+        wait: seconds waited before the next attempt (None: gave up).
+        elapsed: seconds since the call started, when it failed.
+    """
+
+    number: int
+    error: str
+    reason: str
+    wait: float | None
+    elapsed: float
+
+
+@dataclass(frozen=True, slots=True)
+class RetryEvent:
+    """What an ``on_retry`` hook sees: every decision, retries and the final give-up.
+
+    Attributes:
+        attempt: the attempt that failed. error: its exception. retry: True to try again.
+        wait: seconds until the next attempt (0 when giving up). reason: one line.
+        elapsed: seconds since the call started.
+    """
+
+    attempt: int
+    error: BaseException
+    retry: bool
+    wait: float
+    reason: str
+    elapsed: float
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """The decision after a failed attempt: retry after ``wait`` seconds, or give up."""
+
+    retry: bool
+    wait: float
+    reason: str
+
+
+def _opt_seconds(value: float | timedelta | None, name: str) -> float | None:
+    if value is None:
+        return None
+    s = seconds(value, name)
+    if s <= 0:
+        raise ConfigError(f"{name} must be > 0 seconds (or None for no limit), got {value!r}")
+    return s
+
+
+def _make_check(retry_on: RetryOn | None) -> Callable[[BaseException], Decision]:
+    if retry_on is None:
+        return DEFAULT_CLASSIFIER.classify
+    if isinstance(retry_on, Classifier):
+        return retry_on.classify
+    if isinstance(retry_on, type) and issubclass(retry_on, BaseException):
+        retry_on = (retry_on,)
+    if isinstance(retry_on, tuple):
+        types = retry_on
+        if not types or not all(
+            isinstance(t, type) and issubclass(t, BaseException) for t in types
+        ):
+            raise ConfigError(
+                f"retry_on must be exception types, a Classifier or a callable, got {retry_on!r}"
+            )
+        names = ", ".join(t.__name__ for t in types)
+
+        def by_type(exc: BaseException) -> Decision:
+            if isinstance(exc, types):
+                h = getattr(exc, "headers", None)
+                after = parse_retry_after(_headers_of(exc)) if h is not None else None
+                return Decision(True, f"{type(exc).__name__} is in retry_on", after)
+            return Decision(False, f"{type(exc).__name__} is not in retry_on ({names})")
+
+        return by_type
+    if callable(retry_on):
+        fn = cast(Callable[[BaseException], Any], retry_on)
+
+        def by_callable(exc: BaseException) -> Decision:
+            out = fn(exc)
+            if isinstance(out, Decision):
+                return out
+            return Decision(bool(out), f"retry_on({type(exc).__name__}) returned {bool(out)}")
+
+        return by_callable
+    raise ConfigError(
+        f"retry_on must be exception types, a Classifier or a callable, got {retry_on!r}"
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """How to retry one logical call. Immutable; per-call state lives in the driver.
+
+    Args:
+        max_attempts: attempts in total (1 = no retry).
+        backoff: the waits between attempts when the server gives no ``Retry-After``.
+        deadline: seconds for the whole call, waits included. No attempt starts and no
+            sleep ends past it; a wait (or ``Retry-After``) longer than what is left gives up
+            at once. None: no deadline.
+        timeout_per_attempt: seconds one attempt may take (see the drivers for exactly what
+            is enforced). None: no limit.
+        retry_on: what is worth retrying: a ``Classifier`` (default: ``DEFAULT_CLASSIFIER``),
+            exception types, or ``callable(exc) -> bool | Decision``.
+        budget: a shared ``RetryBudget``; when it is empty the call gives up instead of
+            retrying.
+        max_retry_after: the longest ``Retry-After`` obeyed; a longer one fails at once.
+        on_retry: called with a ``RetryEvent`` for every decision.
+
+    Raises:
+        ConfigError: ``max_attempts < 1``, ``deadline <= 0`` and the like, naming the value.
+    """
+
+    max_attempts: int = 3
+    backoff: Backoff = field(default_factory=Backoff)
+    deadline: float | None = None
+    timeout_per_attempt: float | None = None
+    retry_on: RetryOn | None = None
+    budget: RetryBudget | None = None
+    max_retry_after: float = 60.0
+    on_retry: Callable[[RetryEvent], Any] | None = None
+    check: Callable[[BaseException], Decision] = field(init=False, repr=False, compare=False)
+    plain: bool = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        ma = self.max_attempts
+        if not isinstance(ma, int) or isinstance(ma, bool) or ma < 1:
+            raise ConfigError(f"max_attempts must be an int >= 1 (1 means no retry), got {ma!r}")
+        if not isinstance(self.backoff, Backoff):
+            raise ConfigError(f"backoff must be a Backoff(base, cap, jitter), got {self.backoff!r}")
+        set_ = object.__setattr__
+        set_(self, "deadline", _opt_seconds(self.deadline, "deadline"))
+        set_(
+            self,
+            "timeout_per_attempt",
+            _opt_seconds(self.timeout_per_attempt, "timeout_per_attempt"),
+        )
+        set_(self, "max_retry_after", seconds(self.max_retry_after, "max_retry_after"))
+        if self.budget is not None and not isinstance(self.budget, RetryBudget):
+            raise ConfigError(f"budget must be a RetryBudget, got {self.budget!r}")
+        if self.on_retry is not None and not callable(self.on_retry):
+            raise TypeError(f"on_retry must be callable(RetryEvent), got {self.on_retry!r}")
+        set_(self, "check", _make_check(self.retry_on))
+        set_(
+            self,
+            "plain",
+            self.deadline is None and self.timeout_per_attempt is None and self.budget is None,
+        )
+
+
+def decide(
+    policy: RetryPolicy,
+    attempt: int,
+    error: BaseException,
+    elapsed: float,
+    previous_wait: float | None,
+    rng: random.Random,
+) -> Step:
+    """After attempt ``attempt`` failed with ``error``: retry after how long, or give up?
+
+    The only place retry rules live; the sync and async drivers only do the I/O. Pure
+    except for drawing jitter from ``rng``.
+
+    Args:
+        policy: the rules.
+        attempt: the number of the attempt that failed (1-based).
+        error: what it raised.
+        elapsed: seconds since the call started (used against the deadline).
+        previous_wait: the last wait, for decorrelated jitter.
+        rng: randomness for jitter.
+    """
+    d = policy.check(error)
+    if not d.retry:
+        return Step(False, 0.0, f"not retryable: {d.reason}")
+    if attempt >= policy.max_attempts:
+        return Step(
+            False, 0.0, f"attempts exhausted ({attempt} of {policy.max_attempts}); {d.reason}"
+        )
+    if d.after is not None:
+        if d.after > policy.max_retry_after:
+            return Step(
+                False,
+                0.0,
+                f"the server asked to wait {d.after:g} s, more than max_retry_after "
+                f"({policy.max_retry_after:g} s); failing now instead of blocking",
+            )
+        wait = d.after
+        source = "Retry-After"
+    else:
+        wait = policy.backoff.wait(attempt, rng, previous_wait)
+        source = "backoff"
+    if policy.deadline is not None:
+        left = policy.deadline - elapsed
+        if wait >= left:
+            return Step(
+                False,
+                0.0,
+                f"the {source} wait of {wait:.3g} s does not fit in the {max(left, 0.0):.3g} s "
+                f"left before the {policy.deadline:g} s deadline",
+            )
+    return Step(True, wait, d.reason)
+
+
+def attempts_of(error: BaseException) -> tuple[Attempt, ...]:
+    """The attempt history a retry driver attached to ``error`` (empty if none)."""
+    return tuple(getattr(error, "surefoot_attempts", ()))

@@ -1,0 +1,300 @@
+"""The retry drivers, sync and async side by side; the rules live in ``_policy.decide``.
+
+What ``timeout_per_attempt`` enforces, exactly:
+
+- **async** functions: the attempt runs under ``asyncio.timeout``; at the limit it is
+  cancelled and the attempt fails with ``TimeoutError_`` (real time on the event loop).
+- **any** function that declares a ``timeout`` parameter (and was not given one) receives
+  the attempt's limit: ``min(timeout_per_attempt, time left before the deadline)``. Fakes on
+  a ``FakeClock`` (``FakeLLM``, ``faults.wrap``) use it to cut a slow call at the limit,
+  advancing the clock by the smaller of call time and timeout; HTTP clients use it as their
+  socket timeout.
+- **sync** functions without a ``timeout`` parameter are **not** interrupted: Python cannot
+  stop a running call safely. Their result is returned even if it came late; the deadline
+  is still checked before every later attempt and every sleep.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import inspect
+import random
+from collections.abc import Awaitable, Callable
+from typing import Any, ParamSpec, TypeVar, overload
+
+from ..clock import Clock, SystemClock
+from ..errors import TimeoutError_
+from ._policy import Attempt, RetryEvent, RetryPolicy, Step, decide
+
+__all__ = ["aretry_call", "retry", "retry_call"]
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+_SYSTEM = SystemClock()
+_RNG = random.Random()
+DEFAULT_POLICY = RetryPolicy()
+
+
+@functools.lru_cache(maxsize=512)
+def _accepts_timeout(fn: Callable[..., Any]) -> bool:
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
+    p = params.get("timeout")
+    return p is not None and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+
+
+def _with_timeout(
+    fn: Callable[..., Any], kwargs: dict[str, Any], limit: float | None
+) -> dict[str, Any]:
+    if limit is None or "timeout" in kwargs:
+        return kwargs
+    try:
+        ok = _accepts_timeout(fn)
+    except TypeError:  # unhashable callable
+        ok = False
+    return {**kwargs, "timeout": limit} if ok else kwargs
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+class _Run:
+    """Per-call state of one logical call: never shared between calls."""
+
+    __slots__ = ("attempt", "clock", "history", "hook", "policy", "prev", "rng", "start")
+
+    def __init__(
+        self,
+        policy: RetryPolicy,
+        clock: Clock | None,
+        rng: random.Random | None,
+        on_retry: Callable[[RetryEvent], Any] | None,
+    ) -> None:
+        self.policy = policy
+        self.clock = clock if clock is not None else _SYSTEM
+        self.rng = rng if rng is not None else _RNG
+        self.hook = on_retry if on_retry is not None else policy.on_retry
+        self.history: list[Attempt] = []
+        self.prev: float | None = None
+        self.attempt = 0
+        self.start = self.clock.monotonic()
+        if policy.budget is not None:
+            policy.budget.record_request()
+
+    def limit(self) -> float | None:
+        """The time this attempt may take, or None; raises nothing (checked by ``left``)."""
+        p = self.policy
+        t = p.timeout_per_attempt
+        if p.deadline is not None:
+            left = p.deadline - (self.clock.monotonic() - self.start)
+            t = left if t is None or left < t else t
+        return t
+
+    def elapsed(self) -> float:
+        return self.clock.monotonic() - self.start
+
+    def after_failure(self, err: BaseException) -> Step:
+        p = self.policy
+        elapsed = self.clock.monotonic() - self.start
+        step = decide(p, self.attempt, err, elapsed, self.prev, self.rng)
+        if step.retry and p.budget is not None and not p.budget.try_retry():
+            step = Step(False, 0.0, "the retry budget is empty (an outage?): not retried")
+        self.history.append(
+            Attempt(
+                self.attempt,
+                _describe(err),
+                step.reason,
+                step.wait if step.retry else None,
+                elapsed,
+            )
+        )
+        if self.hook is not None:
+            self.hook(RetryEvent(self.attempt, err, step.retry, step.wait, step.reason, elapsed))
+        if not step.retry:
+            self.give_up(err, step.reason, elapsed)
+        self.prev = step.wait
+        return step
+
+    def give_up(self, err: BaseException, reason: str, elapsed: float) -> None:
+        try:
+            err.surefoot_attempts = tuple(self.history)  # type: ignore[attr-defined]
+        except AttributeError:  # an exception type without a __dict__
+            pass
+        n = self.attempt
+        err.add_note(
+            f"surefoot.retry: gave up after {n} attempt{'s' if n != 1 else ''} "
+            f"in {elapsed:.3g} s: {reason}"
+        )
+
+
+def retry_call(
+    fn: Callable[..., T],
+    /,
+    *args: Any,
+    policy: RetryPolicy | None = None,
+    clock: Clock | None = None,
+    rng: random.Random | None = None,
+    on_retry: Callable[[RetryEvent], Any] | None = None,
+    **kwargs: Any,
+) -> T:
+    """Call ``fn(*args, **kwargs)``, retrying by ``policy``.
+
+    When attempts run out, or an error is not retryable, the last error is re-raised
+    unchanged (``except RateLimitError`` still works) with the history attached:
+    ``attempts_of(err)`` and a note. A zero wait never calls ``sleep``.
+
+    Args:
+        fn: the function to call.
+        policy: the rules (``RetryPolicy()`` by default: 3 attempts, full-jitter backoff).
+        clock: where time is read and waits happen (``SystemClock`` by default).
+        rng: randomness for jitter (pass ``random.Random(seed)`` for reproducible waits).
+        on_retry: called with a ``RetryEvent`` for every decision (overrides the policy's).
+
+    Raises:
+        Whatever ``fn`` raised last.
+    """
+    p = policy if policy is not None else DEFAULT_POLICY
+    run: _Run
+    if p.plain:  # the success path touches no clock, lock or allocation beyond the call
+        try:
+            return fn(*args, **kwargs)
+        except Exception as exc:
+            run = _Run(p, clock, rng, on_retry)
+            run.attempt = 1
+            step = run.after_failure(exc)
+            if not step.retry:
+                raise
+            if step.wait > 0:
+                run.clock.sleep(step.wait)
+    else:
+        run = _Run(p, clock, rng, on_retry)
+    last: BaseException | None = None  # only needed with a deadline, which is never plain
+    while True:
+        run.attempt += 1
+        limit = run.limit()
+        if limit is not None and limit <= 0 and last is not None:
+            run.attempt -= 1  # a real sleep overshot the deadline: no attempt starts past it
+            run.give_up(last, "the deadline passed during the wait", run.elapsed())
+            raise last
+        kw = _with_timeout(fn, kwargs, limit)
+        try:
+            return fn(*args, **kw)
+        except Exception as exc:
+            step = run.after_failure(exc)
+            if not step.retry:
+                raise
+            last = exc
+        if step.wait > 0:
+            run.clock.sleep(step.wait)
+
+
+async def aretry_call(
+    fn: Callable[..., Awaitable[T]],
+    /,
+    *args: Any,
+    policy: RetryPolicy | None = None,
+    clock: Clock | None = None,
+    rng: random.Random | None = None,
+    on_retry: Callable[[RetryEvent], Any] | None = None,
+    **kwargs: Any,
+) -> T:
+    """Await ``fn(*args, **kwargs)``, retrying by ``policy``; the async twin of ``retry_call``.
+
+    Each attempt with a time limit runs under ``asyncio.timeout`` and fails with
+    ``TimeoutError_`` when cancelled at the limit.
+    """
+    p = policy if policy is not None else DEFAULT_POLICY
+    run = _Run(p, clock, rng, on_retry)
+    last: BaseException | None = None
+    while True:
+        run.attempt += 1
+        limit = run.limit()
+        if limit is not None and limit <= 0 and last is not None:
+            run.attempt -= 1  # a real sleep overshot the deadline: no attempt starts past it
+            run.give_up(last, "the deadline passed during the wait", run.elapsed())
+            raise last
+        kw = _with_timeout(fn, kwargs, limit)
+        try:
+            if limit is None:
+                return await fn(*args, **kw)
+            cm = asyncio.timeout(limit)
+            try:
+                async with cm:
+                    return await fn(*args, **kw)
+            except TimeoutError as exc:
+                if cm.expired() and not isinstance(exc, TimeoutError_):
+                    raise TimeoutError_(limit) from exc
+                raise
+        except Exception as exc:
+            step = run.after_failure(exc)
+            if not step.retry:
+                raise
+            last = exc
+        if step.wait > 0:
+            await run.clock.asleep(step.wait)
+
+
+@overload
+def retry(fn: Callable[P, T], /) -> Callable[P, T]: ...
+@overload
+def retry(
+    policy: RetryPolicy | None = None,
+    /,
+    *,
+    clock: Clock | None = None,
+    rng: random.Random | None = None,
+    on_retry: Callable[[RetryEvent], Any] | None = None,
+    **policy_args: Any,
+) -> Callable[[Callable[P, T]], Callable[P, T]]: ...
+def retry(
+    policy: Any = None,
+    /,
+    *,
+    clock: Clock | None = None,
+    rng: random.Random | None = None,
+    on_retry: Callable[[RetryEvent], Any] | None = None,
+    **policy_args: Any,
+) -> Any:
+    """Decorate a sync or async function so every call is retried by a policy.
+
+    ``@retry``, ``@retry(policy)`` or ``@retry(max_attempts=4, deadline=30)``. The
+    decorator picks the sync or async driver from the function; the signature is kept.
+    """
+    if callable(policy) and not isinstance(policy, RetryPolicy):
+        return retry()(policy)
+    if policy is not None and policy_args:
+        raise TypeError("pass either a RetryPolicy or policy arguments to retry(), not both")
+    p = (
+        policy
+        if policy is not None
+        else (RetryPolicy(**policy_args) if policy_args else DEFAULT_POLICY)
+    )
+
+    def deco(fn: Callable[P, T]) -> Callable[P, T]:
+        if not callable(fn):
+            raise TypeError(f"@retry decorates a function, got {fn!r}")
+        if inspect.iscoroutinefunction(fn):
+
+            @functools.wraps(fn)
+            async def awrapper(*args: P.args, **kwargs: P.kwargs) -> Any:
+                return await aretry_call(
+                    fn, *args, policy=p, clock=clock, rng=rng, on_retry=on_retry, **kwargs
+                )
+
+            return awrapper  # type: ignore[return-value]
+
+        @functools.wraps(fn)
+        def wrapper(*args: P.args, **kwargs: P.kwargs) -> T:
+            return retry_call(
+                fn, *args, policy=p, clock=clock, rng=rng, on_retry=on_retry, **kwargs
+            )
+
+        return wrapper
+
+    return deco

@@ -1,0 +1,191 @@
+"""IdempotentExecutor: once per key, conflicts, in-progress, expiry, restarts, real races."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import threading
+from pathlib import Path
+
+import pytest
+
+from surefoot import FakeClock, storage
+from surefoot.errors import (
+    EncodeError,
+    IdempotencyConflictError,
+    IdempotencyInProgressError,
+    SchemaVersionError,
+)
+from surefoot.resilience import IdempotentExecutor
+
+
+def charge(log: list[int], amount: int) -> dict[str, int]:
+    log.append(amount)
+    return {"charged": amount}
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A storage URL per backend."""
+    return "memory://" if request.param == "memory" else f"sqlite:///{tmp_path / 'k.db'}"
+
+
+def test_runs_once_and_replays_the_result(url: str) -> None:
+    """The second call with a key returns the saved result without running the action."""
+    ex = IdempotentExecutor(storage.open(url))
+    log: list[int] = []
+    fn = lambda amount: charge(log, amount)  # noqa: E731 - the log is not an argument
+    assert ex.run("pay-1", fn, 5) == {"charged": 5}
+    assert ex.run("pay-1", fn, 5) == {"charged": 5}
+    assert log == [5] and ex.runs == 1 and ex.replays == 1
+
+
+def test_key_reused_with_other_arguments_is_a_conflict(url: str) -> None:
+    """Same key, different amount: IdempotencyConflictError naming the key."""
+    ex = IdempotentExecutor(storage.open(url))
+    ex.run("pay-1", lambda a: a, 5)
+    with pytest.raises(IdempotencyConflictError, match="pay-1"):
+        ex.run("pay-1", lambda a: a, 6)
+
+
+def test_failed_action_releases_the_key(url: str) -> None:
+    """An action that raises leaves no record; the next call runs it again."""
+    ex = IdempotentExecutor(storage.open(url))
+    n = {"c": 0}
+
+    def flaky(x: int) -> int:
+        n["c"] += 1
+        if n["c"] == 1:
+            raise RuntimeError("boom")
+        return x
+
+    with pytest.raises(RuntimeError):
+        ex.run("k", flaky, 1)
+    assert ex.run("k", flaky, 1) == 1 and n["c"] == 2
+
+
+def test_in_progress_raises_or_waits(url: str) -> None:
+    """A key running in another thread raises InProgress, or with wait=True returns its result."""
+    st = storage.open(url)
+    first = IdempotentExecutor(st)
+    started, release = threading.Event(), threading.Event()
+
+    def slow(x: int) -> int:
+        started.set()
+        release.wait(5)
+        return x * 10
+
+    t = threading.Thread(target=first.run, args=("k", slow, 4))
+    t.start()
+    assert started.wait(5)
+    with pytest.raises(IdempotencyInProgressError, match="wait=True"):
+        IdempotentExecutor(st).run("k", slow, 4)
+    waiter = IdempotentExecutor(st, wait=True, poll=0.01, wait_timeout=10)
+    out: list[int] = []
+    w = threading.Thread(target=lambda: out.append(waiter.run("k", slow, 4)))
+    w.start()
+    release.set()
+    t.join(5)
+    w.join(5)
+    assert out == [40] and waiter.runs == 0
+
+
+def test_results_expire_after_ttl() -> None:
+    """After ttl the key counts as new and the action runs again."""
+    clock = FakeClock()
+    ex = IdempotentExecutor("memory://", ttl=60, clock=clock)
+    log: list[int] = []
+    ex.run("k", lambda: log.append(1))
+    clock.advance(59)
+    ex.run("k", lambda: log.append(1))
+    clock.advance(2)
+    ex.run("k", lambda: log.append(1))
+    assert log == [1, 1]
+
+
+def test_unencodable_result_is_a_clear_error_and_releases(url: str) -> None:
+    """A result that is not JSON raises EncodeError and leaves the key free."""
+    ex = IdempotentExecutor(storage.open(url))
+    with pytest.raises(EncodeError):
+        ex.run("k", lambda: object())
+    assert ex.store.get("k") is None
+
+
+def test_async_run(url: str) -> None:
+    """arun runs the coroutine once per key."""
+    ex = IdempotentExecutor(storage.open(url))
+    n = {"c": 0}
+
+    async def work(x: int) -> int:
+        n["c"] += 1
+        return x + 1
+
+    assert asyncio.run(ex.arun("k", work, 1)) == 2
+    assert asyncio.run(ex.arun("k", work, 1)) == 2
+    assert n["c"] == 1
+
+
+def test_foreign_database_is_refused_untouched(tmp_path: Path) -> None:
+    """A SQLite file of another program raises SchemaVersionError and keeps its data."""
+    path = tmp_path / "other.db"
+    con = sqlite3.connect(path)
+    con.execute("CREATE TABLE customers (id INTEGER)")
+    con.execute("INSERT INTO customers VALUES (7)")
+    con.commit()
+    con.close()
+    with pytest.raises(SchemaVersionError, match="not a surefoot database"):
+        IdempotentExecutor(f"sqlite:///{path}")
+    con = sqlite3.connect(path)
+    assert con.execute("SELECT id FROM customers").fetchall() == [(7,)]
+    assert con.execute("SELECT name FROM sqlite_master WHERE type='table'").fetchall() == [
+        ("customers",)
+    ]
+    con.close()
+
+
+RACER = textwrap.dedent(
+    """
+    import sys, time
+    from surefoot.resilience import IdempotentExecutor
+    db, marker, start = sys.argv[1], sys.argv[2], float(sys.argv[3])
+
+    def act(x):
+        with open(marker, "a") as f:
+            f.write("ran\\n")
+        time.sleep(0.3)
+        return {"order": x}
+
+    ex = IdempotentExecutor(f"sqlite:///{db}", wait=True, poll=0.02, wait_timeout=20)
+    while time.time() < start:
+        time.sleep(0.001)
+    print(ex.run("order-1", act, 42)["order"], ex.runs, flush=True)
+    """
+)
+
+
+@pytest.mark.crash
+def test_two_processes_racing_run_the_action_once(tmp_path: Path) -> None:
+    """Two real processes start run() on one key together: one runs it, both get its result."""
+    import time
+
+    db, marker = tmp_path / "race.db", tmp_path / "ran.txt"
+    start = time.time() + 1.0
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", RACER, str(db), str(marker), str(start)],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(2)
+    ]
+    outs = []
+    for p in procs:
+        out, _ = p.communicate(timeout=60)
+        assert p.returncode == 0
+        outs.append(out.split())
+    assert marker.read_text().count("ran") == 1
+    assert sorted(o[1] for o in outs) == ["0", "1"]  # exactly one process ran it
+    assert all(o[0] == "42" for o in outs)

@@ -1,0 +1,245 @@
+"""retry_call / aretry_call / @retry: attempts, waits, deadlines, timeouts and history."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from surefoot import ConfigError, FakeClock
+from surefoot.errors import TimeoutError_
+from surefoot.resilience import (
+    Backoff,
+    ProviderError,
+    RetryBudget,
+    RetryEvent,
+    RetryPolicy,
+    aretry_call,
+    attempts_of,
+    faults,
+    retry,
+    retry_call,
+)
+
+NOJ = Backoff(0.5, 8, "none")
+
+
+def flaky(errors: list[BaseException], result: str = "ok") -> faults.FaultyCall[str]:
+    """A service failing with each error in turn, then returning result."""
+    return faults.wrap(lambda: result, faults.Script(list(errors)))
+
+
+def test_success_needs_one_call_and_no_clock() -> None:
+    """A first-try success calls once and never sleeps."""
+    clock = FakeClock()
+    svc = flaky([])
+    assert retry_call(svc, clock=clock) == "ok"
+    assert svc.calls == 1 and clock.sleeps == []
+
+
+def test_retries_with_the_backoff_waits() -> None:
+    """Two 503s then success: three calls, waits 0.5 and 1 on the clock."""
+    clock = FakeClock()
+    svc = flaky([ProviderError(503), ProviderError(503)])
+    out = retry_call(svc, policy=RetryPolicy(max_attempts=4, backoff=NOJ), clock=clock)
+    assert out == "ok" and svc.calls == 3 and clock.sleeps == [0.5, 1.0]
+
+
+def test_gives_up_and_reraises_the_last_error_unchanged() -> None:
+    """After max_attempts the last error itself is raised, with the history attached."""
+    clock = FakeClock()
+    errs = [ProviderError(503), ProviderError(502), ProviderError(500)]
+    svc = flaky(errs)
+    with pytest.raises(ProviderError) as info:
+        retry_call(svc, policy=RetryPolicy(max_attempts=3, backoff=NOJ), clock=clock)
+    assert info.value.status_code == 500
+    hist = attempts_of(info.value)
+    assert [a.number for a in hist] == [1, 2, 3]
+    assert [a.wait for a in hist] == [0.5, 1.0, None]
+    assert "attempts exhausted" in hist[-1].reason
+    assert any("gave up after 3 attempts" in n for n in info.value.__notes__)
+
+
+def test_permanent_errors_are_not_retried() -> None:
+    """A 401 is raised after one call."""
+    svc = flaky([ProviderError(401)])
+    with pytest.raises(ProviderError):
+        retry_call(svc, policy=RetryPolicy(max_attempts=5), clock=FakeClock())
+    assert svc.calls == 1
+
+
+def test_zero_wait_never_calls_sleep() -> None:
+    """With a zero backoff the clock records no sleeps at all."""
+    clock = FakeClock()
+    svc = flaky([ProviderError(503)] * 2)
+    retry_call(svc, policy=RetryPolicy(max_attempts=3, backoff=Backoff(0, 0, "none")), clock=clock)
+    assert svc.calls == 3 and clock.sleeps == []
+
+
+def test_retry_after_is_obeyed_exactly() -> None:
+    """A 429 with Retry-After: 2 waits 2 s, not the backoff."""
+    clock = FakeClock()
+    svc = flaky([ProviderError(429, {"retry-after": "2"})])
+    retry_call(svc, policy=RetryPolicy(backoff=NOJ), clock=clock)
+    assert clock.sleeps == [2.0]
+
+
+def test_long_retry_after_fails_at_once() -> None:
+    """A Retry-After above max_retry_after, or beyond the deadline, fails without sleeping."""
+    for policy in (RetryPolicy(max_retry_after=30), RetryPolicy(deadline=5)):
+        clock = FakeClock()
+        svc = flaky([ProviderError(429, {"retry-after": "60"})])
+        with pytest.raises(ProviderError) as info:
+            retry_call(svc, policy=policy, clock=clock)
+        assert svc.calls == 1 and clock.sleeps == []
+        assert "60 s" in attempts_of(info.value)[0].reason
+
+
+def test_on_retry_sees_every_decision() -> None:
+    """The hook gets one event per failed attempt, the last one a give-up."""
+    events: list[RetryEvent] = []
+    svc = flaky([ProviderError(503)] * 5)
+    with pytest.raises(ProviderError):
+        retry_call(
+            svc,
+            policy=RetryPolicy(max_attempts=3, backoff=NOJ),
+            clock=FakeClock(),
+            on_retry=events.append,
+        )
+    assert [(e.attempt, e.retry) for e in events] == [(1, True), (2, True), (3, False)]
+
+
+def test_retry_on_types_and_callables() -> None:
+    """retry_on as types retries only those; as a callable decides per error."""
+    svc = faults.wrap(lambda: "ok", faults.Script([KeyError("k"), None]))
+    assert retry_call(svc, policy=RetryPolicy(retry_on=KeyError, backoff=NOJ), clock=FakeClock())
+    svc2 = faults.wrap(lambda: "ok", faults.Script([KeyError("k")]))
+    with pytest.raises(KeyError):
+        retry_call(svc2, policy=RetryPolicy(retry_on=lambda e: False), clock=FakeClock())
+    assert svc2.calls == 1
+
+
+def test_slow_then_fast_succeeds_on_attempt_two() -> None:
+    """A 5 s call cut at a 1 s timeout fails with TimeoutError_; the fast retry succeeds."""
+    clock = FakeClock()
+    svc = faults.wrap(lambda: "ok", faults.Slow([5.0, 0.2]), clock=clock)
+    policy = RetryPolicy(max_attempts=3, backoff=NOJ, timeout_per_attempt=1.0)
+    events: list[RetryEvent] = []
+    assert retry_call(svc, policy=policy, clock=clock, on_retry=events.append) == "ok"
+    assert svc.calls == 2 and svc.effects == 1
+    assert isinstance(events[0].error, TimeoutError_)
+    assert clock.elapsed == pytest.approx(1.0 + 0.5 + 0.2)
+
+
+@given(
+    durations=st.lists(st.floats(0, 20), min_size=1, max_size=8),
+    deadline=st.floats(0.5, 30),
+    timeout=st.one_of(st.none(), st.floats(0.1, 10)),
+    attempts=st.integers(1, 8),
+    seed=st.integers(0, 1000),
+)
+def test_total_simulated_time_never_exceeds_the_deadline(
+    durations: list[float], deadline: float, timeout: float | None, attempts: int, seed: int
+) -> None:
+    """Whatever the call durations, waits and timeouts, elapsed time stays within the deadline."""
+    clock = FakeClock()
+    inj = faults.chain(faults.Slow(durations), faults.FailFraction(0.5, 503, seed=seed))
+    svc = faults.wrap(lambda: "ok", inj, clock=clock)
+    policy = RetryPolicy(
+        max_attempts=attempts,
+        backoff=Backoff(0.5, 8, "full"),
+        deadline=deadline,
+        timeout_per_attempt=timeout,
+    )
+    try:
+        retry_call(svc, policy=policy, clock=clock, rng=random.Random(seed))
+    except (ProviderError, TimeoutError_):
+        pass
+    # FakeClock keeps epoch time (~1.7e9 s), whose float resolution is ~2.4e-7 s
+    assert clock.elapsed <= deadline + 1e-6
+    assert svc.calls <= attempts
+
+
+def test_budget_stops_retries_during_an_outage() -> None:
+    """With an empty budget the call gives up after one attempt and says why."""
+    budget = RetryBudget(0.1, initial=1)
+    policy = RetryPolicy(max_attempts=3, backoff=Backoff(0, 0, "none"), budget=budget)
+    svc = faults.wrap(lambda: "ok", faults.Outage(1, 1000))
+    for _ in range(10):
+        with pytest.raises(ProviderError):
+            retry_call(svc, policy=policy, clock=FakeClock())
+    # 10 requests earn 1 token, plus 1 initial: at most 2 retries, not 20
+    assert budget.retries == 2 and svc.calls == 12
+    assert budget.refused == 10  # every request ends on a refused retry
+
+
+def test_async_driver_and_decorator() -> None:
+    """aretry_call and @retry on async functions retry the same way."""
+    clock = FakeClock()
+    calls = {"n": 0}
+
+    @retry(max_attempts=3, backoff=NOJ, clock=clock)
+    async def work(x: int) -> int:
+        calls["n"] += 1
+        if calls["n"] < 3:
+            raise ProviderError(503)
+        return x * 2
+
+    assert asyncio.run(work(21)) == 42
+    assert calls["n"] == 3 and clock.sleeps == [0.5, 1.0]
+
+    async def never() -> None:
+        raise ProviderError(500)
+
+    with pytest.raises(ProviderError):
+        asyncio.run(aretry_call(never, policy=RetryPolicy(2, backoff=NOJ), clock=clock))
+
+
+def test_async_attempts_are_cancelled_at_the_timeout() -> None:
+    """A real async call slower than timeout_per_attempt is cancelled with TimeoutError_."""
+    calls = {"n": 0}
+
+    async def slow_then_fast() -> str:
+        calls["n"] += 1
+        if calls["n"] == 1:
+            await asyncio.sleep(5)
+        return "ok"
+
+    policy = RetryPolicy(max_attempts=2, backoff=Backoff(0, 0, "none"), timeout_per_attempt=0.05)
+    assert asyncio.run(aretry_call(slow_then_fast, policy=policy)) == "ok"
+    assert calls["n"] == 2
+
+
+def test_sync_decorator_keeps_the_function() -> None:
+    """@retry keeps the name and retries sync functions."""
+    clock = FakeClock()
+    n = {"c": 0}
+
+    @retry(RetryPolicy(backoff=NOJ), clock=clock)
+    def f() -> str:
+        """doc"""
+        n["c"] += 1
+        if n["c"] == 1:
+            raise ConnectionResetError()
+        return "ok"
+
+    assert f() == "ok" and f.__name__ == "f" and clock.sleeps == [0.5]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"max_attempts": 0}, "max_attempts must be an int >= 1"),
+        ({"deadline": 0}, "deadline must be > 0"),
+        ({"deadline": -1}, "deadline must be >= 0"),
+        ({"backoff": 3}, "backoff must be a Backoff"),
+        ({"retry_on": 3}, "retry_on must be"),
+    ],
+)
+def test_bad_policy_parameters(kwargs: dict[str, object], match: str) -> None:
+    """Invalid policies raise ConfigError naming the value."""
+    with pytest.raises(ConfigError, match=match):
+        RetryPolicy(**kwargs)  # type: ignore[arg-type]
