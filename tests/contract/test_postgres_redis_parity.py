@@ -163,6 +163,77 @@ def test_stream_matches_sqlite(opened: Any, seed: int) -> None:
         assert s.dead_letters(c) == ref.dead_letters(c)
 
 
+def _key_ops(seed: int, n: int = 200) -> list[Op]:
+    rng = random.Random(seed)
+    ops: list[Op] = []
+    for i in range(n):
+        key, owner = f"k{rng.randrange(5)}", rng.choice(["p1", "p2"])
+        r = rng.random()
+        if r < 0.4:
+            fp = rng.choice(["f1", "f1", "f2"])
+            ops.append(("claim", key, fp, owner, rng.choice([0.5, 2.0, 10.0])))
+        elif r < 0.6:
+            ops.append(("complete", key, owner, f'"r{i}"', rng.choice([None, 1.0, 5.0])))
+        elif r < 0.7:
+            ops.append(("release", key, owner))
+        elif r < 0.8:
+            ops.append(("delete", key))
+        elif r < 0.9:
+            ops.append(("purge",))
+        else:
+            ops.append(("get", key))
+    return ops
+
+
+def _apply_keys(ks: Any, op: Op, now: float) -> Any:
+    name = op[0]
+    if name == "claim":
+        return ks.claim(op[1], op[2], op[3], now, now + op[4])
+    if name == "complete":
+        return ks.complete(op[1], op[2], op[3], None if op[4] is None else now + op[4])
+    if name == "purge":
+        return ks.purge(now)
+    return getattr(ks, name)(*op[1:])
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_keystore_matches_sqlite(pg_url: str, seed: int) -> None:
+    """PostgreSQL claims, take-overs of expired and abandoned keys, completes, releases and
+    purges equal SQLite's (Redis does not offer a KeyStore)."""
+    st = storage.open(_isolated(pg_url))
+    try:
+        ref = storage.open("sqlite://").keystore()
+        ks = st.keystore()
+        rng = random.Random(seed)
+        now = 1_764_500_000.25
+        for op in _key_ops(seed):
+            now += rng.choice([0.0, 0.5, 1.5, 4.0])
+            assert _apply_keys(ks, op, now) == _apply_keys(ref, op, now), op
+    finally:
+        _cleanup(st)
+
+
+def _claim_one(url: str, worker: int) -> bool:
+    """Try to claim the shared key; True if this process won it."""
+    st = storage.open(url)
+    won, _ = st.keystore().claim("charge-42", "fp", f"p{worker}", 100.0, 200.0)
+    st.close()
+    return bool(won)
+
+
+def test_one_of_many_processes_wins_a_key(pg_url: str) -> None:
+    """Six processes claiming one idempotency key at once: exactly one wins."""
+    url = _isolated(pg_url)
+    st = storage.open(url)
+    st.keystore()  # migrate first, so the race is on the claim itself
+    try:
+        with mp.get_context("spawn").Pool(6) as pool:
+            wins = pool.starmap(_claim_one, [(url, w) for w in range(6)])
+        assert sum(wins) == 1
+    finally:
+        _cleanup(st)
+
+
 def test_namespaces_and_streams_do_not_meet(opened: Any) -> None:
     """Two namespaces (and two streams) in one store keep separate keys, revisions, seqs."""
     a, b = opened.statestore("a"), opened.statestore("b")
