@@ -18,12 +18,18 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 __all__ = [
+    "AuditRow",
     "ClaimedMessage",
     "DeadRecord",
+    "Journal",
     "KeyRecord",
     "KeyStore",
+    "RunRow",
+    "RunWrite",
     "StateRecord",
     "StateStore",
+    "StepRow",
+    "StepWrite",
     "Storage",
     "StreamLog",
     "StreamRecord",
@@ -215,3 +221,172 @@ class StreamLog(Protocol):
 
 
 # --- Journal (runs, steps, leases, timers, audit) -- owned by surefoot.durable ---------------
+#
+# A run is a header row plus one row per step, keyed by (run_id, pos). ``pos`` is the step's
+# position, a string: "1", "2", … in the workflow's own task, "3.1", "3.2", … inside the task
+# that got position 3 (``asyncio.gather`` of sub-flows). Every write of a running run is
+# conditional on the lease epoch the writer holds, so a zombie's late write is refused.
+# Values (``args``, ``result``, ``error``, ``payload``) are codec JSON text; times are
+# ``Clock.now()`` seconds.
+
+
+@dataclass(slots=True)
+class RunRow:
+    """A run's header, as stored.
+
+    Attributes:
+        run_id: the run's id (its idempotency key). workflow / version: what runs it.
+        structure_hash: a hash of the workflow's step structure when the run began.
+        args: codec JSON of ``[args, kwargs]``. strategy: ``restart``, ``journal`` or
+        ``journal_keys``. status: pending, running, sleeping, succeeded, failed, cancelled,
+        needs_attention. result / error: codec JSON when finished. owner / epoch /
+        lease_until: the lease. wake_at: when a sleeping run is due (None: only a signal
+        wakes it). waiting_for: the signal name a sleeping run waits for.
+    """
+
+    run_id: str
+    workflow: str
+    version: str
+    structure_hash: str
+    args: str
+    strategy: str
+    status: str
+    created_at: float
+    updated_at: float
+    result: str | None = None
+    error: str | None = None
+    owner: str | None = None
+    epoch: int = 0
+    lease_until: float | None = None
+    wake_at: float | None = None
+    waiting_for: str | None = None
+    forked_from: str | None = None
+
+
+@dataclass(slots=True)
+class StepRow:
+    """One journalled step. ``status`` is ``intent`` (effect started, outcome unknown),
+    ``waiting`` (a wait step not yet satisfied), ``done`` or ``error``."""
+
+    run_id: str
+    pos: str
+    name: str
+    kind: str
+    status: str
+    result: str | None
+    error: str | None
+    attempts: int
+    epoch: int
+    started_at: float
+    finished_at: float | None
+    seq: int = 0
+
+
+@dataclass(slots=True)
+class StepWrite:
+    """Insert or update one step row, if the run's epoch is still ``epoch``.
+
+    ``consume_signal`` marks that signal as delivered to this step in the same transaction.
+    """
+
+    run_id: str
+    epoch: int
+    pos: str
+    name: str
+    kind: str
+    status: str
+    result: str | None
+    error: str | None
+    attempts: int
+    started_at: float
+    finished_at: float | None
+    consume_signal: int | None = None
+
+
+@dataclass(slots=True)
+class RunWrite:
+    """Move a run the writer holds (``epoch``) to ``status``, releasing its lease.
+
+    For ``sleeping``: ``wake_at`` and ``waiting_for``; a signal already waiting for
+    ``waiting_for`` makes the run due at once. ``audit`` entries are ``(action, detail)``
+    appended in the same transaction.
+    """
+
+    run_id: str
+    epoch: int
+    status: str
+    now: float
+    actor: str
+    result: str | None = None
+    error: str | None = None
+    wake_at: float | None = None
+    waiting_for: str | None = None
+    audit: list[tuple[str, str]] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class AuditRow:
+    """One audit-log entry: who did what to a run, and when. ``detail`` is codec JSON."""
+
+    run_id: str
+    seq: int
+    at: float
+    actor: str
+    action: str
+    detail: str
+
+
+@runtime_checkable
+class Journal(Protocol):
+    """Runs, steps, leases, timers, signals and the audit log. Every method is atomic.
+
+    ``commit`` writes a batch in one transaction (one fsync) and returns, per record,
+    whether it was applied: False means the writer's epoch is stale (a zombie).
+    """
+
+    url: str
+
+    def create_run(self, row: RunRow) -> tuple[RunRow, bool]: ...
+    def get_run(self, run_id: str) -> RunRow | None: ...
+    def list_runs(
+        self, *, status: str | None = None, workflow: str | None = None, limit: int = 100
+    ) -> list[RunRow]: ...
+    def steps(self, run_id: str) -> list[StepRow]: ...
+    def commit(self, records: list[StepWrite | RunWrite]) -> list[bool]: ...
+    def claim(
+        self,
+        owner: str,
+        *,
+        now: float,
+        lease_until: float,
+        workflows: list[tuple[str, str]],
+        limit: int,
+        run_id: str | None = None,
+        force: bool = False,
+    ) -> list[tuple[str, int]]: ...
+    def heartbeat(
+        self, owner: str, runs: list[tuple[str, int]], *, lease_until: float, now: float
+    ) -> list[str]: ...
+    def operator(
+        self,
+        run_id: str,
+        *,
+        status: str,
+        from_statuses: tuple[str, ...],
+        now: float,
+        actor: str,
+        action: str,
+        detail: str,
+        reset_steps: list[str] | None = None,
+    ) -> RunRow | None: ...
+    def signal(
+        self, run_id: str, name: str, payload: str, *, now: float, signal_id: str | None
+    ) -> bool: ...
+    def pending_signal(self, run_id: str, name: str) -> tuple[int, str] | None: ...
+    def audit(self, run_id: str, *, actor: str, action: str, detail: str, now: float) -> None: ...
+    def audit_log(self, run_id: str) -> list[AuditRow]: ...
+    def fork(self, run_id: str, new_run_id: str, before_pos: str, *, now: float) -> RunRow: ...
+    def register_worker(
+        self, worker_id: str, workflows: list[tuple[str, str]], *, now: float
+    ) -> None: ...
+    def live_workflows(self, *, since: float) -> set[tuple[str, str]]: ...

@@ -1,0 +1,56 @@
+"""Durable execution: runs that survive crashes without paying twice or acting twice.
+
+::
+
+    app = durable.App("sqlite:///runs.db")
+
+    @app.step                                   # pure: journalled, never recomputed
+    async def plan(question: str) -> list[str]: ...
+
+    @app.step(effect=True, compensate=unpublish)  # effect: gets key=f"{run_id}:{step}"
+    async def publish(draft: str, *, key: str) -> str: ...
+
+    @app.workflow(version="2")
+    async def research(question: str) -> str: ...
+
+    handle = app.start(research, "why is the sky blue?", run_id="r-42")
+    print(handle.result())
+
+See ``docs/durable.md`` for crash semantics and what exactly-once means here.
+"""
+
+from __future__ import annotations
+
+from ._app import App
+from ._crash import POINTS, CrashPlan, SimulatedCrash
+from ._handle import RunHandle
+from ._types import (
+    STATUSES,
+    STRATEGIES,
+    TERMINAL,
+    AuditEntry,
+    RunDetail,
+    RunInfo,
+    StepInfo,
+    StepSpec,
+)
+from ._versions import Workflow
+from ._worker import Worker
+
+__all__ = [
+    "POINTS",
+    "STATUSES",
+    "STRATEGIES",
+    "TERMINAL",
+    "App",
+    "AuditEntry",
+    "CrashPlan",
+    "RunDetail",
+    "RunHandle",
+    "RunInfo",
+    "SimulatedCrash",
+    "StepInfo",
+    "StepSpec",
+    "Worker",
+    "Workflow",
+]

@@ -1,0 +1,588 @@
+"""``App``: registers steps and workflows, starts runs, and manages them."""
+
+from __future__ import annotations
+
+import datetime as dt
+import inspect
+import os
+import socket
+import threading
+import uuid
+from collections.abc import Callable
+from typing import Any, TypeVar, overload
+
+from .. import codec, storage
+from ..clock import Clock, SystemClock, seconds
+from ..errors import (
+    ConfigError,
+    JournalError,
+    RunConflictError,
+    UnknownRunError,
+    WorkflowNotFoundError,
+)
+from ..storage.base import Journal, RunRow
+from ._crash import CrashPlan
+from ._handle import RunHandle
+from ._retry import StepRetry
+from ._runner import Executor
+from ._step import CompDef, StepDef, _accepts, make_step
+from ._types import STRATEGIES, TERMINAL, AuditEntry, RunDetail, RunInfo, StepInfo, StepSpec
+from ._versions import Workflow, describe
+from ._waits import sleep_step, wait_step
+
+__all__ = ["App"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class App:
+    """A durable-execution app: its steps, its workflows and the journal they use.
+
+    Args:
+        url: the journal's storage URL (``sqlite:///runs.db``; ``sqlite://`` is a fresh
+            temporary file). Opened on first use; ``configure(url=…)`` may change it first.
+        clock: the clock for timers, leases and step timings (``FakeClock`` in tests).
+        strategy: the default recovery strategy for new runs: ``journal_keys`` (default),
+            ``journal`` or ``restart``.
+        lease: seconds a worker holds a run without renewing it; heartbeats renew every
+            ``lease / 3``. A run whose lease expired is resumed by any worker.
+        poll: seconds between checks while waiting (``result()``, idle workers).
+        worker_id: this process's name in leases and the audit log (default host:pid). A
+            worker restarted with the same id takes its own runs back at once.
+        crash: a ``CrashPlan`` for tests and the lab (default: ``SUREFOOT_CRASH``).
+
+    Raises:
+        ConfigError: an unknown strategy or a bad duration.
+    """
+
+    def __init__(
+        self,
+        url: str = "sqlite://",
+        *,
+        clock: Clock | None = None,
+        strategy: str = "journal_keys",
+        lease: float = 10.0,
+        poll: float = 0.2,
+        worker_id: str | None = None,
+        crash: CrashPlan | None = None,
+    ) -> None:
+        if strategy not in STRATEGIES:
+            raise ConfigError(f"strategy must be one of {', '.join(STRATEGIES)}; got {strategy!r}")
+        self.url = url
+        self.clock: Clock = clock or SystemClock()
+        self.strategy = strategy
+        self.lease = seconds(lease, "lease")
+        self.poll = seconds(poll, "poll")
+        self.worker_id = worker_id or f"{socket.gethostname()}:{os.getpid()}"
+        self.crash = crash if crash is not None else CrashPlan.from_env()
+        self._storage: storage.Storage | None = None
+        self._journal: Journal | None = None
+        self._open_lock = threading.Lock()
+        self._workflows: dict[tuple[str, str], Workflow] = {}
+        self._latest: dict[str, Workflow] = {}
+        self._steps: dict[str, StepDef] = {}
+        self.executor = Executor(self)
+        self.serving = False
+
+    # -- configuration -----------------------------------------------------------------
+
+    def configure(
+        self,
+        *,
+        url: str | None = None,
+        lease: float | None = None,
+        poll: float | None = None,
+        worker_id: str | None = None,
+    ) -> None:
+        """Change settings before the journal is opened (the CLI's ``--db`` and friends).
+
+        Raises:
+            ConfigError: a new URL after the journal was opened.
+        """
+        if url is not None and url != self.url:
+            if self._journal is not None:
+                raise ConfigError(
+                    f"this app already uses {storage.redact(self.url)!r}; configure(url=…) "
+                    "must come before the first run"
+                )
+            self.url = url
+        if lease is not None:
+            self.lease = seconds(lease, "lease")
+        if poll is not None:
+            self.poll = seconds(poll, "poll")
+        if worker_id is not None:
+            self.worker_id = worker_id
+
+    @property
+    def journal(self) -> Journal:
+        """The journal (opened on first use).
+
+        Raises:
+            ConfigError / StoreUnavailableError / SchemaVersionError: the URL cannot be used.
+        """
+        j = self._journal
+        if j is None:
+            with self._open_lock:
+                if self._journal is None:
+                    st = storage.open(self.url)
+                    self._journal = st.journal()
+                    self._storage = st
+                j = self._journal
+        assert j is not None
+        return j
+
+    def close(self) -> None:
+        """Stop executing runs here and close the journal. Runs in flight stay resumable."""
+        self.executor.close()
+        if self._storage is not None:
+            self._storage.close()
+        self._storage = None
+        self._journal = None
+
+    def __enter__(self) -> App:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- registration ------------------------------------------------------------------
+
+    @overload
+    def step(self, fn: F, /) -> F: ...
+    @overload
+    def step(
+        self,
+        *,
+        effect: bool = False,
+        compensate: Callable[..., Any] | None = None,
+        retry: Any = None,
+        compensate_retry: Any = 3,
+        idempotent: bool = False,
+        name: str | None = None,
+    ) -> Callable[[F], F]: ...
+
+    def step(
+        self,
+        fn: Any = None,
+        *,
+        effect: bool = False,
+        compensate: Callable[..., Any] | None = None,
+        retry: Any = None,
+        compensate_retry: Any = 3,
+        idempotent: bool = False,
+        name: str | None = None,
+    ) -> Any:
+        """Declare a step: its result is journalled and never recomputed after a crash.
+
+        ``@app.step`` is a pure step (a model call, a read). ``@app.step(effect=True)``
+        changes the world: it gets ``key=f"{run_id}:{pos}"`` if it accepts a ``key``
+        argument, an intent row is committed before it runs, and ``compensate`` undoes it
+        when the run fails (called with the effect's arguments, plus ``key=`` and
+        ``result=`` if it accepts them). Sync and async functions both work.
+
+        Args:
+            effect: the step acts on the outside world.
+            compensate: undoes the effect (sagas).
+            retry: attempts for the step: None (1), an int, or a ``RetryPolicy``.
+            compensate_retry: attempts for the compensation (default 3).
+            idempotent: the effect may be rerun safely even without a key.
+            name: the journalled name (default: the function name).
+
+        Raises:
+            ConfigError: ``compensate`` on a pure step, or a name registered twice.
+        """
+
+        def register(f: Any) -> Any:
+            sname = name or f.__name__
+            if compensate is not None and not effect:
+                raise ConfigError(
+                    f"step {sname!r} has compensate= but is not an effect; only effects are "
+                    "undone. Add effect=True or drop compensate."
+                )
+            if sname in self._steps:
+                raise ConfigError(f"step name {sname!r} is registered twice; pass name=")
+            comp = None
+            if compensate is not None:
+                comp = CompDef(
+                    getattr(compensate, "__qualname__", repr(compensate)),
+                    compensate,
+                    inspect.iscoroutinefunction(compensate),
+                    _accepts(compensate, "key"),
+                    _accepts(compensate, "result"),
+                    StepRetry(compensate_retry),
+                )
+            sd = StepDef(
+                sname,
+                f,
+                "effect" if effect else "pure",
+                inspect.iscoroutinefunction(f),
+                effect and _accepts(f, "key"),
+                idempotent,
+                StepRetry(retry),
+                comp,
+            )
+            self._steps[sname] = sd
+            return make_step(sd)
+
+        return register(fn) if fn is not None else register
+
+    @overload
+    def workflow(self, fn: Callable[..., Any], /) -> Workflow: ...
+    @overload
+    def workflow(
+        self, *, version: str = "1", name: str | None = None
+    ) -> Callable[[Callable[..., Any]], Workflow]: ...
+
+    def workflow(
+        self,
+        fn: Any = None,
+        *,
+        version: str = "1",
+        name: str | None = None,
+    ) -> Any:
+        """Declare a workflow: orchestration code that calls steps, sleeps and waits.
+
+        Several versions of one name may be registered at once: a run finishes on the
+        version it began with; new runs of a name use the version registered last.
+
+        Args:
+            version: the version label stored in every run's header.
+            name: the workflow's name (default: the function name); give
+                the same name to each version's function.
+
+        Raises:
+            ConfigError: the same name and version registered twice.
+        """
+
+        def register(f: Callable[..., Any]) -> Workflow:
+            wname = name or f.__name__
+            if (wname, str(version)) in self._workflows:
+                raise ConfigError(f"workflow {wname!r} version {version!r} is registered twice")
+            wf = Workflow(f, wname, str(version))
+            self._workflows[(wname, wf.version)] = wf
+            self._latest[wname] = wf
+            return wf
+
+        return register(fn) if fn is not None else register
+
+    def registered(self) -> list[tuple[str, str]]:
+        """(name, version) of every workflow registered here."""
+        return sorted(self._workflows)
+
+    def describe(self, workflow: Workflow | str) -> list[StepSpec]:
+        """Each step of ``workflow`` as pure, effect or wait, with its compensation and key plan."""
+        return describe(self._resolve(workflow))
+
+    def _resolve(self, workflow: Workflow | str) -> Workflow:
+        if isinstance(workflow, Workflow):
+            return workflow
+        if isinstance(workflow, str) and workflow in self._latest:
+            return self._latest[workflow]
+        known = ", ".join(sorted(self._latest)) or "none"
+        raise WorkflowNotFoundError(
+            f"no workflow {workflow!r} is registered with this app (registered: {known}); "
+            "decorate it with @app.workflow"
+        )
+
+    def _workflow_for(self, name: str, version: str) -> Workflow:
+        wf = self._workflows.get((name, version))
+        if wf is None:
+            have = ", ".join(v for (n, v) in self._workflows if n == name) or "none"
+            raise WorkflowNotFoundError(
+                f"workflow {name!r} version {version!r} is not registered here (versions "
+                f"here: {have}); keep the old version registered until its runs finish"
+            )
+        return wf
+
+    # -- waits (inside workflows) ------------------------------------------------------
+
+    def sleep(
+        self,
+        seconds_: float | dt.timedelta = 0.0,
+        *,
+        minutes: float = 0.0,
+        hours: float = 0.0,
+        days: float = 0.0,
+    ) -> Any:
+        """Durable timer: the run suspends (no worker held) and resumes after the delay.
+
+        ``await app.sleep(hours=24)`` in async workflows; ``app.sleep(5)`` in sync ones.
+        """
+        total = seconds(seconds_, "sleep") + 60 * minutes + 3600 * hours + 86400 * days
+        return sleep_step(self.clock.now() + total)
+
+    def sleep_until(self, when: float | dt.datetime) -> Any:
+        """Durable timer until ``when`` (clock seconds, or an aware datetime)."""
+        at = when.timestamp() if isinstance(when, dt.datetime) else float(when)
+        return sleep_step(at)
+
+    def wait_for(self, name: str, *, timeout: float | None = None, default: Any = None) -> Any:
+        """Suspend the run until ``app.signal(run_id, name, payload)``; return the payload.
+
+        Each signal is delivered exactly once (consumed in the same transaction that
+        journals this step). After ``timeout`` seconds with no signal, returns ``default``.
+        """
+        t = None if timeout is None else seconds(timeout, "timeout")
+        return wait_step(name, t, default)
+
+    # -- starting runs -----------------------------------------------------------------
+
+    def start(
+        self,
+        workflow: Workflow | str,
+        *args: Any,
+        run_id: str | None = None,
+        strategy: str | None = None,
+        **kwargs: Any,
+    ) -> RunHandle:
+        """Start a run and execute it in this process; return its handle at once.
+
+        Starting the same ``run_id`` again returns the same run (and resumes it here if
+        it was abandoned); other arguments for an existing ``run_id`` are an error.
+
+        Raises:
+            RunConflictError: ``run_id`` exists with another workflow or other arguments.
+            EncodeError: an argument cannot be stored (nothing written).
+            WorkflowNotFoundError: ``workflow`` is not registered.
+        """
+        row, created = self._create(workflow, args, kwargs, run_id, strategy, embedded=True)
+        if created:
+            return RunHandle(
+                self, row.run_id, drive=True, future=self.executor.submit(row.run_id, 1)
+            )
+        return RunHandle(self, row.run_id, drive=True, future=self._drive(row))
+
+    def enqueue(
+        self,
+        workflow: Workflow | str,
+        *args: Any,
+        run_id: str | None = None,
+        strategy: str | None = None,
+        **kwargs: Any,
+    ) -> RunHandle:
+        """Record a pending run for workers (``surefoot worker``); return its handle.
+
+        Raises:
+            RunConflictError / EncodeError / WorkflowNotFoundError: as for ``start``.
+        """
+        row, _ = self._create(workflow, args, kwargs, run_id, strategy, embedded=False)
+        return RunHandle(self, row.run_id, drive=False)
+
+    def _create(
+        self,
+        workflow: Workflow | str,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        run_id: str | None,
+        strategy: str | None,
+        *,
+        embedded: bool,
+    ) -> tuple[RunRow, bool]:
+        wf = self._resolve(workflow)
+        strat = strategy or self.strategy
+        if strat not in STRATEGIES:
+            raise ConfigError(f"strategy must be one of {', '.join(STRATEGIES)}; got {strat!r}")
+        text = codec.dumps([list(args), kwargs], where=f"the arguments of workflow {wf.name!r}")
+        rid = run_id if run_id is not None else uuid.uuid4().hex
+        if not isinstance(rid, str) or not rid:
+            raise ConfigError(f"run_id must be a non-empty string, got {run_id!r}")
+        now = self.clock.now()
+        row = RunRow(
+            run_id=rid,
+            workflow=wf.name,
+            version=wf.version,
+            structure_hash=wf.structure_hash,
+            args=text,
+            strategy=strat,
+            status="running" if embedded else "pending",
+            created_at=now,
+            updated_at=now,
+            owner=self.worker_id if embedded else None,
+            epoch=1 if embedded else 0,
+            lease_until=now + self.lease if embedded else None,
+        )
+        stored, created = self.journal.create_run(row)
+        if not created and (stored.workflow != wf.name or stored.args != text):
+            raise RunConflictError(
+                rid,
+                f"run id {rid!r} already belongs to a run of workflow {stored.workflow!r} "
+                f"with arguments {stored.args}; this call has {wf.name!r} with {text}. Use "
+                "another run id for another run, or the same arguments to get the same run.",
+            )
+        return stored, created
+
+    def _drive(self, row: RunRow) -> Any:
+        """Claim and execute ``row`` here if it is claimable now; the future, or None."""
+        if row.status in TERMINAL or row.status == "needs_attention":
+            return None
+        if (row.workflow, row.version) not in self._workflows:
+            return None
+        now = self.clock.now()
+        mine = row.owner == self.worker_id and row.run_id not in self.executor.active
+        claimed = self.journal.claim(
+            self.worker_id,
+            now=now,
+            lease_until=now + self.lease,
+            workflows=[],
+            limit=1,
+            run_id=row.run_id,
+            force=mine and row.status == "running",
+        )
+        if not claimed:
+            return None
+        return self.executor.submit(row.run_id, claimed[0][1])
+
+    def handle(self, run_id: str) -> RunHandle:
+        """A handle that watches an existing run (from any process).
+
+        Raises:
+            UnknownRunError: no such run.
+        """
+        if self.journal.get_run(run_id) is None:
+            raise UnknownRunError(run_id, self.url)
+        return RunHandle(self, run_id, drive=False)
+
+    def _on_beat(self) -> None:
+        if self.serving:
+            self.journal.register_worker(self.worker_id, self.registered(), now=self.clock.now())
+
+    # -- run management ----------------------------------------------------------------
+
+    def signal(
+        self, run_id: str, name: str, payload: Any = None, *, signal_id: str | None = None
+    ) -> bool:
+        """Deliver signal ``name`` to a run; its ``wait_for(name)`` gets ``payload`` once.
+
+        Returns False if ``signal_id`` was delivered before (nothing changed).
+
+        Raises:
+            UnknownRunError: no such run.
+            EncodeError: the payload cannot be stored.
+        """
+        text = codec.dumps(payload, where=f"the payload of signal {name!r}")
+        return self.journal.signal(run_id, name, text, now=self.clock.now(), signal_id=signal_id)
+
+    def list_runs(
+        self, *, status: str | None = None, workflow: str | None = None, limit: int = 100
+    ) -> list[RunInfo]:
+        """Runs, newest first, optionally of one status or workflow."""
+        rows = self.journal.list_runs(status=status, workflow=workflow, limit=limit)
+        return [RunInfo.from_row(r) for r in rows]
+
+    def show(self, run_id: str) -> RunDetail:
+        """A run's header, steps (timings, results, errors), audit log, and stranded flag.
+
+        Raises:
+            UnknownRunError: no such run.
+        """
+        row = self.journal.get_run(run_id)
+        if row is None:
+            raise UnknownRunError(run_id, self.url)
+        key = (row.workflow, row.version)
+        live = self.journal.live_workflows(since=self.clock.now() - 3 * self.lease)
+        waiting = row.status in ("pending", "sleeping") or (
+            row.status == "running" and (row.lease_until or 0) < self.clock.now()
+        )
+        return RunDetail(
+            run=RunInfo.from_row(row),
+            steps=[StepInfo.from_row(s) for s in self.journal.steps(run_id)],
+            audit=[AuditEntry.from_row(a) for a in self.journal.audit_log(run_id)],
+            registered=key in self._workflows,
+            stranded=waiting and key not in live and key not in self._workflows,
+        )
+
+    def resume(self, run_id: str) -> RunHandle:
+        """Run an unfinished run here now, if nobody else holds it.
+
+        Raises:
+            UnknownRunError: no such run.
+            WorkflowNotFoundError: its workflow version is not registered here.
+        """
+        row = self.journal.get_run(run_id)
+        if row is None:
+            raise UnknownRunError(run_id, self.url)
+        self._workflow_for(row.workflow, row.version)
+        fut = None
+        if row.status in ("pending", "sleeping", "running"):
+            now = self.clock.now()
+            mine = row.owner == self.worker_id and run_id not in self.executor.active
+            claimed = self.journal.claim(
+                self.worker_id,
+                now=now,
+                lease_until=now + self.lease,
+                workflows=[],
+                limit=1,
+                run_id=run_id,
+                force=row.status == "sleeping" or mine,
+            )
+            if claimed:
+                fut = self.executor.submit(run_id, claimed[0][1])
+        return RunHandle(self, run_id, drive=True, future=fut)
+
+    def cancel(self, run_id: str, *, reason: str = "") -> bool:
+        """Cancel an unfinished run (a worker running it is fenced off at its next write).
+
+        Returns False if the run had already ended.
+
+        Raises:
+            UnknownRunError: no such run.
+        """
+        row = self.journal.operator(
+            run_id,
+            status="cancelled",
+            from_statuses=("pending", "running", "sleeping", "needs_attention"),
+            now=self.clock.now(),
+            actor="operator",
+            action="cancel",
+            detail=codec.dumps({"reason": reason}),
+        )
+        return row is not None
+
+    def retry(self, run_id: str, *, reason: str = "") -> RunHandle:
+        """Send a ``needs_attention`` run back to work after a fix.
+
+        Steps whose outcome was unknown run again (same key), and a failed compensation is
+        tried again, resuming the rollback where it stopped. Every step already journalled
+        is kept. The returned handle runs it here if you wait on it; workers may take it too.
+
+        Raises:
+            UnknownRunError: no such run.
+            JournalError: the run does not need attention.
+        """
+        row = self.journal.get_run(run_id)
+        if row is None:
+            raise UnknownRunError(run_id, self.url)
+        reset = [
+            s.pos
+            for s in self.journal.steps(run_id)
+            if s.status == "intent" or (s.kind == "compensate" and s.status == "error")
+        ]
+        done = self.journal.operator(
+            run_id,
+            status="pending",
+            from_statuses=("needs_attention",),
+            now=self.clock.now(),
+            actor="operator",
+            action="retry",
+            detail=codec.dumps({"reason": reason, "rerun": reset}),
+            reset_steps=reset,
+        )
+        if done is None:
+            raise JournalError(
+                f"run {run_id!r} is {row.status}, not needs_attention; only runs that need "
+                "attention can be retried (resume unfinished runs with `surefoot runs resume`)"
+            )
+        return RunHandle(self, run_id, drive=True)
+
+    def fork(self, run_id: str, pos: str | int, *, new_run_id: str | None = None) -> RunHandle:
+        """A new pending run that reuses ``run_id``'s journal before step ``pos``.
+
+        Steps before ``pos`` replay from the copied journal; ``pos`` and later run again.
+
+        Raises:
+            UnknownRunError: no such run. ConfigError: no step at ``pos``.
+            RunConflictError: ``new_run_id`` is taken.
+        """
+        new = new_run_id or f"{run_id}-fork-{uuid.uuid4().hex[:8]}"
+        self.journal.fork(run_id, new, str(pos), now=self.clock.now())
+        return RunHandle(self, new, drive=True)

@@ -1,0 +1,151 @@
+"""The running run: its state, step positions, and how a run stops early (suspend, escalate).
+
+A step's position is given when the step is *called*, in the calling task's order, so the
+steps of ``asyncio.gather(a(), b())`` get positions in argument order whatever order they
+finish in. A task created inside a run (a sub-flow under ``gather``, ``create_task``) gets
+its own position ``n`` in its parent when it is created, and numbers its steps ``n.1``,
+``n.2``, …: replay gives every step the same position on any worker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import random
+from collections.abc import Coroutine
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ..clock import Clock
+from ..errors import LeaseLostError
+from ..storage.base import Journal, RunWrite, StepRow, StepWrite
+from ._crash import CrashPlan
+
+if TYPE_CHECKING:
+    from ._runner import Writer
+
+__all__ = [
+    "STEP_CODES",
+    "Interrupt",
+    "NeedsAttention",
+    "RunState",
+    "SagaEntry",
+    "Scope",
+    "Suspend",
+    "current",
+    "task_factory",
+]
+
+
+class Interrupt(BaseException):
+    """Stops a run's code early; a ``BaseException`` so ``except Exception`` cannot eat it."""
+
+
+class Suspend(Interrupt):
+    """The run waits (timer or signal): commit ``record`` and the sleep, then let go."""
+
+    def __init__(
+        self, wake_at: float | None, waiting_for: str | None, record: StepWrite | None
+    ) -> None:
+        super().__init__("suspended")
+        self.wake_at = wake_at
+        self.waiting_for = waiting_for
+        self.record = record
+
+
+class NeedsAttention(Interrupt):
+    """The run cannot go on safely without a person (e.g. an effect's outcome is unknown)."""
+
+    def __init__(self, reason: str, detail: dict[str, Any]) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.detail = detail
+
+
+@dataclass(slots=True)
+class SagaEntry:
+    """A completed effect with a compensation, remembered while the run executes."""
+
+    pos: str
+    step: Any  # StepDef
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    result: Any
+
+
+@dataclass(slots=True, eq=False)
+class RunState:
+    """One execution of one run on this worker (a replay builds a new one)."""
+
+    run_id: str
+    epoch: int
+    workflow: str
+    strategy: str
+    journal: Journal
+    clock: Clock
+    actor: str
+    recorded: dict[str, StepRow]
+    crash: CrashPlan | None = None
+    writer: Writer | None = None
+    rng: random.Random = field(default_factory=lambda: random.Random(0))
+    saga: list[SagaEntry] = field(default_factory=list)
+    lost: bool = False
+    steps_run: int = 0
+
+    def write_sync(self, rec: StepWrite) -> None:
+        """Commit one record now (sync code); refused -> ``LeaseLostError``."""
+        if not self.journal.commit([rec])[0]:
+            self.lost = True
+            raise LeaseLostError(self.run_id, self.epoch)
+
+    async def write(self, rec: StepWrite | RunWrite) -> None:
+        """Commit one record through the group-commit writer (async code)."""
+        if self.writer is None:
+            ok = self.journal.commit([rec])[0]
+        else:
+            ok = await self.writer.submit(rec)
+        if not ok:
+            self.lost = True
+            raise LeaseLostError(self.run_id, self.epoch)
+
+    def crash_point(self, point: str, pos: str, name: str) -> None:
+        if self.crash is not None:
+            self.crash.check(point, self.run_id, pos, name)
+
+
+class Scope:
+    """Hands out positions in one task of a run."""
+
+    __slots__ = ("n", "prefix", "run")
+
+    def __init__(self, run: RunState, prefix: str = "") -> None:
+        self.run = run
+        self.prefix = prefix
+        self.n = 0
+
+    def next(self) -> str:
+        self.n += 1
+        return f"{self.prefix}{self.n}"
+
+
+current: contextvars.ContextVar[Scope | None] = contextvars.ContextVar(
+    "surefoot_durable_scope", default=None
+)
+
+STEP_CODES: set[Any] = set()
+"""Code objects of step coroutines: wrapping one in a task does not open a new scope."""
+
+
+def task_factory(
+    loop: asyncio.AbstractEventLoop,
+    coro: Coroutine[Any, Any, Any],
+    *,
+    context: contextvars.Context | None = None,
+) -> asyncio.Task[Any]:
+    """Give a task created inside a run its own position in the creating task."""
+    ctx = contextvars.copy_context() if context is None else context
+    scope = ctx.get(current)
+    if scope is not None and getattr(coro, "cr_code", None) not in STEP_CODES:
+        child = Scope(scope.run, scope.next() + ".")
+        ctx.run(current.set, child)
+    return asyncio.Task(coro, loop=loop, context=ctx)

@@ -1,0 +1,119 @@
+"""``RunHandle``: wait for a run's result from any process."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+from typing import TYPE_CHECKING, Any
+
+from .. import codec
+from ..errors import RunFailedError, TimeoutError_, UnknownRunError
+from ._types import RunInfo
+
+if TYPE_CHECKING:
+    from ._app import App
+
+__all__ = ["RunHandle"]
+
+
+class RunHandle:
+    """A run, by id. ``result()`` waits for it; cheap to make, safe to drop.
+
+    A handle from ``app.start`` (or ``resume``, ``retry``, ``fork``) *drives* its run: while
+    you wait, it runs the run here whenever the run is claimable (pending, a timer due, a
+    signal arrived, an abandoned lease), so an embedded program needs no worker. A handle
+    from ``app.enqueue`` or ``app.handle`` only watches, leaving the work to workers.
+
+    Attributes:
+        run_id: the run's id.
+    """
+
+    def __init__(
+        self,
+        app: App,
+        run_id: str,
+        *,
+        drive: bool,
+        future: concurrent.futures.Future[str] | None = None,
+    ) -> None:
+        self.app = app
+        self.run_id = run_id
+        self._drive = drive
+        self._future = future
+
+    def info(self) -> RunInfo:
+        """The run's header now.
+
+        Raises:
+            UnknownRunError: no such run.
+        """
+        row = self.app.journal.get_run(self.run_id)
+        if row is None:
+            raise UnknownRunError(self.run_id, self.app.url)
+        return RunInfo.from_row(row)
+
+    def status(self) -> str:
+        """The run's status now (pending, running, sleeping, succeeded, …)."""
+        return self.info().status
+
+    def result(self, timeout: float | None = None) -> Any:
+        """Wait for the run to end and return its result.
+
+        Args:
+            timeout: seconds on the app's clock; None waits as long as it takes.
+
+        Raises:
+            RunFailedError: the run ended failed, cancelled or needs_attention.
+            TimeoutError_: still not finished after ``timeout`` (the run goes on).
+            UnknownRunError: no such run.
+            SimulatedCrash: an in-process crash point fired in this run.
+        """
+        app = self.app
+        clock = app.clock
+        deadline = None if timeout is None else clock.monotonic() + timeout
+        while True:
+            fut = self._future
+            if fut is not None:
+                try:
+                    fut.result(timeout=app.poll)
+                except concurrent.futures.TimeoutError:
+                    if deadline is not None and clock.monotonic() >= deadline:
+                        raise TimeoutError_(timeout or 0.0, self._late(timeout)) from None
+                    continue
+                finally:
+                    if fut.done():
+                        self._future = None
+            row = app.journal.get_run(self.run_id)
+            if row is None:
+                raise UnknownRunError(self.run_id, app.url)
+            if row.status == "succeeded":
+                return codec.loads(row.result or "null")
+            if row.status in ("failed", "cancelled", "needs_attention"):
+                raise RunFailedError(self.run_id, row.status, RunInfo.from_row(row).error)
+            if self._drive:
+                self._future = app._drive(row)
+                if self._future is not None:
+                    continue
+            wait = app.poll
+            if row.status == "sleeping" and row.wake_at is not None and row.waiting_for is None:
+                # a plain timer: nothing wakes it early
+                wait = max(row.wake_at - clock.now(), 0.0) or app.poll
+            if deadline is not None:
+                left = deadline - clock.monotonic()
+                if left <= 0:
+                    raise TimeoutError_(timeout or 0.0, self._late(timeout))
+                wait = min(wait, left)
+            clock.sleep(wait)
+
+    async def aresult(self, timeout: float | None = None) -> Any:
+        """``result()`` for async code (waits in a thread)."""
+        return await asyncio.to_thread(self.result, timeout)
+
+    def _late(self, timeout: float | None) -> str:
+        return (
+            f"run {self.run_id!r} did not finish within {timeout} s; it goes on. Wait again, "
+            f"or look at it with `surefoot runs show {self.run_id} --db URL`"
+        )
+
+    def __repr__(self) -> str:
+        return f"RunHandle({self.run_id!r})"

@@ -1,0 +1,279 @@
+"""Executes runs: one event loop thread per app, a group-commit writer, lease heartbeats.
+
+Async workflows run as tasks on the app's loop; sync workflows run in a thread pool and
+journal directly. The :class:`Writer` batches the step records of every run on the loop:
+records submitted while the loop works through one iteration are committed together in the
+next, in one ``BEGIN IMMEDIATE`` transaction (one fsync), each still fenced by its own
+run's epoch. One run alone pays one commit per step; a hundred runs stepping together share
+one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from .. import codec
+from ..errors import EncodeError, LeaseLostError, StepMismatchError
+from ..storage.base import RunWrite, StepWrite
+from ._context import NeedsAttention, RunState, Scope, Suspend, current, task_factory
+from ._crash import SimulatedCrash
+from ._saga import compensate
+
+if TYPE_CHECKING:
+    from ._app import App
+
+__all__ = ["Executor", "Writer"]
+
+
+class Writer:
+    """Group commit: records submitted in one loop iteration share one transaction."""
+
+    def __init__(self, commit: Callable[[list[StepWrite | RunWrite]], list[bool]]) -> None:
+        self._commit = commit
+        self._pending: list[tuple[StepWrite | RunWrite, asyncio.Future[bool]]] = []
+        self._scheduled = False
+        self.batches = 0
+
+    def submit(self, rec: StepWrite | RunWrite) -> asyncio.Future[bool]:
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[bool] = loop.create_future()
+        self._pending.append((rec, fut))
+        if not self._scheduled:
+            self._scheduled = True
+            loop.call_soon(self._flush)
+        return fut
+
+    def _flush(self) -> None:
+        self._scheduled = False
+        batch, self._pending = self._pending, []
+        if not batch:
+            return
+        self.batches += 1
+        try:
+            oks = self._commit([r for r, _ in batch])
+        except BaseException as exc:  # the whole transaction failed: tell every waiter
+            for _, f in batch:
+                if not f.done():
+                    f.set_exception(exc)
+            return
+        for (_, f), ok in zip(batch, oks, strict=True):
+            if not f.done():
+                f.set_result(ok)
+
+
+def _call_sync(scope: Scope, fn: Callable[..., Any], args: Any, kwargs: Any) -> Any:
+    token = current.set(scope)
+    try:
+        return fn(*args, **kwargs)
+    finally:
+        current.reset(token)
+
+
+class Executor:
+    """Runs claimed runs for one app: a loop thread, a pool for sync workflows, heartbeats."""
+
+    def __init__(self, app: App) -> None:
+        self.app = app
+        self.active: dict[str, RunState] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._pool: concurrent.futures.ThreadPoolExecutor | None = None
+        self._lock = threading.Lock()
+        self.writer: Writer | None = None
+
+    # -- lifecycle ---------------------------------------------------------------------
+
+    def loop(self) -> asyncio.AbstractEventLoop:
+        with self._lock:
+            if self._loop is None:
+                loop = asyncio.new_event_loop()
+                loop.set_task_factory(task_factory)  # type: ignore[arg-type]
+                ready = threading.Event()
+
+                def main() -> None:
+                    asyncio.set_event_loop(loop)
+                    loop.call_soon(ready.set)
+                    loop.call_soon(self._beat)
+                    loop.run_forever()
+
+                self._thread = threading.Thread(target=main, name="surefoot-durable", daemon=True)
+                self._thread.start()
+                ready.wait()
+                self.writer = Writer(self.app.journal.commit)
+                self._pool = concurrent.futures.ThreadPoolExecutor(
+                    max_workers=32, thread_name_prefix="surefoot-workflow"
+                )
+                self._loop = loop
+            return self._loop
+
+    def close(self) -> None:
+        with self._lock:
+            loop, thread, pool = self._loop, self._thread, self._pool
+            self._loop = self._thread = self._pool = None
+        if loop is not None and thread is not None:
+            loop.call_soon_threadsafe(loop.stop)
+            thread.join(timeout=5)
+            loop.close()
+        if pool is not None:
+            pool.shutdown(wait=False, cancel_futures=True)
+
+    def submit(self, run_id: str, epoch: int) -> concurrent.futures.Future[str]:
+        """Execute a claimed run on the loop; the future gives the status it reached."""
+        return asyncio.run_coroutine_threadsafe(self._execute(run_id, epoch), self.loop())
+
+    # -- heartbeat ---------------------------------------------------------------------
+
+    def _beat(self) -> None:
+        app = self.app
+        try:
+            if self.active:
+                now = app.clock.now()
+                held = [(r.run_id, r.epoch) for r in self.active.values()]
+                lost = app.journal.heartbeat(
+                    app.worker_id, held, lease_until=now + app.lease, now=now
+                )
+                for run_id in lost:
+                    run = self.active.get(run_id)
+                    if run is not None:
+                        run.lost = True
+            app._on_beat()
+        except Exception:  # a busy database must not kill the heartbeat; try again next beat
+            pass
+        if self._loop is not None:
+            self._loop.call_later(max(app.lease / 3.0, 0.05), self._beat)
+
+    # -- one execution -----------------------------------------------------------------
+
+    async def _execute(self, run_id: str, epoch: int) -> str:
+        app = self.app
+        journal = app.journal
+        row = journal.get_run(run_id)
+        if row is None or row.epoch != epoch:
+            return "lost"
+        wf = app._workflow_for(row.workflow, row.version)
+        args, kwargs = codec.loads(row.args)
+        run = RunState(
+            run_id=run_id,
+            epoch=epoch,
+            workflow=row.workflow,
+            strategy=row.strategy,
+            journal=journal,
+            clock=app.clock,
+            actor=app.worker_id,
+            recorded={s.pos: s for s in journal.steps(run_id)},
+            crash=app.crash,
+            writer=self.writer,
+        )
+        self.active[run_id] = run
+        try:
+            return await self._drive(run, wf, args, kwargs)
+        except LeaseLostError as exc:
+            self._note_lost(run, exc)
+            return "lost"
+        finally:
+            self.active.pop(run_id, None)
+
+    async def _drive(self, run: RunState, wf: Any, args: Any, kwargs: Any) -> str:
+        scope = Scope(run)
+        try:
+            if wf.is_async:
+                token = current.set(scope)
+                try:
+                    value = await wf.fn(*args, **kwargs)
+                finally:
+                    current.reset(token)
+            else:
+                loop = asyncio.get_running_loop()
+                value = await loop.run_in_executor(
+                    self._pool, _call_sync, scope, wf.fn, args, kwargs
+                )
+        except Suspend as s:
+            return await self._suspend(run, s)
+        except NeedsAttention as n:
+            detail = codec.dumps({"reason": n.reason, **n.detail})
+            return await self._finish(
+                run, "needs_attention", error=_err(n), audit=[("needs_attention", detail)]
+            )
+        except StepMismatchError as exc:
+            detail = codec.dumps({"reason": "step_mismatch", "why": str(exc)})
+            return await self._finish(
+                run, "needs_attention", error=_err(exc), audit=[("needs_attention", detail)]
+            )
+        except (LeaseLostError, SimulatedCrash):
+            raise
+        except Exception as exc:
+            return await self._fail(run, exc)
+        try:
+            text = codec.dumps(value, where=f"the result of workflow {run.workflow!r}")
+        except EncodeError as exc:
+            return await self._fail(run, exc)
+        return await self._finish(run, "succeeded", result=text)
+
+    async def _fail(self, run: RunState, exc: BaseException) -> str:
+        try:
+            status, audit = await compensate(run, exc)
+        except Suspend:  # a compensation cannot wait; treat as a failed rollback
+            status, audit = "needs_attention", [("needs_attention", '"compensation waited"')]
+        return await self._finish(run, status, error=_err(exc), audit=audit)
+
+    async def _suspend(self, run: RunState, s: Suspend) -> str:
+        assert self.writer is not None
+        now = run.clock.now()
+        sleep = RunWrite(
+            run.run_id,
+            run.epoch,
+            "sleeping",
+            now,
+            run.actor,
+            wake_at=s.wake_at,
+            waiting_for=s.waiting_for,
+        )
+        futs = [] if s.record is None else [self.writer.submit(s.record)]
+        futs.append(self.writer.submit(sleep))  # same batch, same transaction as the record
+        if not all(await asyncio.gather(*futs)):
+            run.lost = True
+            raise LeaseLostError(run.run_id, run.epoch)
+        return "sleeping"
+
+    async def _finish(
+        self,
+        run: RunState,
+        status: str,
+        *,
+        result: str | None = None,
+        error: str | None = None,
+        audit: list[tuple[str, str]] | None = None,
+    ) -> str:
+        rec = RunWrite(
+            run.run_id,
+            run.epoch,
+            status,
+            run.clock.now(),
+            run.actor,
+            result=result,
+            error=error,
+            audit=audit or [],
+        )
+        await run.write(rec)
+        return status
+
+    def _note_lost(self, run: RunState, exc: LeaseLostError) -> None:
+        """A zombie's write was refused: say so in the audit log (append-only, unfenced)."""
+        try:
+            self.app.journal.audit(
+                run.run_id,
+                actor=run.actor,
+                action="lease_lost",
+                detail=codec.dumps({"epoch": run.epoch, "why": str(exc)}),
+                now=run.clock.now(),
+            )
+        except Exception:
+            pass
+
+
+def _err(exc: BaseException) -> str:
+    return codec.dumps(codec.error_to_data(exc))

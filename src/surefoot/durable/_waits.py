@@ -1,0 +1,171 @@
+"""Wait steps: durable timers and signals. A wait that is not satisfied suspends the run.
+
+Suspending commits the wait's row and the run's ``sleeping`` status in one transaction and
+ends the run's execution: no worker slot, thread or coroutine stays behind. A worker (or
+``handle.result()`` for a run started here) claims the run again when its ``wake_at`` has
+passed or a signal arrived, and replays it to the wait, which then returns.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Generator
+from typing import Any
+
+from .. import codec
+from ..errors import ConfigError
+from ..storage.base import StepWrite
+from ._context import STEP_CODES, RunState, Scope, Suspend, current
+from ._step import _recorded
+
+__all__ = ["Done", "sleep_step", "wait_step"]
+
+
+class Done:
+    """What a wait returns in a sync workflow: already done, and awaitable for symmetry."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any = None) -> None:
+        self.value = value
+
+    def __await__(self) -> Generator[Any, None, Any]:
+        return self.value
+        yield  # pragma: no cover - makes this a generator
+
+
+def _scope(what: str) -> Scope:
+    scope = current.get()
+    if scope is None:
+        raise ConfigError(
+            f"app.{what}() works only inside a workflow run (it journals the wait); outside "
+            "one, use clock.sleep() or asyncio.sleep()"
+        )
+    return scope
+
+
+def _in_loop() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
+def _sleep(run: RunState, pos: str, wake_at: float) -> None:
+    row = _recorded(run, pos, "sleep")
+    now = run.clock.now()
+    if row is not None:
+        wake = float(codec.loads(row.result or "0"))
+        if now >= wake:
+            return
+        raise Suspend(wake, None, None)
+    rec = StepWrite(
+        run.run_id,
+        run.epoch,
+        pos,
+        "sleep",
+        "sleep",
+        "done",
+        codec.dumps(wake_at),
+        None,
+        1,
+        now,
+        wake_at,
+    )
+    if wake_at <= now:
+        run.write_sync(rec)
+        return
+    raise Suspend(wake_at, None, rec)
+
+
+async def _asleep(run: RunState, pos: str, wake_at: float) -> None:
+    _sleep(run, pos, wake_at)  # only a due timer writes, and a direct write is fine there
+
+
+STEP_CODES.add(_asleep.__code__)
+
+
+def sleep_step(wake_at: float) -> Any:
+    """Journal a timer due at ``wake_at`` (clock seconds) and suspend until then."""
+    scope = _scope("sleep")
+    pos = scope.next()
+    if _in_loop():
+        return _asleep(scope.run, pos, wake_at)
+    _sleep(scope.run, pos, wake_at)
+    return Done()
+
+
+def _wait(run: RunState, pos: str, name: str, timeout: float | None, default: Any) -> Any:
+    step = f"signal:{name}"
+    row = _recorded(run, pos, step)
+    now = run.clock.now()
+    if row is not None and row.status == "done":
+        got = codec.loads(row.result or "null")
+        return got.get("v", default)
+    if row is None:
+        deadline = None if timeout is None else now + timeout
+    else:
+        deadline = codec.loads(row.result or "null")["deadline"]
+    started = now if row is None else row.started_at
+    sig = run.journal.pending_signal(run.run_id, name)
+    if sig is not None:
+        sig_id, payload = sig
+        text = codec.dumps({"v": codec.loads(payload)})
+        run.write_sync(
+            StepWrite(
+                run.run_id,
+                run.epoch,
+                pos,
+                step,
+                "signal",
+                "done",
+                text,
+                None,
+                1,
+                started,
+                now,
+                consume_signal=sig_id,
+            )
+        )
+        return codec.loads(payload)
+    if deadline is not None and now >= deadline:
+        text = codec.dumps({"timeout": deadline})
+        run.write_sync(
+            StepWrite(
+                run.run_id, run.epoch, pos, step, "signal", "done", text, None, 1, started, now
+            )
+        )
+        return default
+    rec = None
+    if row is None:
+        rec = StepWrite(
+            run.run_id,
+            run.epoch,
+            pos,
+            step,
+            "signal",
+            "waiting",
+            codec.dumps({"deadline": deadline}),
+            None,
+            1,
+            now,
+            None,
+        )
+    raise Suspend(deadline, name, rec)
+
+
+async def _await(run: RunState, pos: str, name: str, timeout: float | None, default: Any) -> Any:
+    return _wait(run, pos, name, timeout, default)
+
+
+STEP_CODES.add(_await.__code__)
+
+
+def wait_step(name: str, timeout: float | None, default: Any) -> Any:
+    """Wait for signal ``name`` (journalled; delivered exactly once) or the timeout."""
+    scope = _scope("wait_for")
+    pos = scope.next()
+    if _in_loop():
+        return _await(scope.run, pos, name, timeout, default)
+    return Done(_wait(scope.run, pos, name, timeout, default))

@@ -1,0 +1,113 @@
+"""Leases and fencing: every journal write is conditional on the writer's epoch."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import pytest
+
+from surefoot import FakeClock
+from surefoot.durable import App, Worker
+from surefoot.errors import LeaseLostError
+from surefoot.storage.base import StepWrite
+
+
+def test_stale_epoch_write_is_refused(app: App, clock: FakeClock) -> None:
+    """After a takeover, the old holder's step write changes nothing and is reported."""
+
+    @app.workflow
+    def flow() -> None:
+        return None
+
+    app.enqueue(flow, run_id="z")
+    j = app.journal
+    (first,) = j.claim(
+        "A", now=clock.now(), lease_until=clock.now() + 5, workflows=app.registered(), limit=5
+    )
+    assert (
+        j.claim(
+            "B", now=clock.now(), lease_until=clock.now() + 5, workflows=app.registered(), limit=5
+        )
+        == []
+    )
+    clock.advance(6)
+    (second,) = j.claim(
+        "B", now=clock.now(), lease_until=clock.now() + 5, workflows=app.registered(), limit=5
+    )
+    assert second[1] == first[1] + 1
+    late = StepWrite(
+        "z", first[1], "1", "s", "pure", "done", "1", None, 1, clock.now(), clock.now()
+    )
+    fresh = StepWrite(
+        "z", second[1], "2", "s", "pure", "done", "2", None, 1, clock.now(), clock.now()
+    )
+    assert j.commit([late, fresh]) == [False, True]
+    assert [s.pos for s in j.steps("z")] == ["2"]
+
+
+def test_zombie_worker_stops_at_its_next_write(app: App, clock: FakeClock) -> None:
+    """A worker whose lease was taken over gets LeaseLostError and writes nothing more."""
+    gate = threading.Event()
+    release = threading.Event()
+    done: list[str] = []
+
+    @app.step
+    async def slow() -> str:
+        gate.set()
+        await asyncio.to_thread(release.wait, 10)
+        done.append("slow")
+        return "late"
+
+    @app.step
+    async def next_step() -> str:
+        done.append("next")
+        return "n"
+
+    @app.workflow
+    async def flow() -> str:
+        await slow()
+        return await next_step()
+
+    h = app.enqueue(flow, run_id="zz")
+    w = Worker(app)
+    w.claim()
+    assert gate.wait(10)
+    clock.advance(app.lease + 1)  # the lease expires while the step is stuck
+    other = app.journal.claim(
+        "other", now=clock.now(), lease_until=clock.now() + 60, workflows=app.registered(), limit=1
+    )
+    assert other and other[0][0] == "zz"
+    release.set()
+    w.run_once(timeout=10)
+    assert done == ["slow"]  # it finished its call, but its write was refused
+    assert app.journal.steps("zz") == []
+    audit = [a.action for a in app.show("zz").audit]
+    assert "lease_lost" in audit
+    assert h.status() == "running"  # still the other worker's
+
+
+def test_cancel_fences_the_holder(app: App, clock: FakeClock) -> None:
+    """Cancelling bumps the epoch, so the worker that held the run cannot write."""
+
+    @app.workflow
+    def flow() -> None:
+        return None
+
+    app.enqueue(flow, run_id="c")
+    ((_, epoch),) = app.journal.claim(
+        "A", now=clock.now(), lease_until=clock.now() + 5, workflows=app.registered(), limit=1
+    )
+    assert app.cancel("c", reason="test") is True
+    rec = StepWrite("c", epoch, "1", "s", "pure", "done", "1", None, 1, clock.now(), clock.now())
+    assert app.journal.commit([rec]) == [False]
+    assert app.show("c").run.status == "cancelled"
+    assert app.cancel("c") is False
+
+
+def test_lease_lost_error_carries_facts() -> None:
+    """LeaseLostError names the run and the refused epoch."""
+    err = LeaseLostError("r", 3)
+    assert err.run_id == "r" and err.epoch == 3
+    with pytest.raises(LeaseLostError, match="epoch 3"):
+        raise err
