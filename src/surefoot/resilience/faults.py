@@ -160,6 +160,8 @@ class Outage:
         start, end: the window, by request number (1-based, inclusive).
         status: the HTTP status of the ``ProviderError``.
         headers: headers of the error.
+        delay: simulated seconds a failing request takes before its error (a server that
+            hangs, then answers 503).
         counter: number the window by this instead of by calls received, e.g.
             ``lambda: client.requests`` to take the service down for *logical* requests
             300..600 however many retries each makes.
@@ -172,19 +174,24 @@ class Outage:
         status: int = 503,
         headers: Mapping[str, str] | None = None,
         *,
+        delay: float = 0.0,
         counter: Callable[[], int] | None = None,
     ) -> None:
+        if delay < 0:
+            raise ConfigError(f"outage delay must be >= 0 seconds, got {delay!r}")
         if start < 1 or end < start:
             raise ConfigError(f"an outage needs 1 <= start <= end, got start={start!r} end={end!r}")
         self.start, self.end, self.status = start, end, status
         self.headers = dict(headers or {})
         self.counter = counter
+        self.delay = float(delay)
 
     def plan(self, n: int, key: str | None = None) -> Fault | None:
         if self.counter is not None:
             n = self.counter()
         if self.start <= n <= self.end:
-            return Fault(error=ProviderError(self.status, self.headers, "outage (injected)"))
+            err = ProviderError(self.status, self.headers, "outage (injected)")
+            return Fault(error=err, delay=self.delay)
         return None
 
 
