@@ -140,7 +140,7 @@ def experiment(
 
 
 def _load() -> None:
-    from . import durable, resilience, statebus  # noqa: F401 - registers experiments
+    from . import durable, resilience, statebus, statebus_trust  # noqa: F401 - registers experiments
 
 
 def experiments() -> list[Experiment]:

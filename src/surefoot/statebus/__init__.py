@@ -14,12 +14,37 @@ from ..errors import (
     DuplicateMessageError,
     SchemaViolationError,
     ScopeError,
+    TrustError,
 )
 from . import messages, shared
 from ._channel import Channel
 from ._realagents import RealAgentsReport, run_real_agents
+from ._resolvers import (
+    Proposal,
+    Resolution,
+    ResolverStats,
+    judge,
+    judge_responder,
+    predicted_accuracy,
+    priority,
+    simulate,
+    vote,
+)
 from ._store import TRUST_LEVELS, AgentSession, AgentSpec, Entry, Lease, LostUpdate, Store
 from ._stream import Consumer, DeadLetter, Message, Stream, StreamEntry
+from ._trust import (
+    Endorser,
+    Label,
+    Labeled,
+    SinkPolicy,
+    derive,
+    label_of,
+    labeled,
+    reject_label_fields,
+    render,
+    trusted,
+    write_labeled,
+)
 
 __all__ = [
     "TRUST_LEVELS",
@@ -30,17 +55,38 @@ __all__ = [
     "Consumer",
     "DeadLetter",
     "DuplicateMessageError",
+    "Endorser",
     "Entry",
+    "Label",
+    "Labeled",
     "Lease",
     "LostUpdate",
     "Message",
+    "Proposal",
     "RealAgentsReport",
+    "Resolution",
+    "ResolverStats",
     "SchemaViolationError",
     "ScopeError",
+    "SinkPolicy",
     "Store",
     "Stream",
     "StreamEntry",
+    "TrustError",
+    "derive",
+    "judge",
+    "judge_responder",
+    "label_of",
+    "labeled",
     "messages",
+    "predicted_accuracy",
+    "priority",
+    "reject_label_fields",
+    "render",
     "run_real_agents",
     "shared",
+    "simulate",
+    "trusted",
+    "vote",
+    "write_labeled",
 ]
