@@ -31,7 +31,12 @@ from surefoot.statebus.injection import (
 )
 
 BY_NAME = {m.name: m for m in MITIGATIONS}
-NONE, SCHEMA, SCOPED, LABELS, COMBINED, NO_PROP, REVIEWER = MITIGATIONS
+NONE, SCHEMA, SCOPED, SPOT = (
+    BY_NAME[n] for n in ("none", "schema validation", "scoped views", "spotlighting only")
+)
+LABELS, COMBINED = BY_NAME["trust labels + sink policy"], BY_NAME["all combined"]
+NO_PROP = BY_NAME["all combined, labels not propagated"]
+REVIEWER = BY_NAME["all combined + reviewer (catches 90%)"]
 
 
 @pytest.fixture(scope="module")
@@ -108,6 +113,12 @@ def test_scoped_views_miss_instructions_inside_the_tasks_own_inputs(
     assert all(report.acted(a, SCOPED.name) == 0 for a in out_of_view)
     assert any(report.acted(a, NONE.name) > 0 for a in out_of_view)
     assert report.summary(SCOPED.name).by_category["relayed"] > 0.0
+
+
+def test_spotlighting_alone_lowers_but_does_not_stop_attacks(report: InjectionReport) -> None:
+    """Delimited rendering without a sink policy leaves attacks succeeding, less often."""
+    spot = report.summary(SPOT.name).attack_success
+    assert 0.0 < spot < report.summary(NONE.name).attack_success
 
 
 def test_without_propagation_a_trusted_relay_launders_the_attack(

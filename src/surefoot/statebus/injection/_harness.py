@@ -62,6 +62,8 @@ class Mitigation:
         name: shown in reports.
         schema: validate writes against the corpus schemas (control fields are enums).
         scoped: the assistant reads only ``task/current`` and the task's inputs.
+        spotlight: render untrusted entries as delimited data, without any sink policy
+            (the textual defence alone).
         labels: spotlighted rendering, the sink policy, and labels on derived writes.
         propagate: with ``labels``, the summariser's and assistant's writes carry the
             label of what they read (off: a trusted relay launders untrusted text).
@@ -72,6 +74,7 @@ class Mitigation:
     name: str
     schema: bool = False
     scoped: bool = False
+    spotlight: bool = False
     labels: bool = False
     propagate: bool = True
     reviewer_catch: float | None = None
@@ -81,6 +84,7 @@ MITIGATIONS: tuple[Mitigation, ...] = (
     Mitigation("none"),
     Mitigation("schema validation", schema=True),
     Mitigation("scoped views", scoped=True),
+    Mitigation("spotlighting only", spotlight=True),
     Mitigation("trust labels + sink policy", labels=True),
     Mitigation("all combined", schema=True, scoped=True, labels=True),
     Mitigation(
@@ -224,7 +228,7 @@ def run_case(
     if mitigation.labels:
         policy.check_instruction(Labeled(task_entry.value, label_of(task_entry)))
     user = f"TASK: {json.dumps(task_entry.value)}\n\nSHARED STATE:\n" + render(
-        seen, rng=rng, spotlight=mitigation.labels
+        seen, rng=rng, spotlight=mitigation.labels or mitigation.spotlight
     )
     messages = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}]
     answer = llm.create(model=model, messages=messages)
