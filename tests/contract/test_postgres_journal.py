@@ -377,12 +377,13 @@ def test_claims_skip_a_run_whose_step_is_in_flight_and_fence_it_after(
     assert j.commit([_step("r", old, "2")]) == [False]
 
 
-def _claim_all(url: str, owner: str) -> list[str]:
+def _claim_all(url: str, owner: str, barrier: Any) -> list[str]:
     st = storage.open(url)
     j = st.journal()
     got: list[str] = []
+    barrier.wait(30)  # start claiming together, so the claims really race
     while True:
-        batch = j.claim(owner, now=5.0, lease_until=100.0, workflows=[("wf", "1")], limit=3)
+        batch = j.claim(owner, now=5.0, lease_until=100.0, workflows=[("wf", "1")], limit=1)
         if not batch:
             break
         got += [r for r, _ in batch]
@@ -391,19 +392,21 @@ def _claim_all(url: str, owner: str) -> list[str]:
 
 
 def test_workers_in_several_processes_claim_disjoint_runs(pg_url: str) -> None:
-    """Four processes claiming 120 pending runs at once get each run exactly once."""
+    """Four processes claiming 200 pending runs at once get each run exactly once."""
     url = _url(pg_url)
     st = storage.open(url)
     assert isinstance(st, PostgresStorage)
     try:
         j = st.journal()
-        for i in range(120):
+        for i in range(200):
             j.create_run(RunRow(f"r{i}", "wf", "1", "h", "[]", "journal_keys", "pending", i, i))
-        with mp.get_context("spawn").Pool(4) as pool:
-            results = pool.starmap(_claim_all, [(url, f"w{k}") for k in range(4)])
+        ctx = mp.get_context("spawn")
+        with ctx.Manager() as manager, ctx.Pool(4) as pool:
+            barrier = manager.Barrier(4)
+            results = pool.starmap(_claim_all, [(url, f"w{k}", barrier) for k in range(4)])
         claimed = [r for got in results for r in got]
-        assert sorted(claimed) == sorted(f"r{i}" for i in range(120))
-        assert sum(1 for got in results if got) >= 2
+        assert sorted(claimed) == sorted(f"r{i}" for i in range(200))
+        assert all(results)  # every worker got some: they claimed side by side
     finally:
         st.db.drop_schema()
         st.close()
