@@ -32,7 +32,8 @@ MIGRATIONS = [
 ]
 
 _COLS = "key, value, version, revision, author, trust, written_at"
-_NEXT_REV = "(SELECT COALESCE(MAX(revision), 0) + 1 FROM sf_state WHERE ns = :ns)"
+# A bare MAX() subquery, so SQLite reads one index entry instead of scanning the namespace.
+_NEXT_REV = "(COALESCE((SELECT MAX(revision) FROM sf_state WHERE ns = :ns), 0) + 1)"
 _FENCE_OK = (
     "(:fkey IS NULL OR EXISTS (SELECT 1 FROM sf_state WHERE ns = :ns AND key = :fkey "
     "AND version = :fver))"
@@ -55,6 +56,13 @@ UPDATE sf_state SET
 WHERE ns = :ns AND key = :key AND version = :expect AND {_FENCE_OK}
 RETURNING {_COLS}
 """
+
+
+# Without a fence the EXISTS clause is left out of the statement altogether.
+_UPSERT_NOFENCE = _UPSERT.replace(f" WHERE {_FENCE_OK}", " WHERE true").replace(
+    f" AND {_FENCE_OK}", ""
+)
+_UPDATE_NOFENCE = _UPDATE.replace(f" AND {_FENCE_OK}", "")
 
 
 def _record(row: tuple[Any, ...] | sqlite3.Row) -> StateRecord:
@@ -108,7 +116,10 @@ class SQLiteStateStore:
             "fver": fence[1] if fence else None,
         }
         with self.db.write() as c:
-            sql = _UPDATE if expect else _UPSERT
+            if fence is None:
+                sql = _UPDATE_NOFENCE if expect else _UPSERT_NOFENCE
+            else:
+                sql = _UPDATE if expect else _UPSERT
             row = c.execute(sql, params).fetchone()
             if row is not None:
                 return _record(row)
@@ -149,12 +160,10 @@ class SQLiteStateStore:
     def revision(self) -> int:
         row = (
             self.db.conn()
-            .execute(
-                "SELECT COALESCE(MAX(revision), 0) FROM sf_state WHERE ns = ?", (self.namespace,)
-            )
+            .execute("SELECT MAX(revision) FROM sf_state WHERE ns = ?", (self.namespace,))
             .fetchone()
         )
-        return int(row[0])
+        return int(row[0] or 0)
 
     def __repr__(self) -> str:
         return f"SQLiteStateStore({self.db.path!r}, {self.namespace!r})"

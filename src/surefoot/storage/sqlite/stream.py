@@ -39,10 +39,13 @@ MIGRATIONS = [
     """,
 ]
 
+# The bare MAX() subquery reads one index entry (a MAX wrapped in an aggregate query with
+# HAVING would scan the whole stream on every append).
 _APPEND = """
 INSERT INTO sf_stream (stream, seq, message_id, payload, appended_at)
-SELECT :s, COALESCE(MAX(seq), 0) + 1, :id, :payload, :now FROM sf_stream WHERE stream = :s
-HAVING :expect IS NULL OR COALESCE(MAX(seq), 0) = :expect
+SELECT :s, last + 1, :id, :payload, :now
+FROM (SELECT COALESCE((SELECT MAX(seq) FROM sf_stream WHERE stream = :s), 0) AS last)
+WHERE :expect IS NULL OR last = :expect
 ON CONFLICT (stream, message_id) DO NOTHING
 RETURNING seq, message_id, payload, appended_at
 """
@@ -79,18 +82,21 @@ class SQLiteStream:
                 if old[2] != payload:
                     raise DuplicateMessageError(message_id, self.name)
                 return _rec(old, duplicate=True)
-            last = c.execute(
-                "SELECT COALESCE(MAX(seq), 0) FROM sf_stream WHERE stream = ?", (self.name,)
-            ).fetchone()[0]
+            last = (
+                c.execute(
+                    "SELECT MAX(seq) FROM sf_stream WHERE stream = ?", (self.name,)
+                ).fetchone()[0]
+                or 0
+            )
             raise ConflictError(f"stream:{self.name}", int(expect_last_seq or 0), last, None, "")
 
     def last_seq(self) -> int:
         row = (
             self.db.conn()
-            .execute("SELECT COALESCE(MAX(seq), 0) FROM sf_stream WHERE stream = ?", (self.name,))
+            .execute("SELECT MAX(seq) FROM sf_stream WHERE stream = ?", (self.name,))
             .fetchone()
         )
-        return int(row[0])
+        return int(row[0] or 0)
 
     def range(self, after: int = 0, limit: int = 100) -> list[StreamRecord]:
         rows = (
