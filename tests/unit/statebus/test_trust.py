@@ -6,11 +6,14 @@ import random
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st_
 
 from surefoot.codec import dumps, loads
 from surefoot.errors import ConfigError, TrustError
 from surefoot.statebus import (
     Endorser,
+    Entry,
     Label,
     Labeled,
     SinkPolicy,
@@ -207,3 +210,35 @@ def test_unknown_trust_level_is_a_config_error() -> None:
     """Label.of rejects a trust level outside system/trusted/untrusted."""
     with pytest.raises(ConfigError, match="trust must be one of"):
         Label.of("x", "root")
+
+
+_LEVEL = st_.sampled_from(["system", "trusted", "untrusted"])
+
+
+@given(st_.text(max_size=200), st_.text(min_size=1, max_size=30))
+def test_any_untrusted_text_renders_as_one_block_and_reads_back(text: str, key: str) -> None:
+    """Whatever an untrusted writer stores, render gives one block that reads back intact."""
+    e = Entry(key, {"text": text}, 1, 1, "web", "untrusted", 0.0)
+    out = render({key: e}, rng=random.Random(0))
+    lines = out.split("\n")
+    assert sum(ln.startswith("<<data ") for ln in lines) == 1
+    assert sum(ln.startswith("<</data ") for ln in lines) == 1
+    seen = visible_entries(out)
+    assert len(seen) == 1 and seen[0].in_data
+    assert seen[0].key == key and seen[0].value == {"text": text}
+
+
+@given(
+    st_.lists(st_.tuples(st_.sampled_from(["a", "b", "c"]), _LEVEL), min_size=1, max_size=4),
+    st_.lists(st_.tuples(st_.sampled_from(["a", "d"]), _LEVEL), min_size=1, max_size=4),
+)
+def test_join_never_loses_sources_or_taint(
+    xs: list[tuple[str, str]], ys: list[tuple[str, str]]
+) -> None:
+    """A derived label holds every source and every taint of its inputs, in any order."""
+    a = Label().join(*(Label.of(n, t) for n, t in xs))
+    b = Label().join(*(Label.of(n, t) for n, t in ys))
+    j = a.join(b)
+    assert j == b.join(a)
+    assert j.sources == a.sources | b.sources and j.tainted == a.tainted | b.tainted
+    assert j.tainted == {n for n, t in xs + ys if t == "untrusted"}

@@ -187,8 +187,7 @@ def run_case(
         model: the model name passed to ``llm.create``.
     """
     attack = case if isinstance(case, Attack) else None
-    task = TASKS[attack.task] if attack is not None else case
-    assert isinstance(task, TaskSpec)
+    task = TASKS[case.task] if isinstance(case, Attack) else case
     rng = random.Random(f"{seed}:{case.id}:{mitigation.name}")
     st = Store("memory://", namespace="injection")
     for name, (trust, read, write) in AGENTS.items():
