@@ -3,6 +3,7 @@ the ``keystore_url`` fixture's params once its backend implements ``keystore()``
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -13,12 +14,21 @@ from surefoot import storage
 from surefoot.storage.base import KeyStore
 
 
-@pytest.fixture(params=["memory", "sqlite"])
-def keystore_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+@pytest.fixture(params=["memory", "sqlite", "postgresql"])
+def keystore_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     """A fresh storage URL per backend."""
-    if request.param == "memory":
-        return "memory://"
-    return f"sqlite:///{tmp_path / 'keys.db'}"
+    if request.param == "postgresql":  # a schema of this test only, dropped afterwards
+        url = f"{request.getfixturevalue('pg_url')}?schema=sf_t_{uuid.uuid4().hex[:12]}"
+        yield url
+        _drop_schema(url)
+        return
+    yield "memory://" if request.param == "memory" else f"sqlite:///{tmp_path / 'keys.db'}"
+
+
+def _drop_schema(url: str) -> None:
+    st: Any = storage.open(url)
+    st.db.drop_schema()
+    st.close()
 
 
 @pytest.fixture
