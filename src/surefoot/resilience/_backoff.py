@@ -88,7 +88,8 @@ class Backoff:
         """
         j = self.jitter
         if j == "none":
-            return self.ceiling(n)
+            t = self._table
+            return t[n - 1] if 0 < n <= len(t) else self.ceiling(n)
         r = rng if rng is not None else random.Random()
         if j == "full":
             return r.uniform(0.0, self.ceiling(n))

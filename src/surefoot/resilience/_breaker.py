@@ -175,12 +175,13 @@ class CircuitBreaker:
 
     def _acquire(self) -> tuple[int, bool, float]:
         """Take a permit (generation, is_probe, start) or raise ``CircuitOpenError``."""
-        need_time = self.slow_call_threshold is not None
         with self._lock:
-            st = self._state
-            if st == CLOSED:
+            if self._state == CLOSED:
                 self._calls += 1
-                return self._gen, False, (self.clock.monotonic() if need_time else 0.0)
+                if self.slow_call_threshold is None:
+                    return self._gen, False, 0.0
+                return self._gen, False, self.clock.monotonic()
+            st = self._state
             now = self.clock.monotonic()
             if st == OPEN:
                 left = self._opened_at + self.reset_timeout - now
@@ -200,6 +201,12 @@ class CircuitBreaker:
         gen, probe, start = permit
         failed: bool | None
         if error is None:
+            if self.slow_call_threshold is None and not probe and self.failure_rate is None:
+                with self._lock:  # the common case: a success while closed
+                    self._ok += 1
+                    if gen == self._gen:
+                        self._consecutive = 0
+                return
             failed = False
             if self.slow_call_threshold is not None and (
                 self.clock.monotonic() - start > self.slow_call_threshold
@@ -287,9 +294,18 @@ class CircuitBreaker:
 
             return awrapper  # type: ignore[return-value]
 
+        acquire, record = self._acquire, self._record  # bound once: this is the hot path
+
         @functools.wraps(fn)
         def wrapper(*args: P.args, **kwargs: P.kwargs) -> T:
-            return self.call(fn, *args, **kwargs)
+            permit = acquire()
+            try:
+                result = fn(*args, **kwargs)
+            except BaseException as exc:
+                record(permit, exc)
+                raise
+            record(permit, None)
+            return result
 
         return wrapper
 

@@ -11,7 +11,7 @@ import email.utils
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..errors import CircuitOpenError, IdempotencyInProgressError, TimeoutError_
 
@@ -25,8 +25,7 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, slots=True)
-class Decision:
+class Decision(NamedTuple):
     """Whether to retry, and why.
 
     Attributes:

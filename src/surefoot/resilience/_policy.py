@@ -6,7 +6,7 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 from ..clock import seconds
 from ..errors import ConfigError
@@ -24,8 +24,7 @@ from ._classify import (
 __all__ = ["Attempt", "RetryEvent", "RetryPolicy", "Step", "attempts_of", "decide"]
 
 
-@dataclass(frozen=True, slots=True)
-class Attempt:
+class Attempt(NamedTuple):
     """One failed attempt, as recorded in the history attached to the final error.
 
     Attributes:
@@ -43,8 +42,7 @@ class Attempt:
     elapsed: float
 
 
-@dataclass(frozen=True, slots=True)
-class RetryEvent:
+class RetryEvent(NamedTuple):
     """What an ``on_retry`` hook sees: every decision, retries and the final give-up.
 
     Attributes:
@@ -61,8 +59,7 @@ class RetryEvent:
     elapsed: float
 
 
-@dataclass(frozen=True, slots=True)
-class Step:
+class Step(NamedTuple):
     """The decision after a failed attempt: retry after ``wait`` seconds, or give up."""
 
     retry: bool
@@ -95,12 +92,14 @@ def _make_check(retry_on: RetryOn | None) -> Callable[[BaseException], Decision]
                 f"retry_on must be exception types, a Classifier or a callable, got {retry_on!r}"
             )
         names = ", ".join(t.__name__ for t in types)
+        yes = Decision(True, f"the error is one of retry_on ({names})")
 
         def by_type(exc: BaseException) -> Decision:
             if isinstance(exc, types):
-                h = getattr(exc, "headers", None)
-                after = parse_retry_after(_headers_of(exc)) if h is not None else None
-                return Decision(True, f"{type(exc).__name__} is in retry_on", after)
+                if getattr(exc, "headers", None) is None:
+                    return yes
+                after = parse_retry_after(_headers_of(exc))
+                return yes if after is None else Decision(True, yes.reason, after)
             return Decision(False, f"{type(exc).__name__} is not in retry_on ({names})")
 
         return by_type

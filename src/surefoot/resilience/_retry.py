@@ -59,9 +59,8 @@ def _with_timeout(
     return {**kwargs, "timeout": limit} if ok else kwargs
 
 
-def _describe(exc: BaseException) -> str:
-    text = str(exc)
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+def _describe(tp: type[BaseException], text: str) -> str:
+    return f"{tp.__name__}: {text}" if text else tp.__name__
 
 
 class _Run:
@@ -80,7 +79,8 @@ class _Run:
         self.clock = clock if clock is not None else _SYSTEM
         self.rng = rng if rng is not None else _RNG
         self.hook = on_retry if on_retry is not None else policy.on_retry
-        self.history: list[Attempt] = []
+        # plain tuples while running; Attempt records are built only if the call gives up
+        self.history: list[tuple[int, type[BaseException], str, str, float | None, float]] = []
         self.prev: float | None = None
         self.attempt = 0
         self.start = self.clock.monotonic()
@@ -106,9 +106,10 @@ class _Run:
         if step.retry and p.budget is not None and not p.budget.try_retry():
             step = Step(False, 0.0, "the retry budget is empty (an outage?): not retried")
         self.history.append(
-            Attempt(
+            (
                 self.attempt,
-                _describe(err),
+                type(err),
+                str(err),
                 step.reason,
                 step.wait if step.retry else None,
                 elapsed,
@@ -123,7 +124,10 @@ class _Run:
 
     def give_up(self, err: BaseException, reason: str, elapsed: float) -> None:
         try:
-            err.surefoot_attempts = tuple(self.history)  # type: ignore[attr-defined]
+            err.surefoot_attempts = tuple(  # type: ignore[attr-defined]
+                Attempt(n, _describe(tp, text), reason, wait, at)
+                for n, tp, text, reason, wait, at in self.history
+            )
         except AttributeError:  # an exception type without a __dict__
             pass
         n = self.attempt
@@ -131,6 +135,45 @@ class _Run:
             f"surefoot.retry: gave up after {n} attempt{'s' if n != 1 else ''} "
             f"in {elapsed:.3g} s: {reason}"
         )
+
+
+def _retry_sync(
+    fn: Callable[..., T],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    run: _Run,
+    first: BaseException | None,
+) -> T:
+    """Everything after the first failure (plain policies) or the whole call (the others)."""
+    last: BaseException | None = None
+    if first is not None:
+        run.attempt = 1
+        step = run.after_failure(first)
+        if not step.retry:
+            raise first
+        if step.wait > 0:
+            run.clock.sleep(step.wait)
+        last = first
+    timed = run.policy.deadline is not None or run.policy.timeout_per_attempt is not None
+    while True:
+        run.attempt += 1
+        kw = kwargs
+        if timed:
+            limit = run.limit()
+            if limit is not None and limit <= 0 and last is not None:
+                run.attempt -= 1  # a real sleep overshot the deadline: no attempt starts past it
+                run.give_up(last, "the deadline passed during the wait", run.elapsed())
+                raise last
+            kw = _with_timeout(fn, kwargs, limit)
+        try:
+            return fn(*args, **kw)
+        except Exception as exc:  # the policy decides
+            step = run.after_failure(exc)
+            if not step.retry:
+                raise
+            last = exc
+        if step.wait > 0:
+            run.clock.sleep(step.wait)
 
 
 def retry_call(
@@ -160,38 +203,13 @@ def retry_call(
         Whatever ``fn`` raised last.
     """
     p = policy if policy is not None else DEFAULT_POLICY
-    run: _Run
     if p.plain:  # the success path touches no clock, lock or allocation beyond the call
         try:
             return fn(*args, **kwargs)
-        except Exception as exc:
-            run = _Run(p, clock, rng, on_retry)
-            run.attempt = 1
-            step = run.after_failure(exc)
-            if not step.retry:
-                raise
-            if step.wait > 0:
-                run.clock.sleep(step.wait)
-    else:
-        run = _Run(p, clock, rng, on_retry)
-    last: BaseException | None = None  # only needed with a deadline, which is never plain
-    while True:
-        run.attempt += 1
-        limit = run.limit()
-        if limit is not None and limit <= 0 and last is not None:
-            run.attempt -= 1  # a real sleep overshot the deadline: no attempt starts past it
-            run.give_up(last, "the deadline passed during the wait", run.elapsed())
-            raise last
-        kw = _with_timeout(fn, kwargs, limit)
-        try:
-            return fn(*args, **kw)
-        except Exception as exc:
-            step = run.after_failure(exc)
-            if not step.retry:
-                raise
-            last = exc
-        if step.wait > 0:
-            run.clock.sleep(step.wait)
+        except Exception as exc:  # the policy decides
+            first = exc
+        return _retry_sync(fn, args, kwargs, _Run(p, clock, rng, on_retry), first)
+    return _retry_sync(fn, args, kwargs, _Run(p, clock, rng, on_retry), None)
 
 
 async def aretry_call(
@@ -289,11 +307,21 @@ def retry(
 
             return awrapper  # type: ignore[return-value]
 
+        if p.plain:
+
+            @functools.wraps(fn)
+            def plain(*args: P.args, **kwargs: P.kwargs) -> T:
+                try:
+                    return fn(*args, **kwargs)
+                except Exception as exc:  # the policy decides
+                    first = exc
+                return _retry_sync(fn, args, kwargs, _Run(p, clock, rng, on_retry), first)
+
+            return plain
+
         @functools.wraps(fn)
         def wrapper(*args: P.args, **kwargs: P.kwargs) -> T:
-            return retry_call(
-                fn, *args, policy=p, clock=clock, rng=rng, on_retry=on_retry, **kwargs
-            )
+            return _retry_sync(fn, args, kwargs, _Run(p, clock, rng, on_retry), None)
 
         return wrapper
 
