@@ -17,6 +17,7 @@ measures the same numbers on seeded trials, so the two can be compared side by s
 
 from __future__ import annotations
 
+import json
 import random
 import re
 from collections import Counter
@@ -102,6 +103,14 @@ def _distinct(proposals: Sequence[Proposal]) -> list[Any]:
     return out
 
 
+def _canon(value: Any) -> str:
+    """A key equal for equal values (dicts in any key order), for counting votes."""
+    try:
+        return json.dumps(value, sort_keys=True)
+    except (TypeError, ValueError):
+        return repr(value)
+
+
 def _from(proposals: Sequence[Proposal], value: Any) -> tuple[str, ...]:
     return tuple(p.agent for p in proposals if p.value == value)
 
@@ -133,10 +142,10 @@ def vote(
     _check(proposals)
     if tie not in ("priority", "abstain"):
         raise ConfigError(f"tie must be 'priority' or 'abstain', got {tie!r}")
-    counts = Counter(repr(p.value) for p in proposals)
+    counts = Counter(_canon(p.value) for p in proposals)
     top = max(counts.values())
-    tied = [p for p in proposals if counts[repr(p.value)] == top]
-    if len({repr(p.value) for p in tied}) > 1:
+    tied = [p for p in proposals if counts[_canon(p.value)] == top]
+    if len({_canon(p.value) for p in tied}) > 1:
         if tie == "abstain":
             return Resolution(None, "vote", abstained=True)
         tied.sort(key=lambda p: _rank(order, p.agent))
@@ -249,6 +258,11 @@ def predicted_accuracy(
         raise ConfigError(f"rule must be one of {RULES}, got {rule!r}")
     if not accuracies or not all(0.0 <= a <= 1.0 for a in accuracies):
         raise ConfigError(f"accuracies must be probabilities, got {list(accuracies)!r}")
+    if len(accuracies) > 16:
+        raise ConfigError(
+            f"the closed form enumerates 2**n outcomes; n={len(accuracies)} agents is too many "
+            "(at most 16). Use simulate() for larger teams."
+        )
     if rule == "priority":
         return accuracies[0], 0.0
     all_right = _prob(accuracies, [True] * len(accuracies))

@@ -53,9 +53,16 @@ def test_vote_takes_the_majority_and_breaks_ties_by_rank_or_abstains() -> None:
 
 
 def test_vote_counts_unhashable_values() -> None:
-    """Dict proposals are compared by value, so equal dicts vote together."""
-    r = vote([Proposal("lead", {"k": 1}), Proposal("a", {"k": 2}), Proposal("b", {"k": 2})], ORDER)
-    assert r.value == {"k": 2}
+    """Dict proposals are compared by value (any key order), so equal dicts vote together."""
+    r = vote(
+        [
+            Proposal("lead", {"k": 1}),
+            Proposal("a", {"k": 2, "j": 0}),
+            Proposal("b", {"j": 0, "k": 2}),
+        ],
+        ORDER,
+    )
+    assert r.value == {"k": 2, "j": 0} and r.chosen_from == ("a", "b")
 
 
 def test_judge_makes_no_call_when_proposals_agree() -> None:
@@ -119,6 +126,8 @@ def test_closed_form_values() -> None:
         predicted_accuracy("debate", [0.5])
     with pytest.raises(ConfigError):
         predicted_accuracy("vote", [1.2])
+    with pytest.raises(ConfigError, match="at most 16"):
+        predicted_accuracy("vote", [0.5] * 17)
 
 
 @pytest.mark.parametrize(
