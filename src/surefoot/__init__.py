@@ -11,12 +11,17 @@ __version__ = "0.1.0"
 
 from .clock import Clock, FakeClock, SystemClock
 from .errors import ConfigError, SurefootError
+from .resilience import CircuitBreaker, RetryPolicy, retry, retry_call
 
 __all__ = [
+    "CircuitBreaker",
     "Clock",
     "ConfigError",
     "FakeClock",
+    "RetryPolicy",
     "SurefootError",
     "SystemClock",
     "__version__",
+    "retry",
+    "retry_call",
 ]
