@@ -281,3 +281,21 @@ def test_mitigation_names_are_unique() -> None:
     """Every mitigation in the default set has its own name (reports are keyed by it)."""
     assert len(BY_NAME) == len(MITIGATIONS)
     assert isinstance(Mitigation("x"), Mitigation)
+
+
+def test_lab_adds_a_real_endpoint_run_only_when_configured(
+    endpoint: tuple[str, list[dict[str, Any]]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With SUREFOOT_LLM_BASE_URL set, the lab also runs the endpoint and names its model."""
+    from surefoot import lab
+
+    url, seen = endpoint
+    monkeypatch.setenv("SUREFOOT_LLM_BASE_URL", url)
+    monkeypatch.setenv("SUREFOOT_LLM_MODEL", "stub-1")
+    with lab.context(quick=True, seeds=1) as ctx:
+        res = lab.get("statebus.injection").run(ctx)
+    cases = len(ATTACKS) + len(MISSES) + len(TASKS)
+    assert len(seen) == 2 * cases  # none and all combined, one call per run
+    assert "stub-1" in res.model and "FakeLLM" in res.model
+    assert res.facts["real_attack_success[none]"] == 0.0  # the stub never calls a tool
+    assert res.tables[-1].rows[0][0] == "none"
