@@ -13,6 +13,7 @@ import click
 from .. import __version__
 from ..errors import SurefootError
 from ._lab import lab
+from ._worker import worker
 
 __all__ = ["cli", "main"]
 
@@ -24,6 +25,7 @@ def cli() -> None:
 
 
 cli.add_command(lab)
+cli.add_command(worker)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -24,6 +24,7 @@ from __future__ import annotations
 from ._app import App
 from ._crash import POINTS, CrashPlan, SimulatedCrash
 from ._handle import RunHandle
+from ._load import load_app
 from ._types import (
     STATUSES,
     STRATEGIES,
@@ -53,4 +54,5 @@ __all__ = [
     "StepSpec",
     "Worker",
     "Workflow",
+    "load_app",
 ]

@@ -32,11 +32,20 @@ __all__ = ["Executor", "Writer"]
 class Writer:
     """Group commit: records submitted in one loop iteration share one transaction."""
 
-    def __init__(self, commit: Callable[[list[StepWrite | RunWrite]], list[bool]]) -> None:
+    def __init__(
+        self,
+        commit: Callable[[list[StepWrite | RunWrite]], list[bool]],
+        active: dict[str, RunState],
+    ) -> None:
         self._commit = commit
+        self._active = active
         self._pending: list[tuple[StepWrite | RunWrite, asyncio.Future[bool]]] = []
         self._scheduled = False
         self.batches = 0
+
+    def alone(self) -> bool:
+        """True when a single run executes here: it may commit at once, inline."""
+        return len(self._active) <= 1 and not self._pending
 
     def submit(self, rec: StepWrite | RunWrite) -> asyncio.Future[bool]:
         loop = asyncio.get_running_loop()
@@ -103,7 +112,7 @@ class Executor:
                 self._thread = threading.Thread(target=main, name="surefoot-durable", daemon=True)
                 self._thread.start()
                 ready.wait()
-                self.writer = Writer(self.app.journal.commit)
+                self.writer = Writer(self.app.journal.commit, self.active)
                 self._pool = concurrent.futures.ThreadPoolExecutor(
                     max_workers=32, thread_name_prefix="surefoot-workflow"
                 )

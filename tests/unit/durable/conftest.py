@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from surefoot import FakeClock
+from surefoot import FakeClock, storage
 from surefoot.durable import App
 
 
@@ -17,10 +19,17 @@ def clock() -> FakeClock:
     return FakeClock()
 
 
-@pytest.fixture
-def db_url(tmp_path: Path) -> str:
-    """A fresh SQLite journal file."""
-    return f"sqlite:///{tmp_path / 'runs.db'}"
+@pytest.fixture(params=["sqlite", "postgresql"])
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A fresh SQLite journal file, or a PostgreSQL schema of this test only (dropped after)."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'runs.db'}"
+        return
+    url = f"{request.getfixturevalue('pg_url')}?schema=sf_t_{uuid.uuid4().hex[:12]}"
+    yield url
+    st: Any = storage.open(url)
+    st.db.drop_schema()
+    st.close()
 
 
 @pytest.fixture

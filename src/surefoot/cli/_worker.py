@@ -1,0 +1,67 @@
+"""``surefoot worker``: run an app's durable runs from a shared journal."""
+
+from __future__ import annotations
+
+import signal
+import threading
+
+import click
+
+from .. import durable
+
+
+@click.command("worker")
+@click.option("--db", required=True, help="Journal URL, e.g. sqlite:///runs.db.")
+@click.option("--app", "app_ref", required=True, help="The App: 'package.module:app'.")
+@click.option("--concurrency", default=8, show_default=True, help="Runs executed at once.")
+@click.option(
+    "--lease",
+    type=float,
+    default=None,
+    help="Seconds a run is held without a heartbeat before another worker may take it.",
+)
+@click.option("--poll", type=float, default=None, help="Seconds between claims when idle.")
+@click.option(
+    "--worker-id",
+    default=None,
+    help="Stable name; a worker restarted with the same id takes its runs back at once.",
+)
+@click.option(
+    "--idle-exit",
+    type=float,
+    default=None,
+    help="Exit after this many idle seconds (default: run until SIGTERM/SIGINT).",
+)
+def worker(
+    db: str,
+    app_ref: str,
+    concurrency: int,
+    lease: float | None,
+    poll: float | None,
+    worker_id: str | None,
+    idle_exit: float | None,
+) -> None:
+    """Claim runs under a lease, execute them, and resume runs abandoned by dead workers.
+
+    Several workers may share one SQLite file. Stop with SIGTERM or Ctrl-C: runs in flight
+    stay resumable by any worker.
+    """
+    app = durable.load_app(app_ref)
+    app.configure(url=db, lease=lease, poll=poll, worker_id=worker_id)
+    stop = threading.Event()
+
+    def _stop(signum: int, frame: object) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
+    w = durable.Worker(app, concurrency=concurrency)
+    click.echo(
+        f"surefoot worker {app.worker_id}: {len(app.registered())} workflow version(s), "
+        f"lease {app.lease:g} s, concurrency {concurrency}",
+        err=True,
+    )
+    try:
+        w.run(stop, idle_exit=idle_exit)
+    finally:
+        app.close()
