@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from surefoot import storage
+from surefoot import FakeClock, storage
 from surefoot.errors import ConfigError, ConflictError, StoreUnavailableError
 from surefoot.storage.redis import RedisStorage
 
@@ -88,3 +88,58 @@ def test_fence_conflict_names_the_lease_key(rs: RedisStorage) -> None:
         st.write("k", '"v"', author="w1", trust="t", expect=None, now=3.0, fence=("lease", 1))
     assert (info.value.key, info.value.expected, info.value.version) == ("lease", 1, 2)
     assert st.read("k") is None
+
+
+def _flaky(redis_url: str, clock: FakeClock) -> RedisStorage:
+    st = storage.open(f"{redis_url}?prefix=sf_t_{uuid.uuid4().hex[:12]}&reconnect_timeout=2")
+    assert isinstance(st, RedisStorage)
+    st.db.clock = clock
+    return st
+
+
+def test_refused_connections_back_off_within_the_bound(redis_url: str) -> None:
+    """A server refusing connections is retried with growing jittered waits (on the clock)
+    until reconnect_timeout, then StoreUnavailableError."""
+    import redis
+
+    clock = FakeClock()
+    st = _flaky(redis_url, clock)
+    calls = 0
+
+    def refuse(_: object) -> None:
+        nonlocal calls
+        calls += 1
+        raise redis.ConnectionError("Error 111 connecting to 127.0.0.1:6379. Connection refused.")
+
+    with pytest.raises(StoreUnavailableError, match="cannot reach Redis"):
+        st.db.call(refuse)
+    assert calls == len(clock.sleeps) + 1 >= 4
+    assert sum(clock.sleeps) <= 2.0
+    ceilings = [min(2.0, 0.05 * 2**i) for i in range(len(clock.sleeps))]
+    assert all(c / 2 <= s <= c for s, c in zip(clock.sleeps, ceilings, strict=True))
+    st.close()
+
+
+def test_lost_reply_of_a_write_is_not_retried_blindly(redis_url: str) -> None:
+    """A write whose connection broke after sending is reported as of unknown outcome, not
+    re-sent; an idempotent one is re-sent after a back-off."""
+    import redis
+
+    clock = FakeClock()
+    st = _flaky(redis_url, clock)
+    calls = 0
+
+    def broken_once(_: object) -> str:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            raise redis.ConnectionError("Connection closed by server.")
+        return "ok"
+
+    with pytest.raises(StoreUnavailableError, match="may or may not"):
+        st.db.call(broken_once)
+    assert calls == 1 and clock.sleeps == []
+    calls = 0
+    assert st.db.call(broken_once, idempotent=True) == "ok"
+    assert calls == 2 and len(clock.sleeps) == 1
+    st.close()

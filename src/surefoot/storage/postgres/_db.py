@@ -17,6 +17,8 @@ Serialization failures and deadlocks roll the transaction back and are retried t
 
 from __future__ import annotations
 
+import os
+import random
 import re
 import threading
 from collections.abc import Callable, Sequence
@@ -116,6 +118,7 @@ class PostgresDB:
         self.commits = 0
         self.round_trips = 0
         self._lock = threading.Lock()
+        self._rng = random.Random(f"{os.getpid()}:{self.url}")
         self._migrated: set[str] = set()
         self.conninfo = self._conninfo(parsed.url)
         self._probe()
@@ -240,9 +243,11 @@ class PostgresDB:
                 last = exc
             if self.clock.monotonic() + wait > deadline:
                 raise self.unavailable(last, "reach") from last
-            # Bounded exponential back-off; surefoot.resilience.Backoff takes this over once
-            # the durable worker needs shared policies (same shape: base 0.05 s, cap 2 s).
-            self.clock.sleep(wait)
+            # Bounded exponential back-off with equal jitter (base 0.05 s, cap 2 s), seeded per
+            # process so workers reconnecting after a restart spread out. Storage is core and
+            # must not import surefoot.resilience (imports flow core <- subsystems), so this is
+            # the same shape as resilience.Backoff(0.05, 2.0, "equal"), written out.
+            self.clock.sleep(wait / 2 + self._rng.uniform(0, wait / 2))
             wait = min(2.0, wait * 2)
 
     def _pool_timeout(self) -> type[BaseException]:

@@ -9,6 +9,8 @@ otherwise raises ``StoreUnavailableError`` saying the outcome is unknown.
 
 from __future__ import annotations
 
+import os
+import random
 import re
 import threading
 from collections.abc import Callable
@@ -98,6 +100,7 @@ class RedisDB:
         self.commits = 0
         self.round_trips = 0
         self._lock = threading.Lock()
+        self._rng = random.Random(f"{os.getpid()}:{self.url}")
         parts = urlsplit(parsed.url)
         kept = [(k, v) for k, v in parse_qsl(parts.query) if k not in OPTIONS]
         plain = urlunsplit(parts._replace(query=urlencode(kept)))
@@ -165,8 +168,11 @@ class RedisDB:
                     ) from exc
                 if self.clock.monotonic() + wait > deadline:
                     raise self.unavailable(exc, "reach") from exc
-            # Bounded exponential back-off (base 0.05 s, cap 2 s), like the PostgreSQL backend.
-            self.clock.sleep(wait)
+            # Bounded exponential back-off with equal jitter (base 0.05 s, cap 2 s), seeded per
+            # process so workers reconnecting after a restart spread out. Storage is core and
+            # must not import surefoot.resilience (imports flow core <- subsystems), so this is
+            # the same shape as resilience.Backoff(0.05, 2.0, "equal"), written out.
+            self.clock.sleep(wait / 2 + self._rng.uniform(0, wait / 2))
             wait = min(2.0, wait * 2)
 
     def delete_prefix(self) -> int:
