@@ -1,0 +1,354 @@
+"""PostgreSQL speed, one run, ratios against the server's own floor and against DBOS.
+
+* **step cost**: the raw floor (a single-row ``INSERT`` in autocommit over loopback TCP, so
+  one round trip and one commit, ``synchronous_commit`` as the server has it), surefoot's
+  cost per step of a 100-step workflow (``durable.App("postgresql://…")``, whole
+  ``start(...).result()`` divided by the steps, so the run's creation and finish are included)
+  and DBOS Transact's on the same server (its own database, ``dbos_bench``). The three
+  alternate block by block (100 inserts, one surefoot workflow, one DBOS workflow) so drift
+  of the shared machine hits all alike; medians of the rounds. Targets: surefoot <= 1.5x
+  the floor per step and >= 4x faster than DBOS;
+* **workers**: workflows per second of the 7-step agent (FakeLLM, zero latency) with 1, 2
+  and 4 worker processes (``python -m surefoot.durable.agent.worker``) on one schema; the
+  ledger must show no duplicate effect and no repeated model call;
+* **backends**: versioned writes/s (``StateStore.write(expect=version)``) and stream
+  appends/s with message ids on Redis, PostgreSQL and SQLite (``synchronous=FULL``).
+
+Usage::
+
+    .venv/bin/python benchmarks/bench_postgres.py [--rounds 5] [--runs 60] [--json out.json]
+
+Every schema, key prefix and temporary file it creates is removed at the end; worker
+processes it starts are stopped by pid.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+from surefoot import durable, storage
+from surefoot.durable import agent
+from surefoot.storage.postgres import PostgresStorage
+
+PG = os.environ.get("SUREFOOT_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
+REDIS = os.environ.get("SUREFOOT_REDIS_URL", "redis://127.0.0.1:6379/0")
+
+
+def _schema_url(base: str) -> str:
+    return f"{base}?schema=sf_bench_{uuid.uuid4().hex[:10]}"
+
+
+def _drop(url: str) -> None:
+    st: Any = storage.open(url)
+    st.db.drop_schema()
+    st.close()
+
+
+# -- step cost ---------------------------------------------------------------------------
+
+
+def _dbos(pg: str) -> Any:
+    """A launched DBOS on its own database, with the same 100-step workflow; or None."""
+    try:
+        from dbos import DBOS
+    except ImportError:
+        return None
+    admin = psycopg.connect(pg, autocommit=True)
+    if not admin.execute("SELECT 1 FROM pg_database WHERE datname = 'dbos_bench'").fetchone():
+        admin.execute("CREATE DATABASE dbos_bench")
+    admin.close()
+    dbos_url = pg.rsplit("/", 1)[0] + "/dbos_bench"
+    DBOS(config={"name": "sf-bench", "system_database_url": dbos_url, "log_level": "WARNING"})
+
+    @DBOS.step()
+    def add(a: int, b: int) -> int:
+        return a + b
+
+    @DBOS.workflow()
+    def total(n: int) -> int:
+        t = 0
+        for i in range(n):
+            t = add(t, i)
+        return t
+
+    DBOS.launch()
+    return total
+
+
+def bench_steps(pg: str, steps: int, rounds: int) -> dict[str, Any]:
+    url = _schema_url(pg)
+    app = durable.App(url)
+
+    @app.step
+    def add(a: int, b: int) -> int:
+        return a + b
+
+    @app.workflow
+    def total(n: int) -> int:
+        t = 0
+        for i in range(n):
+            t = add(t, i)
+        return t
+
+    floor_conn = psycopg.connect(pg, autocommit=True)
+    sync = floor_conn.execute("SHOW synchronous_commit").fetchone()
+    table = f"sf_floor_{uuid.uuid4().hex[:8]}"
+    floor_conn.execute(f"CREATE TABLE {table} (id BIGINT, v TEXT)")
+    dbos_total = _dbos(pg)
+    expected = steps * (steps - 1) // 2
+    assert app.start(total, steps, run_id="warm").result() == expected  # migrate, warm up
+    if dbos_total is not None:
+        assert dbos_total(steps) == expected
+    db = app._storage.db  # type: ignore[union-attr]
+    per: dict[str, list[float]] = {"floor": [], "surefoot": [], "dbos": []}
+    commits: list[int] = []
+    k = 0
+    for r in range(rounds):
+        t0 = time.perf_counter()
+        for _ in range(steps):
+            k += 1
+            floor_conn.execute(f"INSERT INTO {table} VALUES (%s, %s)", (k, '{"n": 1}'))
+        per["floor"].append((time.perf_counter() - t0) / steps)
+        c0 = db.commits
+        t0 = time.perf_counter()
+        assert app.start(total, steps, run_id=f"r{r}").result() == expected
+        per["surefoot"].append((time.perf_counter() - t0) / steps)
+        commits.append(db.commits - c0)
+        if dbos_total is not None:
+            t0 = time.perf_counter()
+            assert dbos_total(steps) == expected
+            per["dbos"].append((time.perf_counter() - t0) / steps)
+    floor_conn.execute(f"DROP TABLE {table}")
+    floor_conn.close()
+    app.close()
+    _drop(url)
+    if dbos_total is not None:
+        from dbos import DBOS
+
+        DBOS.destroy()
+    us = {k: statistics.median(v) * 1e6 for k, v in per.items() if v}
+    out: dict[str, Any] = {
+        "steps_per_workflow": steps,
+        "rounds": rounds,
+        "synchronous_commit": sync[0] if sync else "?",
+        "floor_us": round(us["floor"]),
+        "surefoot_step_us": round(us["surefoot"]),
+        "surefoot_commits_per_workflow": statistics.median(commits),
+        "surefoot_vs_floor": round(us["surefoot"] / us["floor"], 2),
+    }
+    if "dbos" in us:
+        out["dbos_step_us"] = round(us["dbos"])
+        out["dbos_vs_surefoot"] = round(us["dbos"] / us["surefoot"], 2)
+    return out
+
+
+# -- workers -----------------------------------------------------------------------------
+
+
+def bench_workers(pg: str, runs: int, counts: list[int], folder: Path) -> list[dict[str, Any]]:
+    rows = []
+    src = Path(__file__).resolve().parent.parent / "src"
+    for n_workers in counts:
+        url = _schema_url(pg)
+        ledger = folder / f"ledger-{n_workers}.db"
+        app = durable.App(url, worker_id="bench-client")
+        wf = agent.build_agent(app, agent.AgentServices(str(ledger)))["1"]
+        app.list_runs(limit=1)  # migrate before the workers race to
+        env = {**os.environ, "PYTHONPATH": str(src)}
+        procs = [
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "surefoot.durable.agent.worker",
+                    "--db",
+                    url,
+                    "--ledger",
+                    str(ledger),
+                    "--worker-id",
+                    f"bench-w{i}",
+                    "--concurrency",
+                    "16",
+                    "--poll",
+                    "0.02",
+                ],
+                env=env,
+                stdout=subprocess.DEVNULL,
+            )
+            for i in range(n_workers)
+        ]
+        try:
+            journal = app.journal
+            deadline = time.monotonic() + 60
+            while len(journal.live_workflows(since=time.time() - 60)) == 0 or (
+                _registered(url) < n_workers
+            ):
+                if time.monotonic() > deadline:
+                    raise RuntimeError("workers did not start within 60 s")
+                time.sleep(0.05)
+            t0 = time.perf_counter()
+            ids = [f"a{i}" for i in range(runs)]
+            for run_id in ids:
+                agent.start_agent(app, wf, f"question {run_id}", run_id=run_id, enqueue=True)
+            while True:
+                done = len(app.list_runs(status="succeeded", limit=runs + 10))
+                if done >= runs:
+                    break
+                if time.perf_counter() - t0 > 300:
+                    raise RuntimeError(f"only {done}/{runs} runs finished in 300 s")
+                time.sleep(0.02)
+            elapsed = time.perf_counter() - t0
+        finally:
+            for p in procs:
+                p.terminate()
+            for p in procs:
+                try:
+                    p.wait(10)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    p.wait()
+        totals = agent.Ledger(str(ledger)).totals(ids)
+        rows.append(
+            {
+                "workers": n_workers,
+                "runs": runs,
+                "seconds": round(elapsed, 2),
+                "workflows_per_s": round(runs / elapsed, 1),
+                "duplicate_posts": totals.duplicate_posts,
+                "repeated_model_calls": totals.repeated_model_calls,
+            }
+        )
+        app.close()
+        _drop(url)
+    return rows
+
+
+def _registered(url: str) -> int:
+    st: Any = storage.open(url)
+    try:
+        return len(st.db.execute("SELECT worker_id FROM durable_workers", write=False))
+    finally:
+        st.close()
+
+
+# -- backends ----------------------------------------------------------------------------
+
+
+def bench_backends(n: int, rounds: int, folder: Path) -> list[dict[str, Any]]:
+    urls = {
+        "redis": f"{REDIS}?prefix=sf_bench_{uuid.uuid4().hex[:10]}",
+        "postgresql": _schema_url(PG),
+        "sqlite": f"sqlite:///{folder / 'backends.db'}",
+    }
+    opened = {k: storage.open(u) for k, u in urls.items()}
+    stores = {k: st.statestore("bench") for k, st in opened.items()}
+    streams = {k: st.stream("bench") for k, st in opened.items()}
+    versions = dict.fromkeys(urls, 0)
+    writes: dict[str, list[float]] = {k: [] for k in urls}
+    appends: dict[str, list[float]] = {k: [] for k in urls}
+    seq = 0
+    for _ in range(rounds):
+        for k in urls:
+            t0 = time.perf_counter()
+            for i in range(n):
+                versions[k] = (
+                    stores[k]
+                    .write(
+                        "doc",
+                        f'{{"n": {i}}}',
+                        author="bench",
+                        trust="system",
+                        expect=versions[k],
+                        now=0.0,
+                    )
+                    .version
+                )
+            writes[k].append(n / (time.perf_counter() - t0))
+        seq += 1
+        for k in urls:
+            t0 = time.perf_counter()
+            for i in range(n):
+                streams[k].append(f"m{seq}-{i}", f'{{"i": {i}}}', now=0.0)
+            appends[k].append(n / (time.perf_counter() - t0))
+    rows = [
+        {
+            "backend": k,
+            "versioned_writes_per_s": round(statistics.median(writes[k])),
+            "stream_appends_per_s": round(statistics.median(appends[k])),
+        }
+        for k in urls
+    ]
+    for k, st in opened.items():
+        if k == "redis":
+            st.db.delete_prefix()
+        elif k == "postgresql":
+            st.db.drop_schema()
+        st.close()
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--pg", default=PG, help="PostgreSQL URL (a schema is created and dropped)")
+    ap.add_argument("--steps", type=int, default=100, help="steps per workflow")
+    ap.add_argument("--rounds", type=int, default=5, help="alternating rounds")
+    ap.add_argument("--runs", type=int, default=60, help="agent runs per worker count")
+    ap.add_argument("--workers", default="1,2,4", help="worker counts")
+    ap.add_argument("--ops", type=int, default=300, help="writes/appends per round")
+    ap.add_argument("--skip", default="", help="comma list of sections to skip")
+    ap.add_argument("--json", type=Path, default=None, help="also write the results here")
+    a = ap.parse_args()
+    skip = set(filter(None, a.skip.split(",")))
+    results: dict[str, Any] = {"pg": storage.redact(a.pg)}
+    with tempfile.TemporaryDirectory(prefix="sf-bench-pg-") as tmp:
+        folder = Path(tmp)
+        if "steps" not in skip:
+            s = results["steps"] = bench_steps(a.pg, a.steps, a.rounds)
+            print(f"\nstep cost on PostgreSQL ({a.steps}-step workflow, median of {a.rounds})")
+            print(f"  floor INSERT+COMMIT      {s['floor_us']:>7} us")
+            print(
+                f"  surefoot step            {s['surefoot_step_us']:>7} us   "
+                f"{s['surefoot_vs_floor']}x floor (target <= 1.5x), "
+                f"{s['surefoot_commits_per_workflow']} commits per workflow"
+            )
+            if "dbos_step_us" in s:
+                print(
+                    f"  DBOS step                {s['dbos_step_us']:>7} us   "
+                    f"{s['dbos_vs_surefoot']}x surefoot (target >= 4x)"
+                )
+        if "workers" not in skip:
+            counts = [int(x) for x in a.workers.split(",")]
+            w = results["workers"] = bench_workers(a.pg, a.runs, counts, folder)
+            print(f"\n7-step agent on PostgreSQL, {a.runs} runs, FakeLLM zero latency")
+            for row in w:
+                print(
+                    f"  {row['workers']} worker(s)  {row['workflows_per_s']:>7} workflows/s  "
+                    f"duplicate posts {row['duplicate_posts']}, "
+                    f"repeated model calls {row['repeated_model_calls']}"
+                )
+        if "backends" not in skip:
+            b = results["backends"] = bench_backends(a.ops, a.rounds, folder)
+            print(f"\nbackends, median of {a.rounds} rounds of {a.ops}")
+            for row in b:
+                print(
+                    f"  {row['backend']:<11} {row['versioned_writes_per_s']:>7} versioned "
+                    f"writes/s  {row['stream_appends_per_s']:>7} appends/s"
+                )
+    if a.json:
+        a.json.write_text(json.dumps(results, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
