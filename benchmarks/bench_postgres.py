@@ -40,7 +40,6 @@ import psycopg
 
 from surefoot import durable, storage
 from surefoot.durable import agent
-from surefoot.storage.postgres import PostgresStorage
 
 PG = os.environ.get("SUREFOOT_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
 REDIS = os.environ.get("SUREFOOT_REDIS_URL", "redis://127.0.0.1:6379/0")
@@ -258,8 +257,7 @@ def bench_backends(n: int, rounds: int, folder: Path) -> list[dict[str, Any]]:
     versions = dict.fromkeys(urls, 0)
     writes: dict[str, list[float]] = {k: [] for k in urls}
     appends: dict[str, list[float]] = {k: [] for k in urls}
-    seq = 0
-    for _ in range(rounds):
+    for seq in range(rounds):
         for k in urls:
             t0 = time.perf_counter()
             for i in range(n):
@@ -276,7 +274,6 @@ def bench_backends(n: int, rounds: int, folder: Path) -> list[dict[str, Any]]:
                     .version
                 )
             writes[k].append(n / (time.perf_counter() - t0))
-        seq += 1
         for k in urls:
             t0 = time.perf_counter()
             for i in range(n):
