@@ -102,7 +102,6 @@ class RunState:
         """Commit one record through the group-commit writer (async code)."""
         if self.writer is None or self.writer.alone():
             ok = self.journal.commit([rec])[0]  # nobody to share a commit with: no hand-off
-            await asyncio.sleep(0)  # but let runs that are starting join the next batch
         else:
             ok = await self.writer.submit(rec)
         if not ok:

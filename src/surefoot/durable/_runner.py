@@ -33,19 +33,18 @@ class Writer:
     """Group commit: records submitted in one loop iteration share one transaction."""
 
     def __init__(
-        self,
-        commit: Callable[[list[StepWrite | RunWrite]], list[bool]],
-        active: dict[str, RunState],
+        self, commit: Callable[[list[StepWrite | RunWrite]], list[bool]], executor: Executor
     ) -> None:
         self._commit = commit
-        self._active = active
+        self._executor = executor
         self._pending: list[tuple[StepWrite | RunWrite, asyncio.Future[bool]]] = []
         self._scheduled = False
         self.batches = 0
 
     def alone(self) -> bool:
         """True when a single run executes here: it may commit at once, inline."""
-        return len(self._active) <= 1 and not self._pending
+        ex = self._executor
+        return len(ex.active) <= 1 and not ex.starting and not self._pending
 
     def submit(self, rec: StepWrite | RunWrite) -> asyncio.Future[bool]:
         loop = asyncio.get_running_loop()
@@ -93,6 +92,7 @@ class Executor:
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
         self._lock = threading.Lock()
         self.writer: Writer | None = None
+        self.starting = 0  # submitted runs whose execution has not begun yet
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -112,7 +112,7 @@ class Executor:
                 self._thread = threading.Thread(target=main, name="surefoot-durable", daemon=True)
                 self._thread.start()
                 ready.wait()
-                self.writer = Writer(self.app.journal.commit, self.active)
+                self.writer = Writer(self.app.journal.commit, self)
                 self._pool = concurrent.futures.ThreadPoolExecutor(
                     max_workers=32, thread_name_prefix="surefoot-workflow"
                 )
@@ -132,7 +132,10 @@ class Executor:
 
     def submit(self, run_id: str, epoch: int) -> concurrent.futures.Future[str]:
         """Execute a claimed run on the loop; the future gives the status it reached."""
-        return asyncio.run_coroutine_threadsafe(self._execute(run_id, epoch), self.loop())
+        loop = self.loop()
+        with self._lock:
+            self.starting += 1  # a run executing alone now shares its next commits
+        return asyncio.run_coroutine_threadsafe(self._execute(run_id, epoch), loop)
 
     # -- heartbeat ---------------------------------------------------------------------
 
@@ -158,6 +161,8 @@ class Executor:
     # -- one execution -----------------------------------------------------------------
 
     async def _execute(self, run_id: str, epoch: int) -> str:
+        with self._lock:
+            self.starting -= 1
         app = self.app
         journal = app.journal
         row = journal.get_run(run_id)
