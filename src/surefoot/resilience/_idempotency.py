@@ -160,6 +160,8 @@ class IdempotentExecutor:
             EncodeError: the arguments or the result cannot be stored as JSON.
             Whatever ``action`` raised (the key is released).
         """
+        if not callable(action):
+            raise TypeError(f"run() needs an action to call, got {action!r}")
         fp = self.fingerprint(action, args, kwargs)
         waited = 0.0
         while True:

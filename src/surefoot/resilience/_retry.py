@@ -145,6 +145,8 @@ def _retry_sync(
     first: BaseException | None,
 ) -> T:
     """Everything after the first failure (plain policies) or the whole call (the others)."""
+    if not callable(fn):  # checked here, off the success path
+        raise TypeError(f"retry_call() needs a function to call, got {fn!r}")
     last: BaseException | None = None
     if first is not None:
         run.attempt = 1
@@ -228,6 +230,8 @@ async def aretry_call(
     ``TimeoutError_`` when cancelled at the limit.
     """
     p = policy if policy is not None else DEFAULT_POLICY
+    if not callable(fn):
+        raise TypeError(f"aretry_call() needs an async function to call, got {fn!r}")
     run = _Run(p, clock, rng, on_retry)
     last: BaseException | None = None
     while True:

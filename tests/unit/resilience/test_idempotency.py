@@ -18,8 +18,9 @@ from surefoot.errors import (
     IdempotencyConflictError,
     IdempotencyInProgressError,
     SchemaVersionError,
+    StoreUnavailableError,
 )
-from surefoot.resilience import IdempotentExecutor
+from surefoot.resilience import IdempotentExecutor, retry_call
 
 
 def charge(log: list[int], amount: int) -> dict[str, int]:
@@ -189,3 +190,21 @@ def test_two_processes_racing_run_the_action_once(tmp_path: Path) -> None:
     assert marker.read_text().count("ran") == 1
     assert sorted(o[1] for o in outs) == ["0", "1"]  # exactly one process ran it
     assert all(o[0] == "42" for o in outs)
+
+
+def test_unreadable_database_is_a_clear_error_and_untouched(tmp_path: Path) -> None:
+    """A file that is not SQLite raises StoreUnavailableError and keeps its bytes."""
+    path = tmp_path / "garbage.db"
+    data = b"this is not a database" * 100
+    path.write_bytes(data)
+    with pytest.raises(StoreUnavailableError, match="not a SQLite"):
+        IdempotentExecutor(f"sqlite:///{path}")
+    assert path.read_bytes() == data
+
+
+def test_non_callables_are_type_errors() -> None:
+    """run() and retry_call() name a non-callable instead of failing obscurely."""
+    with pytest.raises(TypeError, match="needs an action"):
+        IdempotentExecutor("memory://").run("k", 42)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="needs a function"):
+        retry_call(42)  # type: ignore[arg-type]

@@ -19,6 +19,7 @@ from surefoot.resilience import (
     RetryPolicy,
     aretry_call,
     attempts_of,
+    decide,
     faults,
     retry,
     retry_call,
@@ -243,3 +244,18 @@ def test_bad_policy_parameters(kwargs: dict[str, object], match: str) -> None:
     """Invalid policies raise ConfigError naming the value."""
     with pytest.raises(ConfigError, match=match):
         RetryPolicy(**kwargs)  # type: ignore[arg-type]
+
+
+def test_decide_is_one_pure_function_of_its_inputs() -> None:
+    """decide() gives the same step for the same inputs and follows the rules in order."""
+    p = RetryPolicy(max_attempts=3, backoff=Backoff(1, 8, "full"), deadline=10)
+    e = ProviderError(503)
+    a = decide(p, 1, e, 0.0, None, random.Random(5))
+    b = decide(p, 1, e, 0.0, None, random.Random(5))
+    assert a == b and a.retry and 0 <= a.wait <= 1
+    assert not decide(p, 3, e, 0.0, None, random.Random(5)).retry  # attempts exhausted
+    assert not decide(p, 1, ProviderError(401), 0.0, None, random.Random(5)).retry
+    late = decide(p, 1, ProviderError(429, {"retry-after": "5"}), 6.0, None, random.Random(5))
+    assert not late.retry and "deadline" in late.reason  # 5 s does not fit in the 4 s left
+    ok = decide(p, 1, ProviderError(429, {"retry-after": "3"}), 6.0, None, random.Random(5))
+    assert ok.retry and ok.wait == 3.0
