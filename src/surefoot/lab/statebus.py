@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 import random
+import uuid
 from typing import Any
 
 from ..clock import FakeClock
@@ -114,7 +115,7 @@ def policies(ctx: LabContext) -> LabResult:
 )
 def lost_update(ctx: LabContext) -> LabResult:
     url = ctx.db or ctx.sqlite_url("lost-update.db")
-    st = Store(url, namespace=f"lost-update-{ctx.seed}")
+    st = Store(url, namespace=f"lost-update-{ctx.seed}-{uuid.uuid4().hex[:8]}")
     for a in ("a0", "a1"):
         st.register_agent(a)
     a0, a1 = st.session("a0"), st.session("a1")
@@ -391,7 +392,7 @@ def dead_letters(ctx: LabContext) -> LabResult:
     # The same on a real Stream: a worker that crashes before its ack 40% of the time.
     clock = FakeClock()
     url = ctx.db or ctx.sqlite_url("dead-letters.db")
-    stream = Stream(url, f"tasks-{ctx.seed}", clock=clock)
+    stream = Stream(url, f"tasks-{ctx.seed}-{uuid.uuid4().hex[:8]}", clock=clock)
     for i in range(100):
         stream.append({"task": i}, message_id=f"task-{i}")
     c = stream.consumer("worker", visibility_timeout=10.0, max_attempts=3)
@@ -426,6 +427,7 @@ def dead_letters(ctx: LabContext) -> LabResult:
     for msg in c.fetch(100):  # the cause is fixed: a healthy worker handles them
         handled[msg.message_id] = handled.get(msg.message_id, 0) + 1
         c.ack(msg)
+    dead_after = len(c.dead_letters())
     stream.close()
     k = len(seeds)
     facts = {
@@ -437,7 +439,7 @@ def dead_letters(ctx: LabContext) -> LabResult:
         "stream_dead": len(dead),
         "stream_redriven": redriven,
         "stream_handled": len(handled),
-        "stream_dead_after": len(c.dead_letters()),
+        "stream_dead_after": dead_after,
         "example": None
         if example is None
         else {

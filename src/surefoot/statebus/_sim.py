@@ -169,8 +169,16 @@ def run(
         from ..llm import FakeLLM
 
         llm = FakeLLM(seed=seed)
-    clock = FakeClock()
-    st = store if store is not None else Store("memory://", clock=clock)
+    if store is None:
+        clock = FakeClock()
+        st = Store("memory://", clock=clock)
+    elif isinstance(store.clock, FakeClock):
+        st, clock = store, store.clock
+    else:
+        raise ConfigError(
+            f"shared.run needs a Store on a FakeClock (leases are measured in ticks), got "
+            f"clock {store.clock!r}; create it with Store(url, clock=FakeClock())"
+        )
     rng = random.Random(seed)
     calls0 = llm.calls
     lost0, conflicts0 = st.lost_updates, st.conflicts

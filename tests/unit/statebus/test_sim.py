@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 import pytest
 
+from surefoot.clock import FakeClock
 from surefoot.errors import ConfigError
 from surefoot.llm import FakeLLM
-from surefoot.statebus import shared
+from surefoot.statebus import Store, run_real_agents, shared
 
 
 def test_last_writer_wins_loses_findings_without_an_error() -> None:
@@ -102,3 +106,30 @@ def test_bad_parameters_are_config_errors(policy: str, kw: dict[str, object]) ->
         shared.run(policy, **kw)  # type: ignore[arg-type]
     with pytest.raises(ConfigError):
         shared.averaged("optimistic", seeds=[])
+
+
+def test_locked_holds_no_database_transaction_during_a_model_call(tmp_path: Path) -> None:
+    """During every model call of the locked policy, the SQLite connection is idle."""
+    st = Store(f"sqlite:///{tmp_path / 'team.db'}", clock=FakeClock())
+    db = st.storage.db
+    open_during_call: list[bool] = []
+
+    def responder(messages: list[dict[str, Any]]) -> str:
+        open_during_call.append(db.conn().in_transaction)
+        return "a finding"
+
+    r = shared.run("locked", agents=3, seed=0, store=st, llm=FakeLLM(seed=0, responder=responder))
+    assert r.kept == r.produced and len(open_during_call) == r.model_calls > 0
+    assert not any(open_during_call)
+
+
+def test_run_on_a_store_needs_a_fake_clock() -> None:
+    """Leases are measured in ticks, so a Store on the system clock is refused."""
+    with pytest.raises(ConfigError, match="FakeClock"):
+        shared.run("locked", store=Store("memory://"))
+
+
+def test_real_agents_refuse_a_process_local_store(tmp_path: Path) -> None:
+    """memory:// cannot be shared by separate processes; the error says so."""
+    with pytest.raises(ConfigError, match="one process"):
+        run_real_agents("store", tmp_path, url="memory://")
