@@ -15,7 +15,6 @@ from .. import codec, storage
 from ..clock import Clock, SystemClock, seconds
 from ..errors import (
     ConfigError,
-    JournalError,
     RunConflictError,
     UnknownRunError,
     WorkflowNotFoundError,
@@ -23,10 +22,11 @@ from ..errors import (
 from ..storage.base import Journal, RunRow
 from ._crash import CrashPlan
 from ._handle import RunHandle
+from ._manage import Management
 from ._retry import StepRetry
 from ._runner import Executor
 from ._step import CompDef, StepDef, _accepts, make_step
-from ._types import STRATEGIES, TERMINAL, AuditEntry, RunDetail, RunInfo, StepInfo, StepSpec
+from ._types import STRATEGIES, TERMINAL, StepSpec
 from ._versions import Workflow, describe
 from ._waits import sleep_step, wait_step
 
@@ -35,7 +35,7 @@ __all__ = ["App"]
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-class App:
+class App(Management):
     """A durable-execution app: its steps, its workflows and the journal they use.
 
     Args:
@@ -445,144 +445,3 @@ class App:
     def _on_beat(self) -> None:
         if self.serving:
             self.journal.register_worker(self.worker_id, self.registered(), now=self.clock.now())
-
-    # -- run management ----------------------------------------------------------------
-
-    def signal(
-        self, run_id: str, name: str, payload: Any = None, *, signal_id: str | None = None
-    ) -> bool:
-        """Deliver signal ``name`` to a run; its ``wait_for(name)`` gets ``payload`` once.
-
-        Returns False if ``signal_id`` was delivered before (nothing changed).
-
-        Raises:
-            UnknownRunError: no such run.
-            EncodeError: the payload cannot be stored.
-        """
-        text = codec.dumps(payload, where=f"the payload of signal {name!r}")
-        return self.journal.signal(run_id, name, text, now=self.clock.now(), signal_id=signal_id)
-
-    def list_runs(
-        self, *, status: str | None = None, workflow: str | None = None, limit: int = 100
-    ) -> list[RunInfo]:
-        """Runs, newest first, optionally of one status or workflow."""
-        rows = self.journal.list_runs(status=status, workflow=workflow, limit=limit)
-        return [RunInfo.from_row(r) for r in rows]
-
-    def show(self, run_id: str) -> RunDetail:
-        """A run's header, steps (timings, results, errors), audit log, and stranded flag.
-
-        Raises:
-            UnknownRunError: no such run.
-        """
-        row = self.journal.get_run(run_id)
-        if row is None:
-            raise UnknownRunError(run_id, self.url)
-        key = (row.workflow, row.version)
-        live = self.journal.live_workflows(since=self.clock.now() - 3 * self.lease)
-        waiting = row.status in ("pending", "sleeping") or (
-            row.status == "running" and (row.lease_until or 0) < self.clock.now()
-        )
-        return RunDetail(
-            run=RunInfo.from_row(row),
-            steps=[StepInfo.from_row(s) for s in self.journal.steps(run_id)],
-            audit=[AuditEntry.from_row(a) for a in self.journal.audit_log(run_id)],
-            registered=key in self._workflows,
-            stranded=waiting and key not in live and key not in self._workflows,
-        )
-
-    def resume(self, run_id: str) -> RunHandle:
-        """Run an unfinished run here now, if nobody else holds it.
-
-        Raises:
-            UnknownRunError: no such run.
-            WorkflowNotFoundError: its workflow version is not registered here.
-        """
-        row = self.journal.get_run(run_id)
-        if row is None:
-            raise UnknownRunError(run_id, self.url)
-        self._workflow_for(row.workflow, row.version)
-        fut = None
-        if row.status in ("pending", "sleeping", "running"):
-            now = self.clock.now()
-            mine = row.owner == self.worker_id and run_id not in self.executor.active
-            claimed = self.journal.claim(
-                self.worker_id,
-                now=now,
-                lease_until=now + self.lease,
-                workflows=[],
-                limit=1,
-                run_id=run_id,
-                force=row.status == "sleeping" or mine,
-            )
-            if claimed:
-                fut = self.executor.submit(run_id, claimed[0][1])
-        return RunHandle(self, run_id, drive=True, future=fut)
-
-    def cancel(self, run_id: str, *, reason: str = "") -> bool:
-        """Cancel an unfinished run (a worker running it is fenced off at its next write).
-
-        Returns False if the run had already ended.
-
-        Raises:
-            UnknownRunError: no such run.
-        """
-        row = self.journal.operator(
-            run_id,
-            status="cancelled",
-            from_statuses=("pending", "running", "sleeping", "needs_attention"),
-            now=self.clock.now(),
-            actor="operator",
-            action="cancel",
-            detail=codec.dumps({"reason": reason}),
-        )
-        return row is not None
-
-    def retry(self, run_id: str, *, reason: str = "") -> RunHandle:
-        """Send a ``needs_attention`` run back to work after a fix.
-
-        Steps whose outcome was unknown run again (same key), and a failed compensation is
-        tried again, resuming the rollback where it stopped. Every step already journalled
-        is kept. The returned handle runs it here if you wait on it; workers may take it too.
-
-        Raises:
-            UnknownRunError: no such run.
-            JournalError: the run does not need attention.
-        """
-        row = self.journal.get_run(run_id)
-        if row is None:
-            raise UnknownRunError(run_id, self.url)
-        reset = [
-            s.pos
-            for s in self.journal.steps(run_id)
-            if s.status == "intent" or (s.kind == "compensate" and s.status == "error")
-        ]
-        done = self.journal.operator(
-            run_id,
-            status="pending",
-            from_statuses=("needs_attention",),
-            now=self.clock.now(),
-            actor="operator",
-            action="retry",
-            detail=codec.dumps({"reason": reason, "rerun": reset}),
-            reset_steps=reset,
-        )
-        if done is None:
-            raise JournalError(
-                f"run {run_id!r} is {row.status}, not needs_attention; only runs that need "
-                "attention can be retried (resume unfinished runs with `surefoot runs resume`)"
-            )
-        return RunHandle(self, run_id, drive=True)
-
-    def fork(self, run_id: str, pos: str | int, *, new_run_id: str | None = None) -> RunHandle:
-        """A new pending run that reuses ``run_id``'s journal before step ``pos``.
-
-        Steps before ``pos`` replay from the copied journal; ``pos`` and later run again.
-
-        Raises:
-            UnknownRunError: no such run. ConfigError: no step at ``pos``.
-            RunConflictError: ``new_run_id`` is taken.
-        """
-        new = new_run_id or f"{run_id}-fork-{uuid.uuid4().hex[:8]}"
-        self.journal.fork(run_id, new, str(pos), now=self.clock.now())
-        return RunHandle(self, new, drive=True)

@@ -33,7 +33,7 @@ class StepRetry:
                 raise ConfigError(f"retry must be >= 1 attempts, got {policy!r}")
             self.max_attempts = policy
         elif hasattr(policy, "max_attempts"):
-            from ..resilience._policy import decide  # the one retry decision function
+            from ..resilience import decide  # the one retry decision function
 
             self._decide = decide
             self.max_attempts = int(policy.max_attempts)

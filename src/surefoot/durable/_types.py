@@ -177,6 +177,8 @@ class RunDetail:
         run: the header. steps: in journal order. audit: oldest first.
         registered: this process has the run's workflow version registered.
         stranded: the run waits for a workflow version that no live worker offers.
+        code_changed: the code registered here under the run's version refers to other
+            steps than the code the run began with (replay may meet a StepMismatchError).
     """
 
     run: RunInfo
@@ -184,6 +186,7 @@ class RunDetail:
     audit: list[AuditEntry] = field(default_factory=list)
     registered: bool = True
     stranded: bool = False
+    code_changed: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,6 +8,7 @@ that the code registered under a run's version is no longer the code it began wi
 
 from __future__ import annotations
 
+import dis
 import hashlib
 import inspect
 import types
@@ -59,44 +60,63 @@ def _codes(code: types.CodeType) -> Iterator[types.CodeType]:
             yield from _codes(const)
 
 
+_LOADS = {"LOAD_GLOBAL", "LOAD_DEREF", "LOAD_NAME", "LOAD_ATTR", "LOAD_METHOD", "LOAD_CLOSURE"}
+
+
+def _referenced(fn: Callable[..., Any]) -> Iterator[tuple[str, Any]]:
+    """(name, object or None) of every name ``fn``'s code loads, in code order."""
+    glb: dict[str, Any] = getattr(fn, "__globals__", {})
+    cells: dict[str, Any] = {}
+    closure = getattr(fn, "__closure__", None) or ()
+    for name, cell in zip(fn.__code__.co_freevars, closure, strict=False):
+        try:
+            cells[name] = cell.cell_contents
+        except ValueError:  # an empty cell
+            pass
+    for code in _codes(fn.__code__):
+        for ins in dis.get_instructions(code):
+            if ins.opname in _LOADS and isinstance(ins.argval, str):
+                name = ins.argval
+                if ins.opname in ("LOAD_ATTR", "LOAD_METHOD"):
+                    yield name, None
+                else:
+                    yield name, cells[name] if name in cells else glb.get(name)
+
+
 def describe(wf: Workflow) -> list[StepSpec]:
     """The steps and waits ``wf`` refers to, in code order, each with its kind and key plan."""
     fn = inspect.unwrap(wf.fn)
-    glb: dict[str, Any] = getattr(fn, "__globals__", {})
     out: list[StepSpec] = []
     seen: set[str] = set()
-    for code in _codes(fn.__code__):
-        for name in code.co_names:
-            sd: StepDef | None = getattr(glb.get(name), "__surefoot_step__", None)
-            if sd is not None and sd.name not in seen:
-                seen.add(sd.name)
-                comp = sd.compensate
-                if sd.kind == "effect":
-                    plan = (
-                        "key f'{run_id}:{step}' passed as key=; reused on resume"
-                        if sd.takes_key
-                        else "idempotent: reruns safely"
-                        if sd.idempotent
-                        else "no key: outcome unknown after a crash -> needs_attention"
-                    )
-                else:
-                    plan = "none needed: result journalled, never recomputed"
-                out.append(
-                    StepSpec(
-                        sd.name,
-                        sd.kind,
-                        comp.name if comp else None,
-                        sd.idempotent,
-                        sd.takes_key,
-                        plan,
-                        sd.retry.max_attempts,
-                    )
+    for name, obj in _referenced(fn):
+        sd: StepDef | None = getattr(obj, "__surefoot_step__", None)
+        if sd is not None and sd.name not in seen:
+            seen.add(sd.name)
+            comp = sd.compensate
+            if sd.kind == "effect":
+                plan = (
+                    "key f'{run_id}:{step}' passed as key=; reused on resume"
+                    if sd.takes_key
+                    else "idempotent: reruns safely"
+                    if sd.idempotent
+                    else "no key: outcome unknown after a crash -> needs_attention"
                 )
-            elif name in _WAITS and glb.get(name) is None and name not in seen:
-                seen.add(name)
-                out.append(
-                    StepSpec(name, "wait", None, True, False, "none needed: journalled wait", 1)
+            else:
+                plan = "none needed: result journalled, never recomputed"
+            out.append(
+                StepSpec(
+                    sd.name,
+                    sd.kind,
+                    comp.name if comp else None,
+                    sd.idempotent,
+                    sd.takes_key,
+                    plan,
+                    sd.retry.max_attempts,
                 )
+            )
+        elif obj is None and name in _WAITS and name not in seen:
+            seen.add(name)
+            out.append(StepSpec(name, "wait", None, True, False, "none needed: journalled wait", 1))
     return out
 
 

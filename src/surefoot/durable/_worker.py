@@ -10,6 +10,7 @@ worker processes can share one SQLite file.
 from __future__ import annotations
 
 import concurrent.futures
+import logging
 import threading
 import time
 
@@ -17,6 +18,14 @@ from ..errors import ConfigError
 from ._app import App
 
 __all__ = ["Worker"]
+
+log = logging.getLogger("surefoot.durable")
+
+
+def _report(fut: concurrent.futures.Future[str]) -> None:
+    """A run's execution raised instead of reaching a status: say so, keep working."""
+    if not fut.cancelled() and fut.exception() is not None:
+        log.error("a run's execution failed", exc_info=fut.exception())
 
 
 class Worker:
@@ -82,7 +91,9 @@ class Worker:
             limit=free,
         )
         for run_id, epoch in got:
-            self._futures.add(app.executor.submit(run_id, epoch))
+            fut = app.executor.submit(run_id, epoch)
+            fut.add_done_callback(_report)
+            self._futures.add(fut)
         return len(got)
 
     def run_once(self, timeout: float | None = None) -> int:
