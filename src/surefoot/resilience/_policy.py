@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -166,6 +167,14 @@ class RetryPolicy:
             _opt_seconds(self.timeout_per_attempt, "timeout_per_attempt"),
         )
         set_(self, "max_retry_after", seconds(self.max_retry_after, "max_retry_after"))
+        tpa, deadline = self.timeout_per_attempt, self.deadline
+        if tpa is not None and deadline is not None and tpa >= deadline:
+            warnings.warn(
+                f"timeout_per_attempt={tpa:g} s is not shorter than deadline={deadline:g} s, so "
+                "the first attempt can use the whole deadline and leave no time to retry; "
+                "lower timeout_per_attempt",
+                stacklevel=3,  # __post_init__ <- __init__ <- the caller
+            )
         if self.budget is not None and not isinstance(self.budget, RetryBudget):
             raise ConfigError(f"budget must be a RetryBudget, got {self.budget!r}")
         if self.on_retry is not None and not callable(self.on_retry):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import warnings
 
 import pytest
 from hypothesis import given
@@ -149,12 +150,14 @@ def test_total_simulated_time_never_exceeds_the_deadline(
     clock = FakeClock()
     inj = faults.chain(faults.Slow(durations), faults.FailFraction(0.5, 503, seed=seed))
     svc = faults.wrap(lambda: "ok", inj, clock=clock)
-    policy = RetryPolicy(
-        max_attempts=attempts,
-        backoff=Backoff(0.5, 8, "full"),
-        deadline=deadline,
-        timeout_per_attempt=timeout,
-    )
+    with warnings.catch_warnings():  # timeout >= deadline is allowed here; it only warns
+        warnings.simplefilter("ignore")
+        policy = RetryPolicy(
+            max_attempts=attempts,
+            backoff=Backoff(0.5, 8, "full"),
+            deadline=deadline,
+            timeout_per_attempt=timeout,
+        )
     try:
         retry_call(svc, policy=policy, clock=clock, rng=random.Random(seed))
     except (ProviderError, TimeoutError_):
@@ -259,3 +262,10 @@ def test_decide_is_one_pure_function_of_its_inputs() -> None:
     assert not late.retry and "deadline" in late.reason  # 5 s does not fit in the 4 s left
     ok = decide(p, 1, ProviderError(429, {"retry-after": "3"}), 6.0, None, random.Random(5))
     assert ok.retry and ok.wait == 3.0
+
+
+def test_a_timeout_as_long_as_the_deadline_warns_at_the_callers_line() -> None:
+    """timeout_per_attempt >= deadline still runs but warns, pointing at the caller."""
+    with pytest.warns(UserWarning, match="not shorter than deadline") as rec:
+        RetryPolicy(deadline=10, timeout_per_attempt=10)
+    assert rec[0].filename == __file__
