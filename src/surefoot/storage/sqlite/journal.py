@@ -318,6 +318,14 @@ class SQLiteJournal:
             for w in workflows:
                 params += [w[0], w[1]]
             params.append(int(limit))
+            # An idle worker polls often: look before taking the write lock.
+            probe = (
+                self.db.conn()
+                .execute(f"SELECT 1 FROM durable_runs WHERE {cond} LIMIT 1", params)
+                .fetchone()
+            )
+            if probe is None:
+                return []
         with self.db.write() as c:
             rows = c.execute(
                 "UPDATE durable_runs SET status = 'running', owner = ?, epoch = epoch + 1, "
