@@ -208,36 +208,42 @@ def decide(
         previous_wait: the last wait, for decorrelated jitter.
         rng: randomness for jitter.
     """
-    d = policy.check(error)
-    if not d.retry:
-        return Step(False, 0.0, f"not retryable: {d.reason}")
+    retry, reason, after, _ = policy.check(error)
+    if not retry:
+        return Step(False, 0.0, f"not retryable: {reason}")
     if attempt >= policy.max_attempts:
         return Step(
-            False, 0.0, f"attempts exhausted ({attempt} of {policy.max_attempts}); {d.reason}"
+            False, 0.0, f"attempts exhausted ({attempt} of {policy.max_attempts}); {reason}"
         )
-    if d.after is not None:
-        if d.after > policy.max_retry_after:
+    if after is not None:
+        if after > policy.max_retry_after:
             return Step(
                 False,
                 0.0,
-                f"the server asked to wait {d.after:g} s, more than max_retry_after "
+                f"the server asked to wait {after:g} s, more than max_retry_after "
                 f"({policy.max_retry_after:g} s); failing now instead of blocking",
             )
-        wait = d.after
-        source = "Retry-After"
+        wait = after
     else:
         wait = policy.backoff.wait(attempt, rng, previous_wait)
-        source = "backoff"
-    if policy.deadline is not None:
-        left = policy.deadline - elapsed
-        if wait >= left:
-            return Step(
-                False,
-                0.0,
-                f"the {source} wait of {wait:.3g} s does not fit in the {max(left, 0.0):.3g} s "
-                f"left before the {policy.deadline:g} s deadline",
-            )
-    return Step(True, wait, d.reason)
+    deadline = policy.deadline
+    if deadline is not None and wait >= deadline - elapsed:
+        source = "backoff" if after is None else "Retry-After"
+        return Step(
+            False,
+            0.0,
+            f"the {source} wait of {wait:.3g} s does not fit in the "
+            f"{max(deadline - elapsed, 0.0):.3g} s left before the {deadline:g} s deadline",
+        )
+    return _step(True, wait, reason)
+
+
+def _step(retry: bool, wait: float, reason: str) -> Step:
+    """``Step(retry, wait, reason)`` without NamedTuple's generated ``__new__`` (hot path)."""
+    return _tuple_new(Step, (retry, wait, reason))
+
+
+_tuple_new = tuple.__new__
 
 
 def attempts_of(error: BaseException) -> tuple[Attempt, ...]:

@@ -66,7 +66,7 @@ def _describe(tp: type[BaseException], text: str) -> str:
 class _Run:
     """Per-call state of one logical call: never shared between calls."""
 
-    __slots__ = ("attempt", "clock", "history", "hook", "policy", "prev", "rng", "start")
+    __slots__ = ("attempt", "clock", "history", "hook", "mono", "policy", "prev", "rng", "start")
 
     def __init__(
         self,
@@ -83,7 +83,8 @@ class _Run:
         self.history: list[tuple[int, type[BaseException], str, str, float | None, float]] = []
         self.prev: float | None = None
         self.attempt = 0
-        self.start = self.clock.monotonic()
+        self.mono = self.clock.monotonic
+        self.start = self.mono()
         if policy.budget is not None:
             policy.budget.record_request()
 
@@ -92,34 +93,29 @@ class _Run:
         p = self.policy
         t = p.timeout_per_attempt
         if p.deadline is not None:
-            left = p.deadline - (self.clock.monotonic() - self.start)
+            left = p.deadline - (self.mono() - self.start)
             t = left if t is None or left < t else t
         return t
 
     def elapsed(self) -> float:
-        return self.clock.monotonic() - self.start
+        return self.mono() - self.start
 
     def after_failure(self, err: BaseException) -> Step:
         p = self.policy
-        elapsed = self.clock.monotonic() - self.start
+        elapsed = self.mono() - self.start
         step = decide(p, self.attempt, err, elapsed, self.prev, self.rng)
-        if step.retry and p.budget is not None and not p.budget.try_retry():
-            step = Step(False, 0.0, "the retry budget is empty (an outage?): not retried")
+        retry, wait, reason = step
+        if retry and p.budget is not None and not p.budget.try_retry():
+            retry, wait, reason = False, 0.0, "the retry budget is empty (an outage?): not retried"
+            step = Step(retry, wait, reason)
         self.history.append(
-            (
-                self.attempt,
-                type(err),
-                str(err),
-                step.reason,
-                step.wait if step.retry else None,
-                elapsed,
-            )
+            (self.attempt, type(err), str(err), reason, wait if retry else None, elapsed)
         )
         if self.hook is not None:
-            self.hook(RetryEvent(self.attempt, err, step.retry, step.wait, step.reason, elapsed))
-        if not step.retry:
-            self.give_up(err, step.reason, elapsed)
-        self.prev = step.wait
+            self.hook(RetryEvent(self.attempt, err, retry, wait, reason, elapsed))
+        if not retry:
+            self.give_up(err, reason, elapsed)
+        self.prev = wait
         return step
 
     def give_up(self, err: BaseException, reason: str, elapsed: float) -> None:
