@@ -163,7 +163,7 @@ class JournalError(SurefootError):
 class StepMismatchError(JournalError):
     """Replay met a different step than the journal recorded at that position."""
 
-    def __init__(self, run_id: str, step: int, recorded: str, current: str) -> None:
+    def __init__(self, run_id: str, step: int | str, recorded: str, current: str) -> None:
         self.run_id = run_id
         self.step = step
         self.recorded = recorded

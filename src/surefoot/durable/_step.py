@@ -71,7 +71,7 @@ def _recorded(run: RunState, pos: str, name: str) -> StepRow | None:
         raise LeaseLostError(run.run_id, run.epoch)
     row = run.recorded.get(pos)
     if row is not None and row.name != name:
-        raise StepMismatchError(run.run_id, pos, row.name, name)  # type: ignore[arg-type]
+        raise StepMismatchError(run.run_id, pos, row.name, name)
     return row
 
 
