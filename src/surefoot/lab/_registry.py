@@ -140,7 +140,13 @@ def experiment(
 
 
 def _load() -> None:
-    from . import durable, resilience, statebus, statebus_trust  # noqa: F401 - registers experiments
+    from . import (  # noqa: F401 - registers experiments
+        durable,
+        resilience,
+        scaleout,
+        statebus,
+        statebus_trust,
+    )
 
 
 def experiments() -> list[Experiment]:

@@ -1,0 +1,107 @@
+"""``surefoot chaos``: the 7-step agent in real workers, SIGKILLed, on a shared journal."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+
+import click
+from rich.console import Console
+
+from .. import storage
+from ..lab import Table
+from ..lab.scaleout import chaos_run
+from ._render import rich_table
+
+__all__ = ["chaos"]
+
+
+@click.command("chaos")
+@click.option("--db", required=True, help="Journal URL: postgresql://… (or sqlite:///file.db).")
+@click.option("--workers", default=3, show_default=True, help="Worker processes.")
+@click.option("--runs", default=300, show_default=True, help="Agent runs (journal_keys).")
+@click.option("--seed", default=0, show_default=True, help="Seeds the kill schedule and model.")
+@click.option(
+    "--restart/--no-restart",
+    default=True,
+    show_default=True,
+    help="Restart the PostgreSQL server once mid-run (local pg_ctlcluster clusters only).",
+)
+@click.option(
+    "--time-limit", default=240.0, show_default=True, help="Seconds before runs count as lost."
+)
+@click.option("--json", "json_path", type=click.Path(path_type=Path), help="Write results here.")
+def chaos(
+    db: str,
+    workers: int,
+    runs: int,
+    seed: int,
+    restart: bool,
+    time_limit: float,
+    json_path: Path | None,
+) -> None:
+    """Run the agent under chaos and check every run.
+
+    Starts WORKERS worker processes on the journal, SIGKILLs them at seeded random moments,
+    restarts the PostgreSQL server once (bounded), and then checks completion, duplicate
+    effects, model calls repeated for journalled steps, and each run's journal, audit log
+    and effects. Exits with status 1 if any check fails.
+    """
+    status = Console(stderr=True).status(
+        f"chaos: {runs} runs, {workers} workers on {storage.redact(db)}"
+    )
+    with tempfile.TemporaryDirectory(prefix="surefoot-chaos-") as tmp, status:
+        out = chaos_run(
+            db,
+            workers=workers,
+            runs=runs,
+            seed=seed,
+            restart=restart,
+            time_limit=time_limit,
+            workdir=tmp,
+        )
+    rep = out.report
+    (r,) = rep.results
+
+    t = Table(
+        f"{r.runs} runs, {workers} workers, {rep.kills} SIGKILLs in {rep.elapsed:.1f} s; "
+        f"server: {out.restart}",
+        ["check", "result"],
+    )
+    t.add("completed", f"{r.completed}/{r.runs} ({r.completion_rate:.0%})")
+    t.add("duplicate effects (posts)", r.duplicate_effects)
+    t.add("model calls repeated after their step was journalled", r.repeated_after_journal)
+    t.add("model calls repeated for steps in flight at a kill", r.repeated_model_calls)
+    t.add("runs whose journal, audit log or effects disagree", len(out.inconsistent))
+    Console().print(rich_table(t))
+    for p in out.problems:
+        click.echo(f"  {p}", err=True)
+    ok = (
+        r.completed == r.runs
+        and r.duplicate_effects == 0
+        and not r.repeated_after_journal
+        and not out.inconsistent
+    )
+    if json_path is not None:
+        json_path.write_text(
+            json.dumps(
+                {
+                    "ok": ok,
+                    "runs": r.runs,
+                    "completed": r.completed,
+                    "duplicate_effects": r.duplicate_effects,
+                    "repeated_after_journal": r.repeated_after_journal,
+                    "repeated_model_calls": r.repeated_model_calls,
+                    "inconsistent_runs": out.inconsistent,
+                    "kills": rep.kills,
+                    "restart": out.restart,
+                    "elapsed_s": round(rep.elapsed, 2),
+                    "params": rep.params,
+                },
+                indent=2,
+            )
+            + "\n"
+        )
+    if not ok:
+        raise SystemExit(1)
