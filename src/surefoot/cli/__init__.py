@@ -12,6 +12,7 @@ import click
 
 from .. import __version__
 from ..errors import SurefootError
+from ._chaos import chaos
 from ._lab import lab
 from ._worker import worker
 
@@ -26,6 +27,7 @@ def cli() -> None:
 
 cli.add_command(lab)
 cli.add_command(worker)
+cli.add_command(chaos)
 
 
 def main(argv: list[str] | None = None) -> None:
