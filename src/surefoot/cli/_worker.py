@@ -53,8 +53,7 @@ def worker(
     def _stop(signum: int, frame: object) -> None:
         stop.set()
 
-    signal.signal(signal.SIGTERM, _stop)
-    signal.signal(signal.SIGINT, _stop)
+    before = {s: signal.signal(s, _stop) for s in (signal.SIGTERM, signal.SIGINT)}
     w = durable.Worker(app, concurrency=concurrency)
     click.echo(
         f"surefoot worker {app.worker_id}: {len(app.registered())} workflow version(s), "
@@ -65,3 +64,5 @@ def worker(
         w.run(stop, idle_exit=idle_exit)
     finally:
         app.close()
+        for s, handler in before.items():
+            signal.signal(s, handler)

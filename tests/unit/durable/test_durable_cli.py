@@ -1,0 +1,80 @@
+"""``surefoot worker`` and the async face of the API."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from surefoot.cli import main
+from surefoot.durable import App, load_app
+from surefoot.errors import ConfigError
+
+APP_FILE = """
+from surefoot import durable
+
+app = durable.App("sqlite://")
+
+@app.step
+def double(x: int) -> int:
+    return 2 * x
+
+@app.workflow
+def twice(x: int) -> int:
+    return double(double(x))
+"""
+
+
+def test_worker_command_runs_pending_runs(tmp_path: Path) -> None:
+    """`surefoot worker --db … --app file.py:app --idle-exit` runs what is pending, then exits."""
+    (tmp_path / "wf_app.py").write_text(APP_FILE)
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    ref = f"{tmp_path / 'wf_app.py'}:app"
+    producer = load_app(ref)
+    producer.configure(url=url)
+    for i in range(3):
+        producer.enqueue("twice", i, run_id=f"r{i}")
+    main(["worker", "--db", url, "--app", ref, "--idle-exit", "0.3", "--poll", "0.02"])
+    assert [producer.handle(f"r{i}").result(timeout=1) for i in range(3)] == [0, 4, 8]
+    producer.close()
+
+
+def test_worker_command_bad_app_is_one_clear_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A wrong --app reference exits 1 with one line saying what to pass."""
+    with pytest.raises(SystemExit) as info:
+        main(["worker", "--db", f"sqlite:///{tmp_path / 'r.db'}", "--app", "no_such_module:app"])
+    assert info.value.code == 1
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("surefoot: error:") and "no_such_module" in err
+    assert len(err.splitlines()) == 1
+
+
+def test_load_app_refuses_what_is_not_an_app(tmp_path: Path) -> None:
+    """load_app names the problem: bad reference, or an object that is not an App."""
+    (tmp_path / "not_app.py").write_text("app = 42\n")
+    with pytest.raises(ConfigError, match="module:app"):
+        load_app("nocolon")
+    with pytest.raises(ConfigError, match=r"not a surefoot\.durable\.App"):
+        load_app(f"{tmp_path / 'not_app.py'}:app")
+
+
+def test_start_from_async_code(app: App) -> None:
+    """Inside a running event loop, start() returns at once and aresult() awaits the run."""
+
+    @app.step
+    async def hello(name: str) -> str:
+        await asyncio.sleep(0)
+        return f"hello {name}"
+
+    @app.workflow
+    async def greet(name: str) -> str:
+        return await hello(name)
+
+    async def main_() -> str:
+        h = app.start(greet, "ann", run_id="a")
+        return str(await h.aresult(timeout=10))
+
+    assert asyncio.run(main_()) == "hello ann"
