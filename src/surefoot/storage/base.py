@@ -17,6 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from ..errors import ConflictError
+
 __all__ = [
     "AuditRow",
     "ClaimedMessage",
@@ -33,6 +35,7 @@ __all__ = [
     "Storage",
     "StreamLog",
     "StreamRecord",
+    "stream_conflict",
 ]
 
 
@@ -180,6 +183,17 @@ class DeadRecord:
     reason: str
     attempts: int
     history: list[dict[str, Any]] = field(default_factory=list)
+
+
+def stream_conflict(stream: str, expected: int, last: int) -> ConflictError:
+    """The ``ConflictError`` for an append whose ``expect_last_seq`` did not match."""
+    exc = ConflictError(f"stream:{stream}", expected, last, None, "")
+    exc.args = (
+        f"stream {stream!r} ends at sequence {last}, not {expected} (expect_last_seq): "
+        f"read the messages after {expected}, redo your append on them, and append again "
+        f"with expect_last_seq={last}; nothing was appended",
+    )
+    return exc
 
 
 @runtime_checkable

@@ -6,8 +6,8 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...errors import ConflictError, DuplicateMessageError
-from ..base import ClaimedMessage, DeadRecord, StreamRecord
+from ...errors import DuplicateMessageError
+from ..base import ClaimedMessage, DeadRecord, StreamRecord, stream_conflict
 
 __all__ = ["MemoryStream"]
 
@@ -51,7 +51,7 @@ class MemoryStream:
                 return StreamRecord(old.seq, old.message_id, old.payload, old.appended_at, True)
             last = len(self._records)
             if expect_last_seq is not None and expect_last_seq != last:
-                raise ConflictError(f"stream:{self.name}", expect_last_seq, last, None, "")
+                raise stream_conflict(self.name, expect_last_seq, last)
             rec = StreamRecord(last + 1, message_id, payload, now)
             self._records.append(rec)
             self._by_id[message_id] = rec

@@ -12,8 +12,8 @@ import sqlite3
 from typing import Any
 
 from ...codec import dumps, loads
-from ...errors import ConflictError, DuplicateMessageError
-from ..base import ClaimedMessage, DeadRecord, StreamRecord
+from ...errors import DuplicateMessageError
+from ..base import ClaimedMessage, DeadRecord, StreamRecord, stream_conflict
 from ._db import SQLiteDB
 
 __all__ = ["SQLiteStream"]
@@ -88,7 +88,7 @@ class SQLiteStream:
                 ).fetchone()[0]
                 or 0
             )
-            raise ConflictError(f"stream:{self.name}", int(expect_last_seq or 0), last, None, "")
+            raise stream_conflict(self.name, int(expect_last_seq or 0), last)
 
     def last_seq(self) -> int:
         row = (
