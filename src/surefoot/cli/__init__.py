@@ -14,6 +14,7 @@ from .. import __version__
 from ..errors import SurefootError
 from ._chaos import chaos
 from ._lab import lab
+from ._runs import runs
 from ._worker import worker
 
 __all__ = ["cli", "main"]
@@ -27,6 +28,7 @@ def cli() -> None:
 
 cli.add_command(lab)
 cli.add_command(worker)
+cli.add_command(runs)
 cli.add_command(chaos)
 
 

@@ -1,0 +1,347 @@
+"""``surefoot runs``: list, show, resume, cancel, retry, fork and signal durable runs.
+
+Every command takes ``--db URL``. ``--app module:app`` loads the workflows so ``resume``
+(and ``retry``/``fork`` with ``--wait``) can execute the run here; the other commands only
+read or change the journal. ``--json`` prints machine-readable output.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from .. import durable
+from ..errors import ConfigError, RunFailedError, TimeoutError_
+
+__all__ = ["runs"]
+
+_COLOR = {
+    "succeeded": "green",
+    "failed": "red",
+    "cancelled": "dim",
+    "needs_attention": "bold magenta",
+    "running": "cyan",
+    "sleeping": "yellow",
+    "pending": "blue",
+}
+
+
+def _load(db: str, app_ref: str | None) -> durable.App:
+    if app_ref is None:
+        return durable.App(db)
+    loader = getattr(durable, "load_app", None)
+    if loader is not None:
+        app: durable.App = loader(app_ref)
+    else:  # pragma: no cover - older engines without load_app
+        import importlib
+
+        mod, _, attr = app_ref.partition(":")
+        if not mod or not attr:
+            raise ConfigError(f"--app must look like 'package.module:app', got {app_ref!r}")
+        app = getattr(importlib.import_module(mod), attr)
+    app.configure(url=db)
+    return app
+
+
+@contextmanager
+def _app(db: str, app_ref: str | None) -> Iterator[durable.App]:
+    app = _load(db, app_ref)
+    try:
+        yield app
+    finally:
+        app.close()
+
+
+def _plain(v: Any) -> Any:
+    """Values as JSON can hold them (results may be any codec value)."""
+    if dataclasses.is_dataclass(v) and not isinstance(v, type):
+        return {f.name: _plain(getattr(v, f.name)) for f in dataclasses.fields(v)}
+    if isinstance(v, dict):
+        return {str(k): _plain(x) for k, x in v.items()}
+    if isinstance(v, list | tuple):
+        return [_plain(x) for x in v]
+    if v is None or isinstance(v, str | int | float | bool):
+        return v
+    return repr(v)
+
+
+def _echo_json(v: Any) -> None:
+    click.echo(json.dumps(_plain(v), indent=2))
+
+
+def _short(v: Any, width: int = 60) -> str:
+    text = v if isinstance(v, str) else json.dumps(_plain(v), default=str)
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _when(t: float | None) -> str:
+    if t is None:
+        return "-"
+    return dt.datetime.fromtimestamp(t, dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _status(s: str) -> str:
+    return f"[{_COLOR.get(s, 'white')}]{s}[/]"
+
+
+def _ms(s: float | None) -> str:
+    return "-" if s is None else f"{1000 * s:,.1f}"
+
+
+def _db_option(f: Any) -> Any:
+    return click.option("--db", required=True, help="Journal URL, e.g. sqlite:///runs.db.")(f)
+
+
+def _app_option(f: Any) -> Any:
+    return click.option(
+        "--app", "app_ref", default=None, help="The App with the workflows: 'module:app'."
+    )(f)
+
+
+def _json_option(f: Any) -> Any:
+    return click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")(f)
+
+
+@click.group()
+def runs() -> None:
+    """Look at and steer durable runs in a journal."""
+
+
+@runs.command("list")
+@_db_option
+@_app_option
+@click.option("--status", default=None, type=click.Choice(durable.STATUSES), help="Only these.")
+@click.option("--workflow", default=None, help="Only runs of this workflow.")
+@click.option("--limit", default=50, show_default=True, help="At most this many runs.")
+@_json_option
+def list_(
+    db: str,
+    app_ref: str | None,
+    status: str | None,
+    workflow: str | None,
+    limit: int,
+    as_json: bool,
+) -> None:
+    """List runs, newest first."""
+    with _app(db, app_ref) as app:
+        rows = app.list_runs(status=status, workflow=workflow, limit=limit)
+    if as_json:
+        _echo_json(rows)
+        return
+    t = Table(title=f"runs in {db}", title_justify="left")
+    for c in ("run", "workflow", "version", "status", "strategy", "owner", "epoch", "updated"):
+        t.add_column(c)
+    for r in rows:
+        t.add_row(
+            r.run_id,
+            r.workflow,
+            r.version,
+            _status(r.status),
+            r.strategy,
+            r.owner or "-",
+            str(r.epoch),
+            _when(r.updated_at),
+        )
+    Console().print(t)
+
+
+@runs.command("show")
+@click.argument("run_id")
+@_db_option
+@_app_option
+@_json_option
+@click.option("--width", default=60, show_default=True, help="Truncate results to this width.")
+def show(db: str, app_ref: str | None, run_id: str, as_json: bool, width: int) -> None:
+    """Show a run: header (version, lease), steps with timings and results, the audit log."""
+    with _app(db, app_ref) as app:
+        d = app.show(run_id)
+    if as_json:
+        _echo_json(d)
+        return
+    r = d.run
+    con = Console()
+    head = Table(title=f"run {r.run_id}", title_justify="left", show_header=False)
+    head.add_column("field", style="bold")
+    head.add_column("value")
+    head.add_row("status", _status(r.status))
+    head.add_row("workflow", f"{r.workflow} version {r.version} (structure {r.structure_hash})")
+    head.add_row("strategy", r.strategy)
+    head.add_row("arguments", _short([r.args, r.kwargs], width))
+    head.add_row("lease", f"owner {r.owner or '-'}, epoch {r.epoch}, until {_when(r.lease_until)}")
+    if r.status == "sleeping":
+        why = f"signal {r.waiting_for!r}" if r.waiting_for else "timer"
+        head.add_row("waiting for", f"{why}, wake at {_when(r.wake_at)}")
+    if d.stranded:
+        head.add_row(
+            "stranded",
+            f"[bold red]no live worker offers {r.workflow} version {r.version}[/]; start one "
+            "with that version registered",
+        )
+    if r.forked_from:
+        head.add_row("forked from", r.forked_from)
+    if r.status == "succeeded":
+        head.add_row("result", _short(r.result, width))
+    if r.error:
+        head.add_row("error", f"[red]{r.error.get('type')}: {r.error.get('message')}[/]")
+    head.add_row("created / updated", f"{_when(r.created_at)} / {_when(r.updated_at)}")
+    con.print(head)
+    st = Table(title="steps", title_justify="left")
+    for c in ("pos", "step", "kind", "status", "attempts", "ms", "result / error"):
+        st.add_column(c, justify="right" if c in ("attempts", "ms") else "left")
+    for s in d.steps:
+        out = (
+            f"[red]{s.error.get('type')}: {_short(s.error.get('message'), width)}[/]"
+            if s.error
+            else _short(s.result, width)
+        )
+        st.add_row(s.pos, s.name, s.kind, _status(s.status), str(s.attempts), _ms(s.duration), out)
+    con.print(st)
+    au = Table(title="audit log", title_justify="left")
+    for c in ("#", "at", "actor", "action", "detail"):
+        au.add_column(c)
+    for a in d.audit:
+        au.add_row(str(a.seq), _when(a.at), a.actor, a.action, _short(a.detail, 2 * width))
+    con.print(au)
+
+
+def _wait(handle: durable.RunHandle, timeout: float) -> str:
+    try:
+        handle.result(timeout=timeout)
+    except RunFailedError as exc:
+        return exc.status
+    except TimeoutError_:
+        pass
+    return handle.status()
+
+
+def _report(app: durable.App, run_id: str, what: str, as_json: bool) -> None:
+    info = app.show(run_id).run
+    if as_json:
+        _echo_json({"run_id": run_id, "action": what, "status": info.status})
+    else:
+        Console().print(f"{what} {run_id}: now {_status(info.status)}")
+
+
+@runs.command("resume")
+@click.argument("run_id")
+@_db_option
+@_app_option
+@click.option("--timeout", default=60.0, show_default=True, help="Seconds to wait for the end.")
+@_json_option
+def resume(db: str, app_ref: str | None, run_id: str, timeout: float, as_json: bool) -> None:
+    """Run an unfinished run here now (needs --app), waiting up to --timeout for its end."""
+    if app_ref is None:
+        raise ConfigError("resume executes the run here; pass --app module:app with its workflow")
+    with _app(db, app_ref) as app:
+        _wait(app.resume(run_id), timeout)
+        _report(app, run_id, "resumed", as_json)
+
+
+@runs.command("cancel")
+@click.argument("run_id")
+@_db_option
+@_app_option
+@click.option("--reason", default="", help="Why (kept in the audit log).")
+@_json_option
+def cancel(db: str, app_ref: str | None, run_id: str, reason: str, as_json: bool) -> None:
+    """Cancel an unfinished run; a worker running it is fenced off at its next write."""
+    with _app(db, app_ref) as app:
+        if not app.cancel(run_id, reason=reason):
+            raise ConfigError(f"run {run_id!r} has already ended; nothing to cancel")
+        _report(app, run_id, "cancelled", as_json)
+
+
+@runs.command("retry")
+@click.argument("run_id")
+@_db_option
+@_app_option
+@click.option("--reason", default="", help="What was fixed (kept in the audit log).")
+@click.option("--wait", "wait_", is_flag=True, help="Execute it here now (needs --app).")
+@click.option("--timeout", default=60.0, show_default=True, help="Seconds to wait with --wait.")
+@_json_option
+def retry(
+    db: str,
+    app_ref: str | None,
+    run_id: str,
+    reason: str,
+    wait_: bool,
+    timeout: float,
+    as_json: bool,
+) -> None:
+    """Send a needs_attention run back to work after a fix (workers pick it up)."""
+    with _app(db, app_ref) as app:
+        handle = app.retry(run_id, reason=reason)
+        if wait_:
+            _wait(handle, timeout)
+        _report(app, run_id, "retried", as_json)
+
+
+@runs.command("fork")
+@click.argument("run_id")
+@click.argument("step")
+@_db_option
+@_app_option
+@click.option("--new-id", default=None, help="The new run's id (default: RUN-fork-xxxx).")
+@click.option("--wait", "wait_", is_flag=True, help="Execute it here now (needs --app).")
+@click.option("--timeout", default=60.0, show_default=True, help="Seconds to wait with --wait.")
+@_json_option
+def fork(
+    db: str,
+    app_ref: str | None,
+    run_id: str,
+    step: str,
+    new_id: str | None,
+    wait_: bool,
+    timeout: float,
+    as_json: bool,
+) -> None:
+    """Start a new run that reuses RUN_ID's journal before STEP and runs STEP onwards again."""
+    with _app(db, app_ref) as app:
+        handle = app.fork(run_id, step, new_run_id=new_id)
+        if wait_:
+            _wait(handle, timeout)
+        _report(app, handle.run_id, f"forked {run_id} at step {step} as", as_json)
+
+
+@runs.command("signal")
+@click.argument("run_id")
+@click.argument("name")
+@click.argument("payload", required=False, default=None)
+@_db_option
+@_app_option
+@click.option("--id", "signal_id", default=None, help="Deliver at most once per this id.")
+@_json_option
+def signal(
+    db: str,
+    app_ref: str | None,
+    run_id: str,
+    name: str,
+    payload: str | None,
+    signal_id: str | None,
+    as_json: bool,
+) -> None:
+    """Deliver signal NAME (with a JSON PAYLOAD) to a run waiting in app.wait_for(NAME)."""
+    try:
+        value = None if payload is None else json.loads(payload)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(
+            f"PAYLOAD must be JSON, got {payload!r} ({exc}); quote strings: '\"yes\"'"
+        ) from None
+    with _app(db, app_ref) as app:
+        sent = app.signal(run_id, name, value, signal_id=signal_id)
+        if as_json:
+            _echo_json({"run_id": run_id, "signal": name, "delivered": sent})
+        elif sent:
+            Console().print(f"signal {name!r} sent to {run_id}")
+        else:
+            Console().print(
+                f"signal id {signal_id!r} was already delivered to {run_id}; nothing sent"
+            )

@@ -1,0 +1,172 @@
+"""``surefoot runs``: list, show, signal, resume, cancel, retry and fork from the command line."""
+
+from __future__ import annotations
+
+import json
+import sys
+import textwrap
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from surefoot.cli import main
+from surefoot.durable import App
+from surefoot.durable.agent import AgentServices, build_agent, start_agent
+from surefoot.errors import RunFailedError
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> str:
+    """A journal with three agent runs: ok (succeeded), wait (at approve), saga (attention)."""
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    app = App(url, poll=0.01, worker_id="seed")
+    svc = AgentServices(tmp_path / "ledger.db", fail_publish={"news"}, fail_unpublish={"blog"})
+    wf = build_agent(app, svc)["1"]
+    start_agent(app, wf, "q", run_id="ok").result(timeout=10)
+    start_agent(app, wf, "q", run_id="wait", auto_approve=False)
+    with pytest.raises(RunFailedError):
+        start_agent(app, wf, "q", run_id="saga", channels=["blog", "news"]).result(timeout=10)
+    app.resume("wait")
+    for _ in range(500):
+        if app.show("wait").run.status == "sleeping":
+            break
+        time.sleep(0.01)
+    app.close()
+    return url
+
+
+@pytest.fixture
+def app_ref(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """A module 'name:app' with the agent registered, importable by --app."""
+    name = f"runs_app_{uuid.uuid4().hex[:8]}"
+    (tmp_path / f"{name}.py").write_text(
+        textwrap.dedent(
+            f"""
+            from surefoot import durable
+            from surefoot.durable import agent
+            app = durable.App(poll=0.01)
+            services = agent.AgentServices({str(tmp_path / "ledger.db")!r})
+            workflow = agent.build_agent(app, services)["1"]
+            """
+        )
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    yield f"{name}:app"
+    sys.modules.pop(name, None)
+
+
+@pytest.fixture(autouse=True)
+def wide(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Wide tables, so cells are not cut in the captured output."""
+    monkeypatch.setenv("COLUMNS", "200")
+
+
+def cli(capsys: pytest.CaptureFixture[str], *args: str) -> str:
+    """Run the CLI; return its stdout."""
+    main(list(args))
+    return capsys.readouterr().out
+
+
+def cli_json(capsys: pytest.CaptureFixture[str], *args: str) -> Any:
+    """Run the CLI with --json; return the parsed output."""
+    return json.loads(cli(capsys, *args, "--json"))
+
+
+def test_list_shows_every_run_with_its_status(db: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """list prints a table of runs; --json gives the same runs, filterable by status."""
+    out = cli(capsys, "runs", "list", "--db", db)
+    for rid, status in (("ok", "succeeded"), ("wait", "sleeping"), ("saga", "needs_attention")):
+        assert rid in out and status in out
+    rows = cli_json(capsys, "runs", "list", "--db", db)
+    assert {r["run_id"]: r["status"] for r in rows} == {
+        "ok": "succeeded",
+        "wait": "sleeping",
+        "saga": "needs_attention",
+    }
+    only = cli_json(capsys, "runs", "list", "--db", db, "--status", "sleeping")
+    assert [r["run_id"] for r in only] == ["wait"]
+
+
+def test_show_prints_steps_timings_version_lease_and_audit(
+    db: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """show prints the header, every step with its timing, and the audit of the failed undo."""
+    out = cli(capsys, "runs", "show", "saga", "--db", db)
+    assert "research_agent version 1" in out and "epoch 1" in out
+    for text in ("plan", "publish", "7.undo", "unpublish", "compensation_failed"):
+        assert text in out
+    assert "needs_attention" in out and "PublishError" in out
+    d = cli_json(capsys, "runs", "show", "saga", "--db", db)
+    assert d["run"]["status"] == "needs_attention"
+    assert [s["name"] for s in d["steps"]][:5] == ["plan", "search", "read", "summarize", "draft"]
+    assert all(s["finished_at"] >= s["started_at"] for s in d["steps"])
+    attention = next(a for a in d["audit"] if a["action"] == "needs_attention")["detail"]
+    assert [u["pos"] for u in attention["not_undone"]] == ["7"]
+
+
+def test_signal_then_resume_finishes_the_waiting_run(
+    db: str, app_ref: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A person approves from the CLI; resume --app executes the run to the end, here."""
+    out = cli(capsys, "runs", "signal", "wait", "approve", '{"approved": true}', "--db", db)
+    assert "sent" in out
+    res = cli_json(capsys, "runs", "resume", "wait", "--db", db, "--app", app_ref)
+    assert res == {"run_id": "wait", "action": "resumed", "status": "succeeded"}
+    steps = cli_json(capsys, "runs", "show", "wait", "--db", db)["steps"]
+    assert steps[5]["result"] == {"v": {"approved": True}}
+
+
+def test_retry_sends_the_attention_run_back_and_a_fixed_app_finishes_the_rollback(
+    db: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """retry moves needs_attention to pending; with the fix, the rollback completes."""
+    res = cli_json(capsys, "runs", "retry", "saga", "--db", db, "--reason", "blog is back")
+    assert res["status"] == "pending"
+    app = App(db, poll=0.01, worker_id="fixed")
+    svc = AgentServices(tmp_path / "ledger.db", fail_publish={"news"})
+    build_agent(app, svc)
+    with pytest.raises(RunFailedError) as info:
+        app.resume("saga").result(timeout=10)
+    assert info.value.status == "failed"
+    assert [p["removed_at"] is not None for p in svc.ledger.posts("saga")] == [True]
+    app.close()
+    audit = cli_json(capsys, "runs", "show", "saga", "--db", db)["audit"]
+    assert [a["action"] for a in audit][-3:] == ["retry", "compensated", "failed"]
+
+
+def test_cancel_and_fork(db: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """cancel ends a waiting run (once); fork copies a run's journal before the given step."""
+    assert cli_json(capsys, "runs", "cancel", "wait", "--db", db)["status"] == "cancelled"
+    with pytest.raises(SystemExit) as info:
+        main(["runs", "cancel", "wait", "--db", db])
+    assert info.value.code == 1
+    assert "already ended" in capsys.readouterr().err
+    res = cli_json(capsys, "runs", "fork", "ok", "4", "--db", db, "--new-id", "ok2")
+    assert res["run_id"] == "ok2" and res["status"] == "pending"
+    d = cli_json(capsys, "runs", "show", "ok2", "--db", db)
+    assert [s["name"] for s in d["steps"]] == ["plan", "search", "read"]
+    assert d["run"]["forked_from"] == "ok"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["runs", "show", "nope"], "no run with id 'nope'"),
+        (["runs", "signal", "wait", "approve", "{yes"], "PAYLOAD must be JSON"),
+        (["runs", "resume", "wait"], "pass --app"),
+        (["runs", "retry", "ok"], "not needs_attention"),
+    ],
+)
+def test_bad_input_is_one_clear_line(
+    db: str, capsys: pytest.CaptureFixture[str], args: list[str], message: str
+) -> None:
+    """Unknown runs, bad JSON, a missing --app and a wrong state exit 1 with one line."""
+    with pytest.raises(SystemExit) as info:
+        main([*args, "--db", db])
+    assert info.value.code == 1
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1 and "Traceback" not in err
