@@ -338,6 +338,18 @@ def test_one_step_is_one_statement_and_one_commit(pg: PostgresStorage) -> None:
     assert [s.pos for s in j.steps("r")] == ["1", "2", "3"]
 
 
+def test_a_batch_sent_twice_changes_nothing_the_second_time(pg: PostgresStorage) -> None:
+    """Re-sending a group commit after a lost reply leaves one step row and one audit entry."""
+    j, epoch = _claimed(pg)
+    finish = RunWrite("r", epoch, "succeeded", 5.0, "w1", result='"z"', audit=[("done", "{}")])
+    batch: list[StepWrite | RunWrite] = [_step("r", epoch, "1"), finish]
+    assert j.commit(batch) == [True, True]
+    before = (j.steps("r"), j.get_run("r"))
+    assert j.commit(batch) == [True, True]
+    assert (j.steps("r"), j.get_run("r")) == before
+    assert [a.action for a in j.audit_log("r")] == ["created", "done"]
+
+
 def test_zombie_write_after_takeover_is_refused(pg: PostgresStorage) -> None:
     """Once another worker claims an expired lease, the old holder's writes change nothing."""
     j, old = _claimed(pg)

@@ -198,8 +198,9 @@ class PostgresDB:
             fn: does the work; gets an autocommit ``psycopg.Connection``.
             tx: run ``fn`` inside one transaction (``BEGIN`` … ``COMMIT``).
             write: the work writes (counted in ``commits``).
-            idempotent: running ``fn`` twice leaves the same state as once, so it may be
-                retried when the connection breaks while committing.
+            idempotent: sending ``fn`` again after a lost reply is safe (it leaves the same
+                state as once, or one the protocol tolerates, like a claimed run whose lease
+                then expires), so it is retried when the connection breaks while committing.
 
         Raises:
             StoreUnavailableError: no connection within ``reconnect_timeout``, or the

@@ -134,9 +134,14 @@ _AUDIT_SQL = (
 )
 # Appended only if the run write went through: a finish or sleep keeps the epoch, so the
 # run has the writer's epoch and the new status exactly when the write was applied.
+# The NOT EXISTS makes a batch safe to re-send after a lost reply: the same entry (same run,
+# time, actor, action, detail) is not appended twice.
 _AUDIT_IF_SQL = (
-    "INSERT INTO durable_audit (run_id, at, actor, action, detail) SELECT %s, %s, %s, %s, %s "
-    "WHERE EXISTS (SELECT 1 FROM durable_runs WHERE run_id = %s AND epoch = %s AND status = %s)"
+    "INSERT INTO durable_audit (run_id, at, actor, action, detail) "
+    "SELECT %s, %s::DOUBLE PRECISION, %s::TEXT, %s::TEXT, %s::TEXT "
+    "WHERE EXISTS (SELECT 1 FROM durable_runs WHERE run_id = %s AND epoch = %s AND status = %s) "
+    "AND NOT EXISTS (SELECT 1 FROM durable_audit WHERE run_id = %s AND at = %s "
+    "AND actor = %s AND action = %s AND detail = %s)"
 )
 _CLAIMABLE = (
     "(status = 'pending' OR (status = 'sleeping' AND wake_at IS NOT NULL AND wake_at <= %s) "
@@ -295,8 +300,10 @@ class PostgresJournal:
                 conn.execute("COMMIT")
             return [cur.rowcount == 1 for cur in counted]
 
-        audited = any(type(r) is RunWrite and r.audit for r in records)
-        return self.db.run(batch, idempotent=not audited)
+        # Every statement of a batch is conditional and re-applies to the same state (the
+        # step upsert, the signal consumption, the epoch-checked run write, the deduplicated
+        # audit entries), so a batch whose reply was lost may be sent again.
+        return self.db.run(batch, idempotent=True)
 
     def _run_write(self, conn: Any, r: RunWrite) -> Any:
         if r.status == "sleeping":
@@ -317,10 +324,8 @@ class PostgresJournal:
         else:
             cur = conn.execute(_FINISH_SQL, (r.status, r.result, r.error, r.now, r.run_id, r.epoch))
         for action, detail in r.audit:
-            conn.execute(
-                _AUDIT_IF_SQL,
-                (r.run_id, r.now, r.actor, action, detail, r.run_id, r.epoch, r.status),
-            )
+            entry = (r.run_id, r.now, r.actor, action, detail)
+            conn.execute(_AUDIT_IF_SQL, (*entry, r.run_id, r.epoch, r.status, *entry))
         return cur
 
     # -- leases ------------------------------------------------------------------------
@@ -368,10 +373,13 @@ class PostgresJournal:
             for w in workflows:
                 params += [w[0], w[1]]
             params.append(int(limit))
+        # Re-sending a claim whose reply was lost is safe: the runs it took stay fenced to
+        # this owner until their lease runs out, then any worker claims them again.
         rows = self.db.execute(
             "UPDATE durable_runs SET status = 'running', owner = %s, epoch = epoch + 1, "
             f"lease_until = %s, updated_at = %s WHERE {cond} RETURNING run_id, epoch",
             (owner, lease_until, now, *params),
+            idempotent=True,
         )
         return [(str(r[0]), int(r[1])) for r in rows]
 
