@@ -33,7 +33,9 @@ class Attempt(NamedTuple):
         error: ``"Type: message"`` of the error it raised.
         reason: why the policy retried or gave up.
         wait: seconds waited before the next attempt (None: gave up).
-        elapsed: seconds since the call started, when it failed.
+        elapsed: seconds since the call started, when it failed (for a policy without
+            deadline, timeout or budget the clock is first read at the first failure, so
+            the success path never touches it: elapsed then counts from there).
     """
 
     number: int

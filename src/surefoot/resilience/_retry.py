@@ -121,8 +121,8 @@ class _Run:
     def give_up(self, err: BaseException, reason: str, elapsed: float) -> None:
         try:
             err.surefoot_attempts = tuple(  # type: ignore[attr-defined]
-                Attempt(n, _describe(tp, text), reason, wait, at)
-                for n, tp, text, reason, wait, at in self.history
+                Attempt(n, _describe(tp, text), why, wait, at)
+                for n, tp, text, why, wait, at in self.history
             )
         except AttributeError:  # an exception type without a __dict__
             pass
