@@ -1,5 +1,5 @@
-"""KeyStore contract: one suite for every backend (memory, SQLite; PostgreSQL can be added to
-the ``keystore_url`` fixture's params once its backend implements ``keystore()``)."""
+"""KeyStore contract: one suite for every backend: memory, SQLite, and PostgreSQL when it is
+reachable (skipped otherwise, a failure under SUREFOOT_REQUIRE_SERVICES=1)."""
 
 from __future__ import annotations
 
