@@ -88,6 +88,8 @@ def strategies(ctx: LabContext) -> LabResult:
     by_point = Table(
         "Extra model calls / duplicate posts by crash point (same crash sequence per strategy)",
         ["crash at", "crashes", *STRATEGIES],
+        note="before_effect fires only where an intent row is written (journal_keys); under "
+        "restart and journal those runs did not crash.",
     )
     facts: dict[str, Any] = {"cost": {}, "duplicates": {}, "extra_model_calls": {}}
     points: dict[tuple[str, str], dict[str, list[int]]] = {}

@@ -1,0 +1,391 @@
+"""Durable execution: cost per journalled step against the SQLite floor, DBOS and LangGraph,
+plus group commit, memory of sleeping runs, and resume time after SIGKILL.
+
+All on one disk (a temporary folder under --dir), in one process run, side by side:
+
+* floor: a raw ``INSERT`` + ``COMMIT`` per row, WAL, ``synchronous=FULL`` (sqlite3);
+* surefoot: one run of a 100-step async workflow (µs per step), and its commits per step;
+* DBOS: a 100-step workflow on its SQLite system database, set to WAL + FULL by an
+  SQLAlchemy connect hook (DBOS has no option for it);
+* LangGraph: a 100-node linear graph with ``SqliteSaver`` (WAL + FULL, set by SqliteSaver),
+  ``durability="sync"`` (one checkpoint per node, the durable setting);
+* concurrent: 100 surefoot runs of 100 steps started together (group commit), µs per step;
+* memory: RSS added to a worker process by 10,000 runs suspended at a timer, and the
+  threads / in-memory runs left while they sleep;
+* resume: a worker SIGKILLed mid-run and restarted under the same id (and another id,
+  which must wait for the lease to expire): seconds from starting it to the run's claim.
+
+Rounds interleave the cases so drift on a noisy machine hits all alike; medians are shown.
+
+    .venv/bin/python benchmarks/bench_durable.py [--rounds 3] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import shutil
+import signal
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+from typing import Any
+
+from surefoot import durable
+
+STEPS = 100
+TARGETS = {
+    "step_vs_floor": 1.5,
+    "dbos_vs_step": 5.0,
+    "concurrent_vs_floor": 0.25,
+    "sleeping_mb": 50.0,
+    "resume_s": 2.0,
+}
+# What research/peers-measured.md reported on this machine (µs per step), for reference.
+PEERS_MEASURED = {"floor": 178, "dbos_wal_full": 1305, "langgraph_sync": 1001}
+
+
+def floor(d: Path, n: int = 2000) -> float:
+    """µs per single-row INSERT + COMMIT, WAL, synchronous=FULL."""
+    c = sqlite3.connect(d / "floor.db", isolation_level=None)
+    c.execute("PRAGMA journal_mode=WAL")
+    c.execute("PRAGMA synchronous=FULL")
+    c.execute("CREATE TABLE IF NOT EXISTS t (id INTEGER PRIMARY KEY, v TEXT)")
+    t0 = time.perf_counter()
+    for i in range(n):
+        c.execute("BEGIN IMMEDIATE")
+        c.execute("INSERT INTO t(v) VALUES (?)", (f"value {i}",))
+        c.execute("COMMIT")
+    dt = time.perf_counter() - t0
+    c.close()
+    return 1e6 * dt / n
+
+
+def _surefoot_app(d: Path, name: str) -> tuple[durable.App, Any]:
+    app = durable.App(f"sqlite:///{d / name}.db", poll=0.001)
+
+    @app.step
+    async def step(i: int) -> int:
+        return i + 1
+
+    @app.workflow
+    async def flow(n: int) -> int:
+        total = 0
+        for i in range(n):
+            total += await step(i)
+        return total
+
+    return app, flow
+
+
+def surefoot_steps(d: Path, runs: int = 3) -> tuple[float, float]:
+    """µs per step of a 100-step run (median over ``runs``) and commits per step."""
+    app, flow = _surefoot_app(d, f"sf-{time.monotonic_ns()}")
+    app.start(flow, 1, run_id="warm").result(timeout=60)
+    db: Any = app.journal.db  # type: ignore[attr-defined]
+    times = []
+    c0 = db.commits
+    for r in range(runs):
+        t0 = time.perf_counter()
+        app.start(flow, STEPS, run_id=f"r{r}").result(timeout=120)
+        times.append(time.perf_counter() - t0)
+    commits = (db.commits - c0) / (runs * STEPS)
+    app.close()
+    return 1e6 * statistics.median(times) / STEPS, commits
+
+
+def surefoot_concurrent(d: Path, n_runs: int = 100) -> tuple[float, float]:
+    """µs per step with ``n_runs`` 100-step runs started together; commits per step."""
+    app, flow = _surefoot_app(d, f"sfc-{time.monotonic_ns()}")
+    app.start(flow, 1, run_id="warm").result(timeout=60)
+    db: Any = app.journal.db  # type: ignore[attr-defined]
+    c0 = db.commits
+    t0 = time.perf_counter()
+    handles = [app.start(flow, STEPS, run_id=f"c{i}") for i in range(n_runs)]
+    for h in handles:
+        h.result(timeout=600)
+    dt = time.perf_counter() - t0
+    commits = (db.commits - c0) / (n_runs * STEPS)
+    app.close()
+    return 1e6 * dt / (n_runs * STEPS), commits
+
+
+_DBOS: dict[str, Any] = {}
+
+
+def dbos_steps(d: Path, runs: int = 3) -> float:
+    """µs per step of a 100-step DBOS workflow, SQLite system database in WAL + FULL."""
+    if not _DBOS:
+        import sqlalchemy as sa
+        from dbos import DBOS
+
+        @sa.event.listens_for(sa.engine.Engine, "connect")
+        def wal_full(dbapi_conn: Any, record: Any) -> None:
+            if isinstance(dbapi_conn, sqlite3.Connection):
+                dbapi_conn.execute("PRAGMA journal_mode=WAL")
+                dbapi_conn.execute("PRAGMA synchronous=FULL")
+
+        path = d / "dbos.sqlite"
+        DBOS(config={"name": "bench", "system_database_url": f"sqlite:///{path}"})
+
+        @DBOS.step()
+        def step(i: int) -> int:
+            return i + 1
+
+        @DBOS.workflow()
+        def flow(n: int) -> int:
+            return sum(step(i) for i in range(n))
+
+        DBOS.launch()
+        mode = sqlite3.connect(path).execute("PRAGMA journal_mode").fetchone()[0]
+        _DBOS.update(flow=flow, mode=mode, dbos=DBOS)
+        flow(1)
+    flow = _DBOS["flow"]
+    times = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        flow(STEPS)
+        times.append(time.perf_counter() - t0)
+    return 1e6 * statistics.median(times) / STEPS
+
+
+def langgraph_steps(d: Path, runs: int = 3) -> float:
+    """µs per node of a 100-node linear LangGraph graph with SqliteSaver, durability=sync."""
+    from typing import TypedDict
+
+    from langgraph.checkpoint.sqlite import SqliteSaver
+    from langgraph.graph import END, START, StateGraph
+
+    class State(TypedDict):
+        total: int
+
+    g = StateGraph(State)
+    names = [f"n{i}" for i in range(STEPS)]
+    for i, name in enumerate(names):
+        g.add_node(name, lambda s, i=i: {"total": s["total"] + i + 1})
+    g.add_edge(START, names[0])
+    for a, b in itertools.pairwise(names):
+        g.add_edge(a, b)
+    g.add_edge(names[-1], END)
+    conn = sqlite3.connect(d / f"lg-{time.monotonic_ns()}.db", check_same_thread=False)
+    saver = SqliteSaver(conn)
+    graph = g.compile(checkpointer=saver)
+    graph.invoke({"total": 0}, {"configurable": {"thread_id": "warm"}}, durability="sync")
+    times = []
+    for r in range(runs):
+        t0 = time.perf_counter()
+        graph.invoke({"total": 0}, {"configurable": {"thread_id": f"t{r}"}}, durability="sync")
+        times.append(time.perf_counter() - t0)
+    conn.close()
+    return 1e6 * statistics.median(times) / STEPS
+
+
+_SLEEPERS = textwrap.dedent(
+    """
+    import gc, json, sys, threading
+    from surefoot import durable
+    n, url = int(sys.argv[1]), sys.argv[2]
+    app = durable.App(url, poll=0.01, worker_id="mem")
+
+    @app.step
+    async def after(i: int) -> int:
+        return i
+
+    @app.workflow
+    async def nap(i: int) -> int:
+        await app.sleep(hours=1)
+        return await after(i)
+
+    def rss() -> int:
+        for line in open("/proc/self/status"):
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+        return 0
+
+    w = durable.Worker(app, concurrency=500)
+    app.enqueue(nap, -1, run_id="warm")
+    w.run_once(timeout=60)
+    gc.collect()
+    before, threads0 = rss(), threading.active_count()
+    for i in range(n):
+        app.enqueue(nap, i, run_id=f"s{i}")
+    while w.run_once(timeout=60):
+        pass
+    gc.collect()
+    print(json.dumps({
+        "before": before, "after": rss(), "threads_before": threads0,
+        "threads_after": threading.active_count(), "in_memory": len(app.executor.active),
+        "sleeping": len(app.list_runs(status="sleeping", limit=n + 10)),
+    }))
+    app.close()
+    """
+)
+
+
+def sleeping_memory(d: Path, n: int = 10_000) -> dict[str, Any]:
+    """RSS a worker process gains by suspending ``n`` runs at a timer (in its own process)."""
+    script = d / "sleepers.py"
+    script.write_text(_SLEEPERS)
+    url = f"sqlite:///{d / 'sleepers.db'}"
+    out = subprocess.run(
+        [sys.executable, str(script), str(n), url],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=True,
+    )
+    r: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
+    r["added_mb"] = (r["after"] - r["before"]) / 2**20
+    r["runs"] = n
+    return r
+
+
+_RESUMER = textwrap.dedent(
+    """
+    import sys, time
+    from surefoot import durable
+    app = durable.App(sys.argv[1], lease=float(sys.argv[3]), poll=0.02, worker_id=sys.argv[2])
+
+    @app.step
+    async def slow(i: int) -> int:
+        import asyncio
+        await asyncio.sleep(0.1)
+        return i
+
+    @app.workflow
+    async def long(n: int) -> int:
+        for i in range(n):
+            await slow(i)
+        return n
+
+    if __name__ == "__main__":
+        durable.Worker(app, concurrency=4).run()
+    """
+)
+
+
+def resume_after_kill(d: Path, lease: float = 1.0) -> dict[str, float]:
+    """Seconds from starting a replacement worker to the SIGKILLed run's claim."""
+    out: dict[str, float] = {}
+    (d / "resumer.py").write_text(_RESUMER)
+    sys.path.insert(0, str(d))
+    try:
+        for same in (True, False):
+            url = f"sqlite:///{d / f'resume-{same}.db'}"
+            env = dict(
+                os.environ, PYTHONPATH=str(d) + os.pathsep + os.environ.get("PYTHONPATH", "")
+            )
+            argv = [sys.executable, str(d / "resumer.py"), url, "w1", str(lease)]
+            app = durable.App(url, lease=lease, worker_id="bench")
+            import resumer  # type: ignore[import-not-found]
+
+            app.enqueue(resumer.long, 50, run_id="r")
+            p = subprocess.Popen(argv, env=env)
+            while len(app.show("r").steps) < 3:
+                time.sleep(0.01)
+            os.kill(p.pid, signal.SIGKILL)
+            p.wait()
+            epoch = app.show("r").run.epoch
+            if not same:
+                argv[3] = "w2"
+            t0 = time.monotonic()
+            q = subprocess.Popen(argv, env=env)
+            while app.show("r").run.epoch == epoch:
+                time.sleep(0.005)
+            out["same_id_s" if same else "other_id_s"] = time.monotonic() - t0
+            q.send_signal(signal.SIGTERM)
+            q.wait(timeout=30)
+            app.close()
+            sys.modules.pop("resumer", None)
+    finally:
+        sys.path.remove(str(d))
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--dir", default=None, help="where the databases go (default: a temp dir)")
+    ap.add_argument("--sleepers", type=int, default=10_000)
+    ap.add_argument("--json", dest="json_path", default=None)
+    a = ap.parse_args()
+    d = Path(tempfile.mkdtemp(prefix="bench-durable-", dir=a.dir))
+    res: dict[str, list[float]] = {"floor": [], "surefoot": [], "dbos": [], "langgraph": []}
+    commits: list[float] = []
+    try:
+        for r in range(a.rounds):
+            res["floor"].append(floor(d))
+            us, cps = surefoot_steps(d)
+            res["surefoot"].append(us)
+            commits.append(cps)
+            res["dbos"].append(dbos_steps(d))
+            res["langgraph"].append(langgraph_steps(d))
+            print(f"round {r + 1}: " + ", ".join(f"{k} {v[-1]:,.0f} µs" for k, v in res.items()))
+        conc, conc_commits = surefoot_concurrent(d)
+        mem = sleeping_memory(d, a.sleepers)
+        resume = resume_after_kill(d)
+    finally:
+        if _DBOS:
+            _DBOS["dbos"].destroy()
+        shutil.rmtree(d, ignore_errors=True)
+    m = {k: statistics.median(v) for k, v in res.items()}
+    ratios = {
+        "step_vs_floor": m["surefoot"] / m["floor"],
+        "dbos_vs_step": m["dbos"] / m["surefoot"],
+        "langgraph_vs_step": m["langgraph"] / m["surefoot"],
+        "concurrent_vs_floor": conc / m["floor"],
+    }
+    print()
+    print(f"{'case':44} {'µs/step':>9} {'vs floor':>9}")
+    rows = [
+        ("SQLite floor (INSERT+COMMIT, WAL, FULL)", m["floor"]),
+        (f"surefoot, 100-step run ({statistics.median(commits):.2f} commits/step)", m["surefoot"]),
+        (f"DBOS 3.4 SQLite ({_DBOS.get('mode', '?')} + FULL)", m["dbos"]),
+        ("LangGraph SqliteSaver, durability=sync", m["langgraph"]),
+        (f"surefoot, 100 concurrent runs ({conc_commits:.3f} commits/step)", conc),
+    ]
+    for name, v in rows:
+        print(f"{name:44} {v:9,.0f} {v / m['floor']:8.2f}x")
+    print()
+    print(f"surefoot per step vs floor: {ratios['step_vs_floor']:.2f}x (target <= 1.5x)")
+    print(f"DBOS per step vs surefoot:  {ratios['dbos_vs_step']:.2f}x (target >= 5x)")
+    print(f"LangGraph vs surefoot:      {ratios['langgraph_vs_step']:.2f}x")
+    print(f"100 concurrent vs floor:    {ratios['concurrent_vs_floor']:.3f}x (target <= 0.25x)")
+    print(
+        f"{mem['runs']:,} sleeping runs: +{mem['added_mb']:.1f} MB RSS (target <= 50), "
+        f"{mem['in_memory']} runs in memory, threads {mem['threads_before']} -> "
+        f"{mem['threads_after']}, {mem['sleeping']} sleeping"
+    )
+    print(
+        f"resume after SIGKILL: same worker id {resume['same_id_s']:.2f} s, another id "
+        f"{resume['other_id_s']:.2f} s with lease 1.0 s (target <= 2 s)"
+    )
+    if a.json_path:
+        Path(a.json_path).write_text(
+            json.dumps(
+                {
+                    "us_per_step": m,
+                    "rounds": res,
+                    "commits_per_step": statistics.median(commits),
+                    "concurrent_us_per_step": conc,
+                    "concurrent_commits_per_step": conc_commits,
+                    "ratios": ratios,
+                    "targets": TARGETS,
+                    "sleeping": mem,
+                    "resume": resume,
+                    "peers_measured": PEERS_MEASURED,
+                },
+                indent=2,
+            )
+        )
+
+
+if __name__ == "__main__":
+    main()
