@@ -117,6 +117,7 @@ class Worker:
         app.executor.loop()  # starts the heartbeat, which also announces this worker
         app._on_beat()
         idle_since = time.monotonic()
+        wake = getattr(app.journal, "wait_for_work", None)
         try:
             while not stop.is_set():
                 got = self.claim()
@@ -125,6 +126,11 @@ class Worker:
                     idle_since = time.monotonic()
                 elif idle_exit is not None and time.monotonic() - idle_since >= idle_exit:
                     return
-                stop.wait(0 if got and len(self._futures) < self.concurrency else app.poll)
+                if got and len(self._futures) < self.concurrency:
+                    continue
+                if wake is not None and not busy:
+                    wake(app.poll)  # PostgreSQL: woken by NOTIFY instead of polling blind
+                else:
+                    stop.wait(app.poll)
         finally:
             app.serving = False
