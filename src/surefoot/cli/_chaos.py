@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import tempfile
 from pathlib import Path
 
@@ -48,6 +49,8 @@ def chaos(
     effects, model calls repeated for journalled steps, and each run's journal, audit log
     and effects. Exits with status 1 if any check fails.
     """
+    # The restart is on purpose: the pool's "error connecting" warnings are expected noise.
+    logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
     status = Console(stderr=True).status(
         f"chaos: {runs} runs, {workers} workers on {storage.redact(db)}"
     )
