@@ -91,6 +91,7 @@ class RunState:
     saga: list[SagaEntry] = field(default_factory=list)
     lost: bool = False
     steps_run: int = 0
+    tasks: set[asyncio.Task[Any]] = field(default_factory=set)
 
     def write_sync(self, rec: StepWrite) -> None:
         """Commit one record now (sync code); refused -> ``LeaseLostError``."""
@@ -145,7 +146,13 @@ def task_factory(
     """Give a task created inside a run its own position in the creating task."""
     ctx = contextvars.copy_context() if context is None else context
     scope = ctx.get(current)
-    if scope is not None and getattr(coro, "cr_code", None) not in STEP_CODES:
+    if scope is None:
+        return asyncio.Task(coro, loop=loop, context=ctx)
+    if getattr(coro, "cr_code", None) not in STEP_CODES:
         child = Scope(scope.run, scope.next() + ".")
         ctx.run(current.set, child)
-    return asyncio.Task(coro, loop=loop, context=ctx)
+    task = asyncio.Task(coro, loop=loop, context=ctx)
+    tasks = scope.run.tasks  # so the run can stop its own tasks when it stops
+    tasks.add(task)
+    task.add_done_callback(tasks.discard)
+    return task

@@ -20,7 +20,6 @@ from .. import codec
 from ..errors import EncodeError, LeaseLostError, StepMismatchError
 from ..storage.base import RunWrite, StepWrite
 from ._context import NeedsAttention, RunState, Scope, Suspend, current, task_factory
-from ._crash import SimulatedCrash
 from ._saga import compensate
 
 if TYPE_CHECKING:
@@ -205,27 +204,33 @@ class Executor:
                 value = await loop.run_in_executor(
                     self._pool, _call_sync, scope, wf.fn, args, kwargs
                 )
-        except Suspend as s:
-            return await self._suspend(run, s)
-        except NeedsAttention as n:
-            detail = codec.dumps({"reason": n.reason, **n.detail})
-            return await self._finish(
-                run, "needs_attention", error=_err(n), audit=[("needs_attention", detail)]
-            )
-        except StepMismatchError as exc:
-            detail = codec.dumps({"reason": "step_mismatch", "why": str(exc)})
-            return await self._finish(
-                run, "needs_attention", error=_err(exc), audit=[("needs_attention", detail)]
-            )
-        except (LeaseLostError, SimulatedCrash):
-            raise
-        except Exception as exc:
-            return await self._fail(run, exc)
+        except BaseException as exc:
+            await _stop_tasks(run)  # siblings under gather must not act after the run stopped
+            return await self._settle(run, exc)
+        await _stop_tasks(run)
         try:
             text = codec.dumps(value, where=f"the result of workflow {run.workflow!r}")
         except EncodeError as exc:
             return await self._fail(run, exc)
         return await self._finish(run, "succeeded", result=text)
+
+    async def _settle(self, run: RunState, exc: BaseException) -> str:
+        """The run's code stopped with ``exc``: suspend, escalate, fail, or pass it on."""
+        if isinstance(exc, Suspend):
+            return await self._suspend(run, exc)
+        if isinstance(exc, NeedsAttention):
+            detail = codec.dumps({"reason": exc.reason, **exc.detail})
+            return await self._finish(
+                run, "needs_attention", error=_err(exc), audit=[("needs_attention", detail)]
+            )
+        if isinstance(exc, StepMismatchError):
+            detail = codec.dumps({"reason": "step_mismatch", "why": str(exc)})
+            return await self._finish(
+                run, "needs_attention", error=_err(exc), audit=[("needs_attention", detail)]
+            )
+        if isinstance(exc, LeaseLostError) or not isinstance(exc, Exception):
+            raise exc  # a zombie, a simulated crash, a cancellation: stop here
+        return await self._fail(run, exc)
 
     async def _fail(self, run: RunState, exc: BaseException) -> str:
         try:
@@ -287,6 +292,15 @@ class Executor:
             )
         except Exception:
             pass
+
+
+async def _stop_tasks(run: RunState) -> None:
+    """Cancel the tasks the run created that are still going, and wait for them."""
+    left = [t for t in run.tasks if not t.done()]
+    for t in left:
+        t.cancel()
+    if left:
+        await asyncio.gather(*left, return_exceptions=True)
 
 
 def _err(exc: BaseException) -> str:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+import time
+
 import pytest
 
 from surefoot.durable import App
@@ -85,3 +88,36 @@ def test_failed_compensation_needs_attention_then_retry_resumes(app: App) -> Non
     assert svc.undone == ["booking-car", "booking-hotel", "booking-flight"]
     assert svc.booked == ["flight", "hotel", "car"]
     assert [a.action for a in app.show("t").audit if a.action == "retry"] == ["retry"]
+
+
+def test_failure_under_gather_stops_siblings_before_rollback(app: App) -> None:
+    """When one branch of a gather fails, branches still running are stopped before the
+    rollback, so no effect lands after its compensations ran."""
+    booked: list[str] = []
+    undone: list[str] = []
+
+    async def unbook(item: str, *, result: str) -> None:
+        undone.append(result)
+
+    @app.step(effect=True, compensate=unbook)
+    async def book(item: str, *, key: str | None) -> str:
+        await asyncio.sleep(0.2 if item == "slow" else 0)
+        booked.append(item)
+        return item
+
+    @app.step
+    async def check() -> None:
+        await asyncio.sleep(0.02)
+        raise RuntimeError("check failed")
+
+    @app.workflow
+    async def flow() -> None:
+        await asyncio.gather(book("fast"), book("slow"), check())
+
+    with pytest.raises(RunFailedError):
+        app.start(flow, run_id="g").result(timeout=10)
+    time.sleep(0.4)  # long enough for the slow branch to have finished, had it gone on
+    assert booked == ["fast"]
+    assert undone == ["fast"]
+    slow = next(s for s in app.show("g").steps if s.pos == "2")
+    assert slow.status == "intent"  # it was stopped mid-flight, not left running
