@@ -16,8 +16,8 @@ from __future__ import annotations
 from typing import Any
 
 from ...codec import dumps, loads
-from ...errors import ConflictError, DuplicateMessageError
-from ..base import ClaimedMessage, DeadRecord, StreamRecord
+from ...errors import DuplicateMessageError
+from ..base import ClaimedMessage, DeadRecord, StreamRecord, stream_conflict
 from ._db import PostgresDB
 
 __all__ = ["MIGRATIONS", "PostgresStream"]
@@ -106,7 +106,7 @@ class PostgresStream:
             if old_payload != payload:
                 raise DuplicateMessageError(message_id, self.name)
             return StreamRecord(int(seq), message_id, old_payload, float(at), True)
-        raise ConflictError(f"stream:{self.name}", int(expect_last_seq or 0), int(seq), None, "")
+        raise stream_conflict(self.name, int(expect_last_seq or 0), int(seq))
 
     def last_seq(self) -> int:
         rows = self.db.execute(

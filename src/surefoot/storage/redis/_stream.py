@@ -25,8 +25,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ...errors import ConflictError, DuplicateMessageError
-from ..base import ClaimedMessage, DeadRecord, StreamRecord
+from ...errors import DuplicateMessageError
+from ..base import ClaimedMessage, DeadRecord, StreamRecord, stream_conflict
 from ._client import RedisDB
 
 __all__ = ["RedisStream"]
@@ -232,7 +232,7 @@ class RedisStream:
             if out[2] != payload:
                 raise DuplicateMessageError(message_id, self.name)
             return StreamRecord(int(out[1]), message_id, out[2], float(out[3]), True)
-        raise ConflictError(f"stream:{self.name}", int(expect_last_seq or 0), int(out[1]), None, "")
+        raise stream_conflict(self.name, int(expect_last_seq or 0), int(out[1]))
 
     def last_seq(self) -> int:
         raw = self.db.call(lambda c: c.get(self._last), write=False)
