@@ -251,6 +251,11 @@ class PostgresDB:
             self.clock.sleep(wait / 2 + self._rng.uniform(0, wait / 2))
             wait = min(2.0, wait * 2)
 
+    def count_commit(self) -> None:
+        """Count one commit made outside ``run(write=True)`` (a write that may be empty)."""
+        with self._lock:
+            self.commits += 1
+
     def _pool_timeout(self) -> type[BaseException]:
         _, pool_mod = import_psycopg()
         exc: type[BaseException] = pool_mod.PoolTimeout

@@ -379,8 +379,11 @@ class PostgresJournal:
             "UPDATE durable_runs SET status = 'running', owner = %s, epoch = epoch + 1, "
             f"lease_until = %s, updated_at = %s WHERE {cond} RETURNING run_id, epoch",
             (owner, lease_until, now, *params),
+            write=False,  # counted below only when it took a run: an idle poll writes nothing
             idempotent=True,
         )
+        if rows:
+            self.db.count_commit()
         return [(str(r[0]), int(r[1])) for r in rows]
 
     def heartbeat(
