@@ -120,6 +120,14 @@ _CLAIMABLE = (
 )
 
 
+def _row_params(row: RunRow) -> tuple[Any, ...]:
+    return (
+        row.run_id, row.workflow, row.version, row.structure_hash, row.args, row.strategy,
+        row.status, row.created_at, row.updated_at, row.result, row.error, row.owner,
+        row.epoch, row.lease_until, row.wake_at, row.waiting_for, row.forked_from,
+    )  # fmt: skip
+
+
 def _run(r: Any) -> RunRow:
     return RunRow(*r)
 
@@ -151,25 +159,7 @@ class SQLiteJournal:
             cur = c.execute(
                 f"INSERT INTO durable_runs({_RUN_COLS}) VALUES ({_MARKS}) "
                 "ON CONFLICT(run_id) DO NOTHING",
-                (
-                    row.run_id,
-                    row.workflow,
-                    row.version,
-                    row.structure_hash,
-                    row.args,
-                    row.strategy,
-                    row.status,
-                    row.created_at,
-                    row.updated_at,
-                    row.result,
-                    row.error,
-                    row.owner,
-                    row.epoch,
-                    row.lease_until,
-                    row.wake_at,
-                    row.waiting_for,
-                    row.forked_from,
-                ),
+                _row_params(row),
             )
             if cur.rowcount == 1:
                 c.execute(
@@ -484,25 +474,7 @@ class SQLiteJournal:
             )
             c.execute(
                 f"INSERT INTO durable_runs({_RUN_COLS}) VALUES ({_MARKS})",
-                (
-                    row.run_id,
-                    row.workflow,
-                    row.version,
-                    row.structure_hash,
-                    row.args,
-                    row.strategy,
-                    row.status,
-                    now,
-                    now,
-                    None,
-                    None,
-                    None,
-                    0,
-                    None,
-                    None,
-                    None,
-                    run_id,
-                ),
+                _row_params(row),
             )
             c.execute(
                 "INSERT INTO durable_steps(run_id, pos, name, kind, status, result, error, "
