@@ -351,7 +351,7 @@ def kill9(ctx: LabContext) -> LabResult:
             " ".join(f"{k}={v}" for k, v in r["calls_per_step"].items()),
             r["model_calls"],
             r["repeated_for_journalled_steps"] if strategy != "restart" else "n/a",
-            round(r["resumed_in_s"], 2),
+            round(r["resumed_in_s"], 2) if strategy != "restart" else "n/a (no journal)",
         )
     return LabResult(
         tables=[t],
