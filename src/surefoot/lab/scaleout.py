@@ -323,11 +323,14 @@ def chaos_postgres(ctx: LabContext) -> LabResult:
             "timed_out": rep.timed_out,
         },
         answer=(
-            "On PostgreSQL the workers claim runs with SKIP LOCKED, fence every journal write "
-            "with the lease epoch and reconnect with bounded back-off when the server goes "
-            "away; killed workers' runs are resumed by whoever claims them once the lease "
-            "expires. Completion, duplicate posts and model calls repeated for journalled "
-            "steps are in the table; every run's journal, audit log and ledger are checked."
+            f"{r.completed} of {r.runs} runs succeeded ({r.completion_rate:.0%}) with "
+            f"{rep.kills} workers SIGKILLed and the server {out.restart.split(' (')[0]}; "
+            f"{r.duplicate_effects} duplicate posts, {r.repeated_after_journal} model calls "
+            f"repeated for journalled steps ({r.repeated_model_calls} repeated for steps in "
+            f"flight at a kill, which never reached the journal), and "
+            f"{len(out.inconsistent)} runs whose journal, audit log or effects disagree. "
+            "Workers claim with SKIP LOCKED, every journal write is fenced by the lease "
+            "epoch, and a dead worker's runs are resumed once its lease expires."
         ),
         params={**rep.params, "db": storage.redact(url), "restart": out.restart},
     )
