@@ -324,7 +324,7 @@ def chaos_postgres(ctx: LabContext) -> LabResult:
         },
         answer=(
             f"{r.completed} of {r.runs} runs succeeded ({r.completion_rate:.0%}) with "
-            f"{rep.kills} workers SIGKILLed and the server {out.restart.split(' (')[0]}; "
+            f"{rep.kills} SIGKILLs of workers (server restart: {out.restart.split(' (')[0]}); "
             f"{r.duplicate_effects} duplicate posts, {r.repeated_after_journal} model calls "
             f"repeated for journalled steps ({r.repeated_model_calls} repeated for steps in "
             f"flight at a kill, which never reached the journal), and "
