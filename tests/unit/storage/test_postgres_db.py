@@ -266,3 +266,21 @@ def test_server_gone_fails_after_bounded_reconnect(pg_url: str) -> None:
     finally:
         st.close()
         proxy.close()
+
+
+def test_schema_the_user_may_not_create_is_a_clear_error(pg: PostgresStorage, pg_url: str) -> None:
+    """A user without CREATE rights gets a message saying how to create the schema."""
+    role = f"sf_t_role_{uuid.uuid4().hex[:8]}"
+    pg.db.execute(f"CREATE ROLE {role} LOGIN")
+    try:
+        url = pg_url.replace("postgres@", f"{role}@")
+        st = storage.open(f"{url}?schema=sf_t_{uuid.uuid4().hex[:12]}")
+        assert isinstance(st, PostgresStorage)
+        try:
+            with pytest.raises(StoreUnavailableError, match="CREATE SCHEMA") as info:
+                st.db.migrate("probe", ["CREATE TABLE t (a INT)"])
+            assert info.value.__cause__ is not None
+        finally:
+            st.close()
+    finally:
+        pg.db.execute(f"DROP ROLE {role}")

@@ -341,7 +341,16 @@ class PostgresDB:
                     (component, len(migrations)),
                 )
 
-        self.run(apply, tx=True)
+        try:
+            self.run(apply, tx=True)
+        except self.psycopg.errors.InsufficientPrivilege as exc:
+            raise StoreUnavailableError(
+                self.url,
+                f"cannot create surefoot's tables in schema {schema!r} at {self.url!r}: "
+                f"{' '.join(str(exc).split())}. Ask an administrator to run `CREATE SCHEMA "
+                f"{schema} AUTHORIZATION <this user>` (or grant CREATE on the database), or "
+                "point ?schema= at a schema this user owns.",
+            ) from exc
         self._migrated.add(component)
 
     def drop_schema(self) -> None:
