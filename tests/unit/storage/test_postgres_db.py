@@ -284,3 +284,16 @@ def test_schema_the_user_may_not_create_is_a_clear_error(pg: PostgresStorage, pg
             st.close()
     finally:
         pg.db.execute(f"DROP ROLE {role}")
+
+
+def test_listener_survives_a_dropped_connection(pg: PostgresStorage) -> None:
+    """When its connection is killed the listener waits out the timeout (the caller polls),
+    then reconnects and is woken by the next notification."""
+    with pg.db.listener("wake") as lis:
+        assert lis.wait(0.01) is False
+        pid = lis._conn.info.backend_pid
+        pg.db.execute("SELECT pg_terminate_backend(%s)", (pid,), write=False)
+        assert lis.wait(0.01) is False
+        assert lis.wait(0.01) is False  # reconnected and listening again
+        pg.db.notify("wake")
+        assert lis.wait(5.0) is True
