@@ -564,12 +564,12 @@ def chaos(ctx: LabContext) -> LabResult:
         runs=10 if ctx.quick else 200,
         workers=2,
         concurrency=4 if ctx.quick else 16,
-        latency=0.03 if ctx.quick else 0.005,
-        reply_latency=0.03 if ctx.quick else 0.01,
+        latency=0.03 if ctx.quick else 0.02,
+        reply_latency=0.03 if ctx.quick else 0.02,
         seed=seed,
-        kill_every=(0.2, 0.6) if ctx.quick else (0.3, 1.0),
-        max_kills=6 if ctx.quick else 40,
-        time_limit=30.0 if ctx.quick else 45.0,
+        kill_every=(0.2, 0.6),
+        max_kills=6 if ctx.quick else 60,
+        time_limit=30.0 if ctx.quick else 50.0,
         logdir=str(ctx.workdir),
     )
     rep = run_chaos(cfg, progress=ctx.progress)
