@@ -24,7 +24,6 @@ from ._registry import LabContext, LabResult, Table, experiment
 
 SEED_FILE = "002_91829255f3db9460.txt"
 STRATEGIES = ("restart", "journal", "journal_keys")
-MODEL_STEPS = ("plan", "summarize", "draft")
 
 
 def _agent(
@@ -282,7 +281,10 @@ def _kill9_one(ctx: LabContext, strategy: str, latency: float) -> dict[str, Any]
     marks = {"plan", "search"}  # kill once these are done (journal) or received (restart)
     try:
         workers.start("w1")
-        _until(lambda: marks <= {c["step"] for c in ledger.calls("k9")}, 60)
+        if strategy == "restart":  # nothing is journalled: watch what the tools received
+            _until(lambda: marks <= {c["step"] for c in ledger.calls("k9")}, 60)
+        else:
+            _until(lambda: marks <= {s.name for s in app.show("k9").steps}, 60)
         time.sleep(latency / 2)  # mid-way through the next step
         journalled = [s.name for s in app.show("k9").steps if s.status == "done"]
         workers.kill("w1")

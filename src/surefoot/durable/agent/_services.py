@@ -10,7 +10,6 @@ from __future__ import annotations
 import hashlib
 import os
 from collections.abc import Iterable
-from typing import Any
 
 from ...clock import Clock, SystemClock
 from ...errors import ConfigError
@@ -163,13 +162,3 @@ class AgentServices:
 
     def __repr__(self) -> str:
         return f"AgentServices({self.ledger!r}, latency={self.latency}, keys={self.honour_keys})"
-
-
-def describe_services(s: AgentServices) -> dict[str, Any]:
-    """The services' settings, for lab reports."""
-    return {
-        "latency": s.latency,
-        "reply_latency": s.reply_latency,
-        "honour_keys": s.honour_keys,
-        "model": MODEL,
-    }

@@ -44,8 +44,6 @@ __all__ = [
     "run_chaos",
 ]
 
-MODEL_STEPS = ("plan", "summarize", "draft")
-
 
 @dataclass(slots=True)
 class ChaosConfig:
