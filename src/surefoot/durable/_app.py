@@ -204,7 +204,7 @@ class App(Management):
             comp = None
             if compensate is not None:
                 comp = CompDef(
-                    getattr(compensate, "__qualname__", repr(compensate)),
+                    getattr(compensate, "__name__", repr(compensate)),
                     compensate,
                     inspect.iscoroutinefunction(compensate),
                     _accepts(compensate, "key"),
@@ -401,7 +401,8 @@ class App(Management):
             epoch=1 if embedded else 0,
             lease_until=now + self.lease if embedded else None,
         )
-        stored, created = self.journal.create_run(row)
+        found = self.journal.get_run(rid)  # the common repeat needs no write
+        stored, created = (found, False) if found is not None else self.journal.create_run(row)
         if not created and (stored.workflow != wf.name or stored.args != text):
             raise RunConflictError(
                 rid,

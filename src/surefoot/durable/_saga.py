@@ -30,13 +30,14 @@ def _entry(e: SagaEntry) -> dict[str, Any]:
     return {"pos": e.pos, "step": e.step.name, "compensation": comp.name if comp else None}
 
 
-async def _undo(run: RunState, e: SagaEntry) -> None:
+async def _undo(run: RunState, e: SagaEntry) -> bool:
+    """Undo one effect; True if the compensation ran now, False if replayed as done."""
     comp = e.step.compensate
     assert comp is not None
     pos = f"{e.pos}.undo"
     row = _recorded(run, pos, comp.name)
     if row is not None and row.status == "done":
-        return
+        return False
     if row is not None and row.status == "error":
         raise codec.loads(row.error or "null")
     kw = dict(e.kwargs)
@@ -93,6 +94,7 @@ async def _undo(run: RunState, e: SagaEntry) -> None:
             run.clock.now(),
         )
     )
+    return True
 
 
 async def compensate(run: RunState, error: BaseException) -> tuple[str, list[tuple[str, str]]]:
@@ -107,7 +109,7 @@ async def compensate(run: RunState, error: BaseException) -> tuple[str, list[tup
     undone: list[dict[str, Any]] = []
     for i, e in enumerate(entries):
         try:
-            await _undo(run, e)
+            ran = await _undo(run, e)
         except Exception as exc:
             failed = {**_entry(e), "error": f"{type(exc).__name__}: {exc}"}
             rest = [_entry(x) for x in entries[i + 1 :]]
@@ -123,7 +125,8 @@ async def compensate(run: RunState, error: BaseException) -> tuple[str, list[tup
             audit.append(("needs_attention", codec.dumps(detail)))
             return "needs_attention", audit
         undone.append(_entry(e))
-        audit.append(("compensated", codec.dumps(_entry(e))))
+        if ran:  # a compensation replayed from the journal was audited when it ran
+            audit.append(("compensated", codec.dumps(_entry(e))))
         await asyncio.sleep(0)
     detail = {"error": f"{type(error).__name__}: {error}", "undone": undone, "not_undone": []}
     audit.append(("failed", codec.dumps(detail)))

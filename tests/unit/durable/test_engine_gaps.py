@@ -12,18 +12,8 @@ from surefoot.durable.agent import AgentServices, build_agent, start_agent
 from surefoot.errors import RunFailedError
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="_saga.compensate appends a 'compensated' audit entry for a compensation that "
-    "was only replayed from the journal on retry (durable/_saga.py, the loop in compensate); "
-    "seen on SQLite",
-)
 def test_retry_does_not_audit_a_replayed_compensation_again(tmp_path: Path) -> None:
-    """After retry, the audit log says 'compensated' once per compensation actually run.
-
-    SQLite only: the PostgreSQL journal already gets this right (same scenario, one
-    'compensated' per undo), so the two backends disagree today.
-    """
+    """After retry, the audit log says 'compensated' once per compensation actually run."""
     clock = FakeClock()
     app = App(f"sqlite:///{tmp_path / 'runs.db'}", clock=clock, poll=0.01, worker_id="gap")
     svc = AgentServices(

@@ -155,6 +155,9 @@ class SQLiteJournal:
 
     def create_run(self, row: RunRow) -> tuple[RunRow, bool]:
         """Insert ``row`` unless the run id exists; return (the stored row, created)."""
+        existing = self.get_run(row.run_id)  # the common repeat: no write lock, no commit
+        if existing is not None:
+            return existing, False
         with self.db.write() as c:
             cur = c.execute(
                 f"INSERT INTO durable_runs({_RUN_COLS}) VALUES ({_MARKS}) "
