@@ -72,7 +72,7 @@ def floor(d: Path, n: int = 2000) -> float:
 
 
 def _surefoot_app(d: Path, name: str) -> tuple[durable.App, Any]:
-    app = durable.App(f"sqlite:///{d / name}.db", poll=0.001)
+    app = durable.App(f"sqlite:///{d / name}.db")
 
     @app.step
     async def step(i: int) -> int:
