@@ -286,19 +286,24 @@ class PostgresJournal:
                 # Re-applying the same step row is harmless, so a lost reply may be retried.
                 return self.db.run(one, idempotent=True)
 
+        # Run rows are locked in run-id order (a stable sort keeps each run's records in
+        # order), as the heartbeat locks them, so a batch and a heartbeat never deadlock.
+        order = sorted(range(len(records)), key=lambda i: records[i].run_id.encode())
+
         def batch(conn: Any) -> list[bool]:
-            counted: list[Any] = []
+            counted: dict[int, Any] = {}
             with conn.pipeline():
                 conn.execute("BEGIN")
-                for r in records:
+                for i in order:
+                    r = records[i]
                     if type(r) is StepWrite:
-                        counted.append(conn.execute(_STEP_SQL, _step_params(r)))
+                        counted[i] = conn.execute(_STEP_SQL, _step_params(r))
                         if r.consume_signal is not None:
                             conn.execute(_CONSUME_SQL, (r.pos, r.consume_signal, r.run_id, r.epoch))
                     else:
-                        counted.append(self._run_write(conn, r))  # type: ignore[arg-type]
+                        counted[i] = self._run_write(conn, r)  # type: ignore[arg-type]
                 conn.execute("COMMIT")
-            return [cur.rowcount == 1 for cur in counted]
+            return [counted[i].rowcount == 1 for i in range(len(records))]
 
         # Every statement of a batch is conditional and re-applies to the same state (the
         # step upsert, the signal consumption, the epoch-checked run write, the deduplicated
@@ -392,12 +397,15 @@ class PostgresJournal:
         """Extend the leases ``owner`` holds (one statement); return the run ids it lost."""
         if not runs:
             return []
+        # Lock the rows in run-id order first (as a group commit does), then extend.
         kept = self.db.execute(
-            "UPDATE durable_runs d SET lease_until = %s "
-            "FROM unnest(%s::TEXT[], %s::BIGINT[]) AS v(run_id, epoch) "
-            "WHERE d.run_id = v.run_id AND d.epoch = v.epoch AND d.status = 'running' "
-            "RETURNING d.run_id",
-            (lease_until, [r for r, _ in runs], [e for _, e in runs]),
+            "WITH held AS (SELECT d.run_id FROM durable_runs d "
+            "JOIN unnest(%s::TEXT[], %s::BIGINT[]) AS v(run_id, epoch) "
+            "ON d.run_id = v.run_id AND d.epoch = v.epoch WHERE d.status = 'running' "
+            'ORDER BY d.run_id COLLATE "C" FOR UPDATE OF d) '
+            "UPDATE durable_runs d SET lease_until = %s FROM held "
+            "WHERE d.run_id = held.run_id RETURNING d.run_id",
+            ([r for r, _ in runs], [e for _, e in runs], lease_until),
             idempotent=True,
         )
         held = {r[0] for r in kept}
