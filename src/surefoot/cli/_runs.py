@@ -1,4 +1,4 @@
-"""``surefoot runs``: list, show, resume, cancel, retry, fork and signal durable runs.
+"""``surefoot runs``: list, show, resume, cancel, retry, resolve, fork and signal runs.
 
 Every command takes ``--db URL``. ``--app module:app`` loads the workflows so ``resume``
 (and ``retry``/``fork`` with ``--wait``) can execute the run here; the other commands only
@@ -212,6 +212,20 @@ def show(db: str, app_ref: str | None, run_id: str, as_json: bool, width: int) -
     con.print(au)
 
 
+def _need_app(wait: bool, app_ref: str | None) -> None:
+    if wait and app_ref is None:
+        raise ConfigError("--wait executes the run here; pass --app module:app with its workflow")
+
+
+def _parse_json(text: str | None, what: str) -> Any:
+    try:
+        return None if text is None else json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(
+            f"{what} must be JSON, got {text!r} ({exc}); quote strings: '\"yes\"'"
+        ) from None
+
+
 def _wait(handle: durable.RunHandle, timeout: float) -> str:
     try:
         handle.result(timeout=timeout)
@@ -277,11 +291,40 @@ def retry(
     as_json: bool,
 ) -> None:
     """Send a needs_attention run back to work after a fix (workers pick it up)."""
+    _need_app(wait_, app_ref)
     with _app(db, app_ref) as app:
         handle = app.retry(run_id, reason=reason)
         if wait_:
             _wait(handle, timeout)
         _report(app, run_id, "retried", as_json)
+
+
+@runs.command("resolve")
+@click.argument("run_id")
+@click.argument("step")
+@click.argument("result", required=False, default=None)
+@_db_option
+@_app_option
+@click.option("--reason", default="", help="How you checked (kept in the audit log).")
+@_json_option
+def resolve(
+    db: str,
+    app_ref: str | None,
+    run_id: str,
+    step: str,
+    result: str | None,
+    reason: str,
+    as_json: bool,
+) -> None:
+    """Record that effect STEP of unknown outcome did happen (with its JSON RESULT).
+
+    For a needs_attention run stopped at an effect that takes no key: after checking that
+    it happened, this journals it as done, so the run goes on without running it again.
+    """
+    value = _parse_json(result, "RESULT")
+    with _app(db, app_ref) as app:
+        app.resolve(run_id, step, value, reason=reason)
+        _report(app, run_id, f"resolved step {step} of", as_json)
 
 
 @runs.command("fork")
@@ -304,6 +347,7 @@ def fork(
     as_json: bool,
 ) -> None:
     """Start a new run that reuses RUN_ID's journal before STEP and runs STEP onwards again."""
+    _need_app(wait_, app_ref)
     with _app(db, app_ref) as app:
         handle = app.fork(run_id, step, new_run_id=new_id)
         if wait_:
@@ -329,12 +373,7 @@ def signal(
     as_json: bool,
 ) -> None:
     """Deliver signal NAME (with a JSON PAYLOAD) to a run waiting in app.wait_for(NAME)."""
-    try:
-        value = None if payload is None else json.loads(payload)
-    except json.JSONDecodeError as exc:
-        raise ConfigError(
-            f"PAYLOAD must be JSON, got {payload!r} ({exc}); quote strings: '\"yes\"'"
-        ) from None
+    value = _parse_json(payload, "PAYLOAD")
     with _app(db, app_ref) as app:
         sent = app.signal(run_id, name, value, signal_id=signal_id)
         if as_json:

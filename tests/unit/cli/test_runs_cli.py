@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from surefoot.cli import main
-from surefoot.durable import App
+from surefoot.durable import App, CrashPlan, SimulatedCrash
 from surefoot.durable.agent import AgentServices, build_agent, start_agent
 from surefoot.errors import RunFailedError
 
@@ -170,3 +170,43 @@ def test_bad_input_is_one_clear_line(
     assert info.value.code == 1
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_resolve_records_an_effect_of_unknown_outcome(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A keyless effect cut off by a crash waits for a person; resolve records its result."""
+    url = f"sqlite:///{tmp_path / 'resolve.db'}"
+    app = App(url, poll=0.01, worker_id="solo")
+    sent: list[str] = []
+
+    @app.step(effect=True)
+    def email(to: str) -> str:
+        sent.append(to)
+        return f"mail to {to}"
+
+    @app.workflow
+    def notify(to: str) -> str:
+        return email(to)
+
+    app.crash = CrashPlan("after_effect", step="email")
+    with pytest.raises(SimulatedCrash):
+        app.start(notify, "ann", run_id="n").result(timeout=10)
+    app.crash = None
+    with pytest.raises(RunFailedError):
+        app.resume("n").result(timeout=10)
+    res = cli_json(capsys, "runs", "resolve", "n", "1", '"mail to ann"', "--db", url)
+    assert res["status"] == "pending"
+    assert app.resume("n").result(timeout=10) == "mail to ann"
+    assert sent == ["ann"]  # the person's answer stood in for a second email
+    app.close()
+
+
+def test_wait_without_app_is_refused(db: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """retry/fork --wait must execute the run here, so they need --app; nothing changes."""
+    with pytest.raises(SystemExit):
+        main(["runs", "retry", "saga", "--wait", "--db", db])
+    assert "pass --app" in capsys.readouterr().err
+    assert cli_json(capsys, "runs", "show", "saga", "--db", db)["run"]["status"] == (
+        "needs_attention"
+    )
