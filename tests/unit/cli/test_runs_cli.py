@@ -106,6 +106,9 @@ def test_show_prints_steps_timings_version_lease_and_audit(
     assert all(s["finished_at"] >= s["started_at"] for s in d["steps"])
     attention = next(a for a in d["audit"] if a["action"] == "needs_attention")["detail"]
     assert [u["pos"] for u in attention["not_undone"]] == ["7"]
+    waiting = cli(capsys, "runs", "show", "wait", "--db", db)
+    assert "signal 'approve'" in waiting
+    assert "no live worker offers research_agent version 1" in waiting  # stranded, visibly
 
 
 def test_signal_then_resume_finishes_the_waiting_run(
