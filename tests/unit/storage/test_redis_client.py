@@ -143,3 +143,16 @@ def test_lost_reply_of_a_write_is_not_retried_blindly(redis_url: str) -> None:
     assert st.db.call(broken_once, idempotent=True) == "ok"
     assert calls == 2 and len(clock.sleeps) == 1
     st.close()
+
+
+def test_durable_app_on_redis_is_refused_clearly(rs: RedisStorage) -> None:
+    """durable.App on a redis:// URL fails on first use with the ConfigError naming the
+    backends that hold a journal, not with a driver error."""
+    from surefoot import durable
+
+    app = durable.App(rs.url)
+    try:
+        with pytest.raises(ConfigError, match=r"sqlite:///path\.db or postgresql://"):
+            app.list_runs()
+    finally:
+        app.close()
