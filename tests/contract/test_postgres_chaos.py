@@ -46,6 +46,8 @@ def test_cli_chaos_reports_and_writes_json(pg_url: str, tmp_path: Path) -> None:
             "--runs",
             "4",
             "--no-restart",
+            "--max-kills",
+            "1",
             "--time-limit",
             "60",
             "--json",
@@ -56,6 +58,7 @@ def test_cli_chaos_reports_and_writes_json(pg_url: str, tmp_path: Path) -> None:
     assert "duplicate effects" in result.output
     data = json.loads(out.read_text())
     assert data["ok"] is True and data["completed"] == 4 and data["duplicate_effects"] == 0
+    assert data["kills"] <= 1
 
 
 def test_chaos_refuses_redis_and_a_preset_schema(pg_url: str, tmp_path: Path) -> None:

@@ -32,6 +32,9 @@ __all__ = ["chaos"]
 @click.option(
     "--time-limit", default=240.0, show_default=True, help="Seconds before runs count as lost."
 )
+@click.option(
+    "--max-kills", default=30, show_default=True, help="At most this many SIGKILLs (0: none)."
+)
 @click.option("--json", "json_path", type=click.Path(path_type=Path), help="Write results here.")
 def chaos(
     db: str,
@@ -40,6 +43,7 @@ def chaos(
     seed: int,
     restart: bool,
     time_limit: float,
+    max_kills: int,
     json_path: Path | None,
 ) -> None:
     """Run the agent under chaos and check every run.
@@ -62,6 +66,7 @@ def chaos(
             seed=seed,
             restart=restart,
             time_limit=time_limit,
+            max_kills=max_kills,
             workdir=tmp,
         )
     rep = out.report
