@@ -92,6 +92,7 @@ class Executor:
         self._lock = threading.Lock()
         self.writer: Writer | None = None
         self.starting = 0  # submitted runs whose execution has not begun yet
+        self._stop_beat = threading.Event()
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -105,11 +106,19 @@ class Executor:
                 def main() -> None:
                     asyncio.set_event_loop(loop)
                     loop.call_soon(ready.set)
-                    loop.call_soon(self._beat)
                     loop.run_forever()
 
                 self._thread = threading.Thread(target=main, name="surefoot-durable", daemon=True)
                 self._thread.start()
+                # Heartbeats get their own thread: a step that blocks the loop (a sync call
+                # in an async workflow) must not let the lease lapse.
+                self._stop_beat = threading.Event()
+                threading.Thread(
+                    target=self._beats,
+                    args=(self._stop_beat,),
+                    name="surefoot-heartbeat",
+                    daemon=True,
+                ).start()
                 ready.wait()
                 self.writer = Writer(self.app.journal.commit, self)
                 self._pool = concurrent.futures.ThreadPoolExecutor(
@@ -122,6 +131,7 @@ class Executor:
         with self._lock:
             loop, thread, pool = self._loop, self._thread, self._pool
             self._loop = self._thread = self._pool = None
+            self._stop_beat.set()
         if loop is not None and thread is not None:
             loop.call_soon_threadsafe(loop.stop)
             thread.join(timeout=5)
@@ -138,12 +148,17 @@ class Executor:
 
     # -- heartbeat ---------------------------------------------------------------------
 
+    def _beats(self, stop: threading.Event) -> None:
+        while not stop.wait(max(self.app.lease / 3.0, 0.05)):
+            self._beat()
+
     def _beat(self) -> None:
+        """Renew the leases of the runs executing here; flag the ones taken over."""
         app = self.app
         try:
-            if self.active:
+            held = [(r.run_id, r.epoch) for r in tuple(self.active.values())]
+            if held:
                 now = app.clock.now()
-                held = [(r.run_id, r.epoch) for r in self.active.values()]
                 lost = app.journal.heartbeat(
                     app.worker_id, held, lease_until=now + app.lease, now=now
                 )
@@ -154,8 +169,6 @@ class Executor:
             app._on_beat()
         except Exception:  # a busy database must not kill the heartbeat; try again next beat
             pass
-        if self._loop is not None:
-            self._loop.call_later(max(app.lease / 3.0, 0.05), self._beat)
 
     # -- one execution -----------------------------------------------------------------
 

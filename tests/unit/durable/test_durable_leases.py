@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
+from pathlib import Path
 
 import pytest
 
@@ -111,3 +113,32 @@ def test_lease_lost_error_carries_facts() -> None:
     assert err.run_id == "r" and err.epoch == 3
     with pytest.raises(LeaseLostError, match="epoch 3"):
         raise err
+
+
+def test_blocking_step_keeps_its_lease(tmp_path: Path) -> None:
+    """A sync step that blocks the event loop longer than the lease still keeps the run:
+    heartbeats run on their own thread."""
+    app = App(f"sqlite:///{tmp_path / 'r.db'}", lease=1.0, poll=0.02, worker_id="blocker")
+    entered = threading.Event()
+
+    @app.step
+    def block() -> str:
+        entered.set()
+        time.sleep(1.5)
+        return "done"
+
+    @app.workflow
+    async def flow() -> str:
+        return block()
+
+    h = app.start(flow, run_id="b")
+    assert entered.wait(10)
+    time.sleep(1.2)  # past the lease: only heartbeats can have kept it
+    now = time.time()
+    stolen = app.journal.claim(
+        "thief", now=now, lease_until=now + 5, workflows=app.registered(), limit=1
+    )
+    assert stolen == []
+    assert h.result(timeout=10) == "done"
+    assert [a.action for a in app.show("b").audit if a.action == "lease_lost"] == []
+    app.close()
