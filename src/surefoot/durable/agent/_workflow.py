@@ -107,9 +107,6 @@ def build_agent(
         """Compensation: take the post down again (``result`` is the post's id)."""
         await svc().unpublish(run, channel, result)
 
-    # the engine names a compensation by its __qualname__ (in the journal and describe())
-    unpublish.__qualname__ = "unpublish"
-
     @app.step(effect=True, compensate=unpublish)
     async def publish(run: str, text: str, channel: str = "blog", *, key: str | None = None) -> int:
         """Effect: publish the approved draft; ``key`` makes a repeat harmless."""
