@@ -17,8 +17,8 @@ from typing import Any
 
 from ..clock import Clock, FakeClock, SystemClock
 from ..durable import POINTS, App, CrashPlan, SimulatedCrash, Worker
-from ..durable.agent import STEPS, AgentServices, Ledger, approve, build_agent, start_agent
-from ..durable.agent.chaos import ChaosConfig, WorkerProcesses, repeated_after_journal, run_chaos
+from ..durable.agent import STEPS, AgentServices, approve, build_agent, start_agent
+from ..durable.agent.chaos import ChaosConfig, kill_mid_run, run_chaos
 from ..errors import RunFailedError
 from ._registry import LabContext, LabResult, Table, experiment
 
@@ -264,62 +264,23 @@ def effects(ctx: LabContext) -> LabResult:
 
 def _kill9_one(ctx: LabContext, strategy: str, latency: float) -> dict[str, Any]:
     name = f"kill9-{strategy}"
-    db, ledger_path = ctx.sqlite_url(f"{name}.db"), str(ctx.workdir / f"{name}-ledger.db")
     cfg = ChaosConfig(
-        db=db,
-        ledger=ledger_path,
+        db=ctx.sqlite_url(f"{name}.db"),
+        ledger=str(ctx.workdir / f"{name}-ledger.db"),
         latency=latency,
         reply_latency=0.0,
         lease=2.0,
         logdir=str(ctx.workdir),
     )
-    app = App(db, worker_id="lab-kill9")
-    ledger = Ledger(ledger_path)
-    wf = build_agent(app, AgentServices(ledger))["1"]
-    start_agent(app, wf, "why is the sky blue?", run_id="k9", enqueue=True, strategy=strategy)
-    workers = WorkerProcesses(cfg, ctx.workdir)
-    marks = {"plan", "search"}  # kill once these are done (journal) or received (restart)
-    try:
-        workers.start("w1")
-        if strategy == "restart":  # nothing is journalled: watch what the tools received
-            _until(lambda: marks <= {c["step"] for c in ledger.calls("k9")}, 60)
-        else:
-            _until(lambda: marks <= {s.name for s in app.show("k9").steps}, 60)
-        time.sleep(latency / 2)  # mid-way through the next step
-        journalled = [s.name for s in app.show("k9").steps if s.status == "done"]
-        workers.kill("w1")
-        restarted = time.monotonic()
-        workers.start("w1")
-        _until(
-            lambda: (
-                len(app.show("k9").steps) > len(journalled)
-                or app.show("k9").run.status == "succeeded"
-            ),
-            60,
-        )
-        resumed_in = time.monotonic() - restarted
-        _until(lambda: app.show("k9").run.status == "succeeded", 60)
-    finally:
-        workers.stop_all()
-    calls = ledger.calls("k9")
-    per_step = {
-        s: sum(
-            1 for c in calls if (c["service"] == "publish" if s == "publish" else c["step"] == s)
-        )
-        for s in STEPS
-        if s != "approve"
+    r = kill_mid_run(cfg, strategy=strategy)
+    return {
+        "status": r.status,
+        "journalled_before_kill": r.journalled_before_kill,
+        "calls_per_step": r.calls_per_step,
+        "model_calls": r.model_calls,
+        "repeated_for_journalled_steps": r.repeated_after_journal,
+        "resumed_in_s": r.next_step_s,
     }
-    out = {
-        "status": app.show("k9").run.status,
-        "journalled_before_kill": journalled,
-        "calls_per_step": per_step,
-        "model_calls": sum(1 for c in calls if c["service"] == "model"),
-        "repeated_for_journalled_steps": repeated_after_journal(app, ledger, ["k9"]),
-        "resumed_in_s": resumed_in,
-    }
-    app.close()
-    ledger.close()
-    return out
 
 
 @experiment(
@@ -353,7 +314,7 @@ def kill9(ctx: LabContext) -> LabResult:
             " ".join(f"{k}={v}" for k, v in r["calls_per_step"].items()),
             r["model_calls"],
             r["repeated_for_journalled_steps"] if strategy != "restart" else "n/a",
-            round(r["resumed_in_s"], 2) if strategy != "restart" else "n/a (no journal)",
+            "n/a (no journal)" if r["resumed_in_s"] is None else round(r["resumed_in_s"], 2),
         )
     return LabResult(
         tables=[t],

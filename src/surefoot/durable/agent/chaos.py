@@ -38,8 +38,10 @@ from ._workflow import build_agent
 __all__ = [
     "ChaosConfig",
     "ChaosReport",
+    "KillReport",
     "StrategyResult",
     "WorkerProcesses",
+    "kill_mid_run",
     "repeated_after_journal",
     "run_chaos",
 ]
@@ -352,3 +354,104 @@ def _result(app: App, ledger: Ledger, strategy: str, run_ids: list[str]) -> Stra
             None if strategy == "restart" else repeated_after_journal(app, ledger, run_ids)
         ),
     )
+
+
+@dataclass(frozen=True, slots=True)
+class KillReport:
+    """One agent run whose worker was SIGKILLed mid-run and restarted.
+
+    Attributes:
+        strategy: the run's strategy. status: how the run ended.
+        journalled_before_kill: steps whose results were journalled when the kill came.
+        calls_per_step: requests the services received per step (``publish``: publish
+            requests), counted in the ledger.
+        model_calls: model calls received for the run.
+        repeated_after_journal: model calls received after their step was journalled.
+        next_step_s: seconds from restarting the worker to the next journalled step (None
+            under ``restart``, which journals no steps).
+    """
+
+    strategy: str
+    status: str
+    journalled_before_kill: list[str]
+    calls_per_step: dict[str, int]
+    model_calls: int
+    repeated_after_journal: int
+    next_step_s: float | None
+
+
+def _until(cond: Callable[[], bool], timeout: float) -> bool:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if cond():
+            return True
+        time.sleep(0.01)
+    return cond()
+
+
+def kill_mid_run(
+    cfg: ChaosConfig,
+    *,
+    strategy: str = "journal_keys",
+    after: tuple[str, ...] = ("plan", "search"),
+    run_id: str = "k9",
+    timeout: float = 60.0,
+) -> KillReport:
+    """Run one agent run in one worker process; SIGKILL it once ``after`` are done, restart it.
+
+    The kill comes half a service latency (``cfg.latency``) after the steps in ``after``
+    were journalled (under ``restart``, received by the services), so the next step is in
+    flight. The worker is restarted under the same id.
+
+    Raises:
+        ConfigError: a bad setting.
+    """
+    cfg.check()
+    app = App(cfg.db, lease=cfg.lease, worker_id=f"kill9-harness-{os.getpid()}")
+    ledger = Ledger(cfg.ledger)
+    wf = build_agent(app, AgentServices(ledger))["1"]
+    start_agent(app, wf, "why is the sky blue?", run_id=run_id, enqueue=True, strategy=strategy)
+    workers = WorkerProcesses(cfg, Path(cfg.logdir or Path(cfg.ledger).parent))
+    marks = set(after)
+
+    def seen() -> set[str]:
+        if strategy == "restart":  # nothing is journalled: watch what the services received
+            return {c["step"] for c in ledger.calls(run_id)}
+        return {s.name for s in app.show(run_id).steps if s.status == "done"}
+
+    def status() -> str:
+        return app.show(run_id).run.status
+
+    next_step: float | None = None
+    try:
+        workers.start("w1")
+        _until(lambda: marks <= seen(), timeout)
+        time.sleep(cfg.latency / 2)  # mid-way through the next step
+        journalled = [s.name for s in app.show(run_id).steps if s.status == "done"]
+        workers.kill("w1")
+        restarted = time.monotonic()
+        workers.start("w1")
+        if strategy != "restart":
+            n = len(journalled)
+            _until(lambda: len(app.show(run_id).steps) > n or status() == "succeeded", timeout)
+            next_step = time.monotonic() - restarted
+        _until(lambda: status() in (*TERMINAL, "needs_attention"), timeout)
+    finally:
+        workers.stop_all()
+    calls = ledger.calls(run_id)
+    per_step = {
+        s: sum(1 for c in calls if (c["service"] == s if s == "publish" else c["step"] == s))
+        for s in ("plan", "search", "read", "summarize", "draft", "publish")
+    }
+    report = KillReport(
+        strategy=strategy,
+        status=status(),
+        journalled_before_kill=journalled,
+        calls_per_step=per_step,
+        model_calls=sum(1 for c in calls if c["service"] == "model"),
+        repeated_after_journal=repeated_after_journal(app, ledger, [run_id]),
+        next_step_s=next_step,
+    )
+    app.close()
+    ledger.close()
+    return report
