@@ -12,12 +12,13 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import random
+import sqlite3
 from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..clock import Clock
-from ..errors import LeaseLostError
+from ..errors import LeaseLostError, StoreError
 from ..storage.base import Journal, RunWrite, StepRow, StepWrite
 from ._crash import CrashPlan
 
@@ -25,8 +26,10 @@ if TYPE_CHECKING:
     from ._runner import Writer
 
 __all__ = [
+    "DOWN",
     "STEP_CODES",
     "Interrupt",
+    "JournalDown",
     "NeedsAttention",
     "RunState",
     "SagaEntry",
@@ -51,6 +54,22 @@ class Suspend(Interrupt):
         self.wake_at = wake_at
         self.waiting_for = waiting_for
         self.record = record
+
+
+class JournalDown(Interrupt):
+    """The journal could not be written (locked past the busy timeout, disk, network).
+
+    Not the workflow's failure: the run is abandoned as it stands, keeps its journal, and
+    is resumed (here or by another worker) once its lease expires.
+    """
+
+    def __init__(self, error: BaseException) -> None:
+        super().__init__(f"journal unavailable: {error}")
+        self.error = error
+
+
+DOWN: tuple[type[BaseException], ...] = (StoreError, sqlite3.Error)
+"""Errors that mean the journal is out of reach, not that the run's code failed."""
 
 
 class NeedsAttention(Interrupt):
@@ -95,16 +114,23 @@ class RunState:
 
     def write_sync(self, rec: StepWrite) -> None:
         """Commit one record now (sync code); refused -> ``LeaseLostError``."""
-        if not self.journal.commit([rec])[0]:
+        try:
+            ok = self.journal.commit([rec])[0]
+        except DOWN as exc:
+            raise JournalDown(exc) from exc
+        if not ok:
             self.lost = True
             raise LeaseLostError(self.run_id, self.epoch)
 
     async def write(self, rec: StepWrite | RunWrite) -> None:
         """Commit one record through the group-commit writer (async code)."""
-        if self.writer is None or self.writer.alone():
-            ok = self.journal.commit([rec])[0]  # nobody to share a commit with: no hand-off
-        else:
-            ok = await self.writer.submit(rec)
+        try:
+            if self.writer is None or self.writer.alone():
+                ok = self.journal.commit([rec])[0]  # nobody to share a commit with: no hand-off
+            else:
+                ok = await self.writer.submit(rec)
+        except DOWN as exc:
+            raise JournalDown(exc) from exc
         if not ok:
             self.lost = True
             raise LeaseLostError(self.run_id, self.epoch)

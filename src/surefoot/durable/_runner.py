@@ -19,7 +19,16 @@ from typing import TYPE_CHECKING, Any
 from .. import codec
 from ..errors import EncodeError, LeaseLostError, StepMismatchError
 from ..storage.base import RunWrite, StepWrite
-from ._context import NeedsAttention, RunState, Scope, Suspend, current, task_factory
+from ._context import (
+    DOWN,
+    JournalDown,
+    NeedsAttention,
+    RunState,
+    Scope,
+    Suspend,
+    current,
+    task_factory,
+)
 from ._saga import compensate
 
 if TYPE_CHECKING:
@@ -200,6 +209,8 @@ class Executor:
         except LeaseLostError as exc:
             self._note_lost(run, exc)
             return "lost"
+        except JournalDown:
+            return "abandoned"  # resumed from its journal once the lease expires
         finally:
             self.active.pop(run_id, None)
 
@@ -266,7 +277,11 @@ class Executor:
         )
         futs = [] if s.record is None else [self.writer.submit(s.record)]
         futs.append(self.writer.submit(sleep))  # same batch, same transaction as the record
-        if not all(await asyncio.gather(*futs)):
+        try:
+            oks = await asyncio.gather(*futs)
+        except DOWN as exc:
+            raise JournalDown(exc) from exc
+        if not all(oks):
             run.lost = True
             raise LeaseLostError(run.run_id, run.epoch)
         return "sleeping"

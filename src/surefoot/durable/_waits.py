@@ -15,7 +15,7 @@ from typing import Any
 from .. import codec
 from ..errors import ConfigError
 from ..storage.base import StepWrite
-from ._context import STEP_CODES, RunState, Scope, Suspend, current
+from ._context import DOWN, STEP_CODES, JournalDown, RunState, Scope, Suspend, current
 from ._step import _recorded
 
 __all__ = ["Done", "sleep_step", "wait_step"]
@@ -108,7 +108,10 @@ def _wait(run: RunState, pos: str, name: str, timeout: float | None, default: An
     else:
         deadline = codec.loads(row.result or "null")["deadline"]
     started = now if row is None else row.started_at
-    sig = run.journal.pending_signal(run.run_id, name)
+    try:
+        sig = run.journal.pending_signal(run.run_id, name)
+    except DOWN as exc:
+        raise JournalDown(exc) from exc
     if sig is not None:
         sig_id, payload = sig
         text = codec.dumps({"v": codec.loads(payload)})

@@ -6,12 +6,13 @@ import asyncio
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from surefoot import FakeClock
 from surefoot.durable import App, Worker
-from surefoot.errors import LeaseLostError
+from surefoot.errors import LeaseLostError, StoreUnavailableError
 from surefoot.storage.base import StepWrite
 
 
@@ -142,3 +143,40 @@ def test_blocking_step_keeps_its_lease(tmp_path: Path) -> None:
     assert h.result(timeout=10) == "done"
     assert [a.action for a in app.show("b").audit if a.action == "lease_lost"] == []
     app.close()
+
+
+def test_journal_outage_abandons_the_run_instead_of_failing_it(
+    app: App, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A journal write that fails (database locked past the timeout) is not the workflow's
+    error: the run is left as it stands and resumes once the journal is back."""
+    calls: list[int] = []
+
+    @app.step
+    async def work(i: int) -> int:
+        calls.append(i)
+        return i
+
+    @app.workflow
+    async def flow() -> int:
+        return await work(1) + await work(2)
+
+    real = app.journal.commit
+    seen: list[int] = []
+
+    def flaky(records: list[Any]) -> list[bool]:
+        seen.append(1)
+        if len(seen) == 2:  # the second step's write
+            raise StoreUnavailableError(app.url, "database is locked")
+        return real(records)
+
+    monkeypatch.setattr(app.journal, "commit", flaky)
+    h = app.enqueue(flow, run_id="down")
+    w = Worker(app)
+    w.run_once(timeout=10)
+    info = h.info()
+    assert info.status == "running" and info.error is None  # not failed, not compensated
+    clock.advance(app.lease + 1)
+    w.run_once(timeout=10)
+    assert h.result(timeout=1) == 3
+    assert calls == [1, 2, 2]  # only the step whose write was lost ran again
