@@ -243,7 +243,8 @@ def _drop(url: str) -> None:
 
 def _reachable(url: str) -> str | None:
     try:
-        st: Any = storage.open(f"{url}{'&' if '?' in url else '?'}connect_timeout=3")
+        sep = "&" if "?" in url else "?"
+        st: Any = storage.open(f"{url}{sep}connect_timeout=3&reconnect_timeout=0")
         st.close()
     except StoreUnavailableError as exc:
         return str(exc)

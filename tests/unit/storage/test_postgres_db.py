@@ -91,7 +91,9 @@ class Proxy:
 def test_wrong_port_is_store_unavailable_with_hint_and_cause() -> None:
     """A server that is not there fails at open, naming the URL and what to check."""
     with pytest.raises(StoreUnavailableError) as info:
-        storage.open("postgresql://postgres:secret@127.0.0.1:1/test?connect_timeout=2")
+        storage.open(
+            "postgresql://postgres:secret@127.0.0.1:1/test?connect_timeout=2&reconnect_timeout=0"
+        )
     msg = str(info.value)
     assert "secret" not in msg and "***" in msg
     assert "server is running" in msg
@@ -297,3 +299,32 @@ def test_listener_survives_a_dropped_connection(pg: PostgresStorage) -> None:
         assert lis.wait(0.01) is False  # reconnected and listening again
         pg.db.notify("wake")
         assert lis.wait(5.0) is True
+
+
+def test_open_waits_for_a_server_that_is_starting(pg_url: str) -> None:
+    """A server that refuses connections at open (restarting) is waited for, within
+    reconnect_timeout; the store opens once it answers."""
+    proxy = Proxy()
+    proxy.cut()
+    url = pg_url.replace(":5432/", f":{proxy.port}/")
+    timer = threading.Timer(0.5, proxy.restore)
+    timer.start()
+    try:
+        st = storage.open(f"{url}?schema={_schema()}&reconnect_timeout=20")
+        assert isinstance(st, PostgresStorage)
+        assert st.db.execute("SELECT 1", write=False) == [(1,)]
+        st.close()
+    finally:
+        timer.cancel()
+        proxy.close()
+
+
+def test_open_does_not_wait_for_a_wrong_database(pg_url: str) -> None:
+    """A definite refusal (unknown database) fails at once, even with a long reconnect window."""
+    from surefoot import FakeClock
+
+    base = pg_url.rsplit("/", 1)[0]
+    clock = FakeClock()
+    with pytest.raises(StoreUnavailableError, match="does not exist"):
+        PostgresStorage(f"{base}/sf_no_such_db?reconnect_timeout=60", clock=clock)
+    assert clock.sleeps == []

@@ -27,7 +27,7 @@ def rs(redis_url: str) -> Iterator[RedisStorage]:
 def test_unreachable_server_is_store_unavailable() -> None:
     """A Redis that is not there fails at open, naming the URL and what to check."""
     with pytest.raises(StoreUnavailableError, match="server is running") as info:
-        storage.open("redis://:secret@127.0.0.1:1/0?socket_timeout=1")
+        storage.open("redis://:secret@127.0.0.1:1/0?socket_timeout=1&reconnect_timeout=0")
     assert "secret" not in str(info.value)
     assert info.value.__cause__ is not None
 

@@ -44,6 +44,17 @@ OPTIONS = {
 
 _SCHEMA_RE = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 
+# libpq messages of a server that is not answering *yet*: worth waiting for at open.
+_TRANSIENT = (
+    "connection refused",
+    "timeout expired",
+    "timed out",
+    "starting up",
+    "shutting down",
+    "in recovery",
+    "closed the connection unexpectedly",
+)
+
 
 def import_psycopg() -> tuple[Any, Any]:
     """Import ``psycopg`` and ``psycopg_pool`` lazily.
@@ -160,12 +171,28 @@ class PostgresDB:
         return urlunsplit((scheme, parts.netloc, parts.path, urlencode(kept), parts.fragment))
 
     def _probe(self) -> None:
-        """Connect once, so a wrong URL fails now with a clear message."""
-        try:
-            conn = self.psycopg.connect(self.conninfo, connect_timeout=self.connect_timeout)
-        except self.psycopg.Error as exc:
-            raise self.unavailable(exc) from exc
-        conn.close()
+        """Connect once, so a wrong URL fails now with a clear message.
+
+        A server that is not answering yet (refused, timed out, starting up or shutting
+        down: a restart, or a worker started before its database) is retried with the same
+        bounded back-off for up to ``reconnect_timeout``; wrong credentials, an unknown
+        database or host fail at once. ``?reconnect_timeout=0`` fails at once in every case.
+        """
+        deadline = self.clock.monotonic() + self.reconnect_timeout
+        wait = 0.05
+        while True:
+            try:
+                conn = self.psycopg.connect(self.conninfo, connect_timeout=self.connect_timeout)
+            except self.psycopg.Error as exc:
+                text = str(exc).lower()
+                transient = any(m in text for m in _TRANSIENT)
+                if not transient or self.clock.monotonic() + wait > deadline:
+                    raise self.unavailable(exc) from exc
+                self.clock.sleep(wait / 2 + self._rng.uniform(0, wait / 2))
+                wait = min(2.0, wait * 2)
+                continue
+            conn.close()
+            return
 
     def unavailable(self, exc: BaseException, doing: str = "connect to") -> StoreUnavailableError:
         """A ``StoreUnavailableError`` for ``exc`` naming the URL and what to check."""

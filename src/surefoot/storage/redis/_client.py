@@ -115,7 +115,9 @@ class RedisDB:
             raise ConfigError(f"bad Redis URL {self.url!r}: {exc}") from exc
         self._scripts: dict[str, Any] = {}
         try:
-            self.client.ping()
+            # A server that is not answering yet (restarting) is waited for, within
+            # reconnect_timeout, like a lost connection; wrong credentials fail at once.
+            self.call(lambda c: c.ping(), write=False)
         except self.redis.RedisError as exc:
             raise self.unavailable(exc) from exc
 
