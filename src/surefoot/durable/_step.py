@@ -155,6 +155,7 @@ def run_sync(run: RunState, sd: StepDef, pos: str, args: Any, kwargs: Any) -> An
         attempt += 1
         if intent:
             run.write_sync(_row(run, pos, sd, "intent", attempt, started))
+        if sd.kind == "effect":
             run.crash_point("before_effect", pos, sd.name)
         token = current.set(None)  # code inside a step is not journalled
         try:
@@ -205,6 +206,7 @@ async def run_async(run: RunState, sd: StepDef, pos: str, args: Any, kwargs: Any
         attempt += 1
         if intent:
             await run.write(_row(run, pos, sd, "intent", attempt, started))
+        if sd.kind == "effect":
             run.crash_point("before_effect", pos, sd.name)
         token = current.set(None)
         try:

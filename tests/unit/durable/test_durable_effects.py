@@ -182,3 +182,17 @@ def test_step_error_is_journalled_and_replayed(app: App) -> None:
     assert tries == [1]
     s = app.show("err").steps[0]
     assert s.status == "error" and s.error["type"] == "builtins.ValueError"
+
+
+@pytest.mark.parametrize("strategy", ["restart", "journal", "journal_keys"])
+def test_every_crash_point_fires_in_every_strategy(app: App, strategy: str) -> None:
+    """Each crash point stops an effect step under each strategy (so the lab can compare)."""
+    svc = Service()
+    order = _app_with(app, svc)
+    for i, point in enumerate(("before_step", "before_effect", "after_effect", "after_journal")):
+        app.crash = CrashPlan(point, step="charge")
+        with pytest.raises(SimulatedCrash):
+            app.start(order, f"o{i}", run_id=f"{strategy}-{point}", strategy=strategy).result(
+                timeout=10
+            )
+        assert app.resume(f"{strategy}-{point}").result(timeout=10) == f"charged o{i}"
