@@ -207,13 +207,12 @@ class FakeLLM:
         self._check(model, messages)
         fault = self._begin(idempotency_key)
         delay = self.latency + (fault.delay if fault is not None else 0.0)
-        if fault is not None and fault.error is not None:
-            spend(self.clock, min(delay, timeout) if timeout is not None else delay)
-            raise self._fail(fault.error)
         try:
-            spend(self.clock, delay, timeout)
+            spend(self.clock, delay, timeout)  # a cut call times out before any error arrives
         except BaseException as exc:
             raise self._fail(exc) from None
+        if fault is not None and fault.error is not None:
+            raise self._fail(fault.error)
         resp = self._answer(model, messages)
         if fault is not None and fault.drop_reply:
             raise self._fail(ReplyLostError("connection reset after the model answered"))
@@ -239,10 +238,10 @@ class FakeLLM:
             await asyncio.sleep(0)
         elif wait > 0:
             await self.clock.asleep(wait)
+        if cut and timeout is not None:  # a cut call times out before any error arrives
+            raise self._fail(TimeoutError_(timeout))
         if fault is not None and fault.error is not None:
             raise self._fail(fault.error)
-        if cut and timeout is not None:
-            raise self._fail(TimeoutError_(timeout))
         resp = self._answer(model, messages)
         if fault is not None and fault.drop_reply:
             raise self._fail(ReplyLostError("connection reset after the model answered"))

@@ -37,8 +37,16 @@ _RNG = random.Random()
 DEFAULT_POLICY = RetryPolicy()
 
 
-@functools.lru_cache(maxsize=512)
 def _accepts_timeout(fn: Callable[..., Any]) -> bool:
+    """True if ``fn`` declares a ``timeout`` parameter (cached; unhashable callables too)."""
+    try:
+        return _accepts_timeout_cached(fn)
+    except TypeError:  # unhashable: inspect it every time
+        return _accepts_timeout_cached.__wrapped__(fn)
+
+
+@functools.lru_cache(maxsize=512)
+def _accepts_timeout_cached(fn: Callable[..., Any]) -> bool:
     try:
         params = inspect.signature(fn).parameters
     except (TypeError, ValueError):
@@ -52,11 +60,7 @@ def _with_timeout(
 ) -> dict[str, Any]:
     if limit is None or "timeout" in kwargs:
         return kwargs
-    try:
-        ok = _accepts_timeout(fn)
-    except TypeError:  # unhashable callable
-        ok = False
-    return {**kwargs, "timeout": limit} if ok else kwargs
+    return {**kwargs, "timeout": limit} if _accepts_timeout(fn) else kwargs
 
 
 def _describe(tp: type[BaseException], text: str) -> str:

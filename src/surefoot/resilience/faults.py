@@ -225,9 +225,9 @@ class DropReply(_Seeded):
     """Drop the reply after the effect: for the first request of each key, or a fraction.
 
     Args:
-        first_per_key: drop the reply to the first request carrying each key (and to every
-            keyless request's first attempt, counted by request number when ``key`` is None).
-        fraction: otherwise, drop a seeded fraction of replies.
+        first_per_key: drop the reply to the first request carrying each key (requests
+            without a key are left to ``fraction``).
+        fraction: drop a seeded fraction of the replies to requests without a key.
         seed: which replies are dropped when ``fraction`` is used.
     """
 

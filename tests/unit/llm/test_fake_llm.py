@@ -122,3 +122,13 @@ def test_bad_messages_are_a_clear_error() -> None:
         FakeLLM().create(model="m", messages="hi")  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match="latency"):
         FakeLLM(latency=-1)
+
+
+def test_a_cut_call_times_out_before_its_injected_error() -> None:
+    """A slow failing call cut at its timeout raises TimeoutError_, not the later error."""
+    clock = FakeClock()
+    inj = faults.Script([faults.Fault(error=ProviderError(503), delay=9.0)])
+    llm = FakeLLM(clock=clock, failures=inj)
+    with pytest.raises(TimeoutError_):
+        llm.create(model="m", messages=MSGS, timeout=1.0)
+    assert clock.elapsed == 1.0

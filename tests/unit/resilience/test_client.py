@@ -117,3 +117,21 @@ def test_async_client() -> None:
     client = ResilientClient(primary, backup, policy=RetryPolicy(2, backoff=ZERO))
     assert asyncio.run(client.acall()) == "b"
     assert calls["p"] == 2 and client.backup_ok == 1
+
+
+def test_unhashable_callables_still_get_their_timeout() -> None:
+    """A callable instance without __hash__ that takes timeout= still receives it."""
+
+    class Service:
+        __hash__ = None  # type: ignore[assignment]
+
+        def __init__(self) -> None:
+            self.seen: list[float | None] = []
+
+        def __call__(self, timeout: float | None = None) -> str:
+            self.seen.append(timeout)
+            return "ok"
+
+    svc = Service()
+    client = ResilientClient(svc, policy=RetryPolicy(1, timeout_per_attempt=2.0))
+    assert client.call() == "ok" and svc.seen == [2.0]
