@@ -35,6 +35,13 @@ __all__ = ["App"]
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+def _positive(value: float, name: str) -> float:
+    out = seconds(value, name)
+    if out <= 0:
+        raise ConfigError(f"{name} must be > 0 seconds, got {value!r}")
+    return out
+
+
 class App(Management):
     """A durable-execution app: its steps, its workflows and the journal they use.
 
@@ -71,7 +78,7 @@ class App(Management):
         self.url = url
         self.clock: Clock = clock or SystemClock()
         self.strategy = strategy
-        self.lease = seconds(lease, "lease")
+        self.lease = _positive(lease, "lease")
         self.poll = seconds(poll, "poll")
         self.worker_id = worker_id or f"{socket.gethostname()}:{os.getpid()}"
         self.crash = crash if crash is not None else CrashPlan.from_env()
@@ -107,7 +114,7 @@ class App(Management):
                 )
             self.url = url
         if lease is not None:
-            self.lease = seconds(lease, "lease")
+            self.lease = _positive(lease, "lease")
         if poll is not None:
             self.poll = seconds(poll, "poll")
         if worker_id is not None:

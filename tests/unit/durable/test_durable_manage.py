@@ -140,6 +140,10 @@ def test_bad_strategy_and_crash_point(db_url: str) -> None:
         App(db_url, strategy="yolo")
     with pytest.raises(ConfigError, match="after_effect"):
         CrashPlan("during_lunch")
+    with pytest.raises(ConfigError, match="lease must be > 0"):
+        App(db_url, lease=0)
+    with pytest.raises(ConfigError, match="concurrency"):
+        Worker(App(db_url), concurrency=0)
 
 
 def test_compensate_on_pure_step_is_refused(app: App) -> None:
