@@ -410,7 +410,8 @@ class App(Management):
         )
         found = self.journal.get_run(rid)  # the common repeat needs no write
         stored, created = (found, False) if found is not None else self.journal.create_run(row)
-        if not created and (stored.workflow != wf.name or stored.args != text):
+        same_args = stored.args == text or codec.loads(stored.args) == codec.loads(text)
+        if not created and (stored.workflow != wf.name or not same_args):
             raise RunConflictError(
                 rid,
                 f"run id {rid!r} already belongs to a run of workflow {stored.workflow!r} "

@@ -174,3 +174,16 @@ def test_unencodable_argument_writes_nothing(app: App) -> None:
     with pytest.raises(EncodeError, match="arguments of workflow"):
         app.start(flow, object(), run_id="nope")
     assert app.list_runs() == []
+
+
+def test_same_arguments_in_another_keyword_order_are_the_same_run(app: App) -> None:
+    """Keyword arguments given in another order still name the same run."""
+
+    @app.workflow
+    def pair(a: int, b: int) -> int:
+        return a - b
+
+    assert app.start(pair, a=5, b=2, run_id="kw").result(timeout=10) == 3
+    assert app.start(pair, b=2, a=5, run_id="kw").result(timeout=10) == 3
+    with pytest.raises(RunConflictError):
+        app.start(pair, a=2, b=5, run_id="kw")
