@@ -294,3 +294,16 @@ def test_concurrent_processes_lose_no_update_and_no_message(backend_url: str) ->
         assert len({r.message_id for r in records}) == workers * n
     finally:
         _cleanup(st)
+
+
+def test_real_agent_processes_lose_nothing_on_the_server(opened: Any, backend_url: str) -> None:
+    """The statebus real-agents experiment (agent processes sharing a Store and a Stream)
+    loses no finding on PostgreSQL and Redis, and dedups the retried appends."""
+    from surefoot.lab import context, get
+
+    with context(quick=True, db=backend_url) as ctx:
+        f = get("statebus.real-agents").run(ctx).facts
+    for mode in ("store", "stream"):
+        assert f[mode]["lost"] == 0 and f[mode]["kept"] == f[mode]["produced"] > 0
+        assert f[mode]["model_calls"] == f[mode]["produced"] + f[mode]["retries"]
+    assert f["stream"]["dedup_hits"] == 3
