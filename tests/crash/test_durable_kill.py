@@ -190,3 +190,24 @@ def test_sigstop_zombie_late_write_is_rejected(
     lost = [e for e in detail.audit if e.action == "lease_lost"]
     assert lost[0].detail["epoch"] < b_epoch
     assert [name for kind, name in _calls(ledger) if kind == "effect"] == ["publish"]
+
+
+def test_three_workers_share_one_file_without_double_claims(
+    setup: tuple[ModuleType, str, Path], workers: Workers, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Three worker processes on one SQLite file run 30 runs: each step runs exactly once
+    (no run is claimed by two live workers) and each run publishes once."""
+    mod, _, ledger = setup
+    app = mod.app
+    monkeypatch.setenv("SUREFOOT_STEP_DELAY", "0.005")
+    runs, steps = 30, 3
+    for i in range(runs):
+        app.enqueue("agent", steps, run_id=f"m{i}")
+    for k in range(3):
+        workers.start(f"w{k}", lease=5.0)
+    _wait(
+        lambda: len(app.list_runs(status="succeeded", limit=100)) == runs, 60, "all runs to finish"
+    )
+    calls = _calls(ledger)
+    assert len([1 for kind, _ in calls if kind == "model"]) == runs * steps
+    assert len([1 for kind, _ in calls if kind == "effect"]) == runs
