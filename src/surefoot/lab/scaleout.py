@@ -258,8 +258,17 @@ def _reachable(url: str) -> str | None:
     title="The chaos test on PostgreSQL: 3 workers SIGKILLed and the server restarted mid-run",
 )
 def chaos_postgres(ctx: LabContext) -> LabResult:
-    base = ctx.db if ctx.db and ctx.db.startswith("postgres") else None
-    url = base or os.environ.get("SUREFOOT_PG_URL", DEFAULT_PG)
+    # The main job (`surefoot lab run all`) runs on embedded SQLite: this experiment uses a
+    # server, and restarts it, only when the user names one with --db postgresql://….
+    url = ctx.db if ctx.db and ctx.db.startswith("postgres") else None
+    if url is None:
+        return LabResult(
+            facts={"skipped": "no PostgreSQL URL given"},
+            answer=(
+                "Skipped: this experiment needs a PostgreSQL server and restarts it once. "
+                f"Run `surefoot lab run durable.chaos-postgres --db {DEFAULT_PG}`."
+            ),
+        )
     why = _reachable(url)
     if why is not None:
         return LabResult(
