@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import time
 from typing import TYPE_CHECKING, Any
 
 from .. import codec
@@ -59,8 +60,13 @@ class RunHandle:
     def result(self, timeout: float | None = None) -> Any:
         """Wait for the run to end and return its result.
 
+        A run sleeping at a plain timer is waited for on the app's clock (a ``FakeClock``
+        jumps to the wake time); a run that executes, waits for a worker or for a signal
+        is polled in real time (``app.poll``), since that is the time it moves in.
+
         Args:
-            timeout: seconds on the app's clock; None waits as long as it takes.
+            timeout: seconds; it passes when either the app's clock or real time has
+                moved that far. None waits as long as it takes.
 
         Raises:
             RunFailedError: the run ended failed, cancelled or needs_attention.
@@ -70,15 +76,22 @@ class RunHandle:
         """
         app = self.app
         clock = app.clock
-        deadline = None if timeout is None else clock.monotonic() + timeout
+        t_clock, t_real = clock.monotonic(), time.monotonic()
+
+        def left() -> float:
+            if timeout is None:
+                return float("inf")
+            moved = max(clock.monotonic() - t_clock, time.monotonic() - t_real)
+            if moved >= timeout:
+                raise TimeoutError_(timeout, self._late(timeout))
+            return timeout - moved
+
         while True:
             fut = self._future
             if fut is not None:
                 try:
-                    fut.result(timeout=app.poll)
+                    fut.result(timeout=min(app.poll, left()))
                 except concurrent.futures.TimeoutError:
-                    if deadline is not None and clock.monotonic() >= deadline:
-                        raise TimeoutError_(timeout or 0.0, self._late(timeout)) from None
                     continue
                 finally:
                     if fut.done():
@@ -94,16 +107,16 @@ class RunHandle:
                 self._future = app._drive(row)
                 if self._future is not None:
                     continue
-            wait = app.poll
-            if row.status == "sleeping" and row.wake_at is not None and row.waiting_for is None:
-                # a plain timer: nothing wakes it early
-                wait = max(row.wake_at - clock.now(), 0.0) or app.poll
-            if deadline is not None:
-                left = deadline - clock.monotonic()
-                if left <= 0:
-                    raise TimeoutError_(timeout or 0.0, self._late(timeout))
-                wait = min(wait, left)
-            clock.sleep(wait)
+            if (
+                self._drive
+                and row.status == "sleeping"
+                and row.wake_at is not None
+                and row.waiting_for is None
+                and row.wake_at > clock.now()
+            ):  # a plain timer that this handle will run when due: wait on the clock
+                clock.sleep(min(row.wake_at - clock.now(), left()))
+            else:
+                time.sleep(min(app.poll, left()))
 
     async def aresult(self, timeout: float | None = None) -> Any:
         """``result()`` for async code (waits in a thread)."""

@@ -138,3 +138,27 @@ def test_wait_timeout_returns_default(app: App, clock: FakeClock) -> None:
     clock.advance(61)
     w.run_once(timeout=10)
     assert h.result(timeout=1) == ["d", None, "timed out"]
+
+
+def test_waiting_on_a_running_run_does_not_move_the_fake_clock(app: App, clock: FakeClock) -> None:
+    """result() polls a run executing elsewhere in real time: virtual time stays put, so
+    leases and timeouts on the FakeClock do not run out while the run works."""
+    gate = threading.Event()
+
+    @app.step
+    async def slow() -> int:
+        await asyncio.to_thread(gate.wait, 5)
+        return 1
+
+    @app.workflow
+    async def flow() -> int:
+        return await slow()
+
+    app.enqueue(flow, run_id="w")
+    Worker(app).claim()
+    timer = threading.Timer(0.3, gate.set)
+    timer.start()
+    t0 = clock.now()
+    assert app.handle("w").result(timeout=10) == 1
+    assert clock.now() == t0
+    timer.join()
