@@ -54,8 +54,8 @@ class App(Management):
         lease: seconds a worker holds a run without renewing it; heartbeats renew every
             ``lease / 3``. A run whose lease expired is resumed by any worker.
         poll: seconds between checks while waiting (``result()``, idle workers).
-        worker_id: this process's name in leases and the audit log (default host:pid). A
-            worker restarted with the same id takes its own runs back at once.
+        worker_id: this app's name in leases and the audit log (default ``host:pid:random``,
+            unique per app). A worker restarted with the same id takes its runs back at once.
         crash: a ``CrashPlan`` for tests and the lab (default: ``SUREFOOT_CRASH``).
 
     Raises:
@@ -80,7 +80,10 @@ class App(Management):
         self.strategy = strategy
         self.lease = _positive(lease, "lease")
         self.poll = seconds(poll, "poll")
-        self.worker_id = worker_id or f"{socket.gethostname()}:{os.getpid()}"
+        # Unique per app object: two apps in one process must not mistake each other's runs
+        # for their own. A stable id (worker_id=…) lets a restarted worker take its runs back.
+        unique = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+        self.worker_id = worker_id or unique
         self.crash = crash if crash is not None else CrashPlan.from_env()
         self._storage: storage.Storage | None = None
         self._journal: Journal | None = None
