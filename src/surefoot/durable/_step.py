@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import codec
-from ..errors import StepMismatchError
+from ..errors import EncodeError, StepMismatchError
 from ..storage.base import StepRow, StepWrite
 from ._context import STEP_CODES, NeedsAttention, RunState, SagaEntry, current
 from ._retry import StepRetry
@@ -94,14 +94,19 @@ def _unknown_outcome(run: RunState, sd: StepDef, pos: str, row: StepRow) -> None
     )
 
 
-def _key(run: RunState, sd: StepDef, pos: str) -> dict[str, Any]:
-    if not sd.takes_key or sd.kind != "effect":
-        return {}
-    return {"key": f"{run.run_id}:{pos}" if run.strategy == "journal_keys" else None}
+def _kwargs(run: RunState, sd: StepDef, pos: str, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The step's keyword arguments, plus its idempotency key if it is an effect taking one."""
+    if not sd.takes_key:  # only effects take keys (see App.step)
+        return kwargs
+    key = f"{run.run_id}:{pos}" if run.strategy == "journal_keys" else None
+    return {**kwargs, "key": key}
 
 
 def _encode(run: RunState, pos: str, name: str, value: Any) -> str:
-    return codec.dumps(value, where=f"the result of step {pos} {name!r} (run {run.run_id!r})")
+    try:
+        return codec.dumps(value)
+    except EncodeError:  # again, to say where (only on the error path)
+        return codec.dumps(value, where=f"the result of step {pos} {name!r} (run {run.run_id!r})")
 
 
 def _error_text(exc: BaseException) -> str:
@@ -148,7 +153,7 @@ def run_sync(run: RunState, sd: StepDef, pos: str, args: Any, kwargs: Any) -> An
     journalled = run.strategy != "restart"
     intent = sd.kind == "effect" and run.strategy == "journal_keys"
     run.crash_point("before_step", pos, sd.name)
-    kw = {**kwargs, **_key(run, sd, pos)}
+    kw = _kwargs(run, sd, pos, kwargs)
     started = run.clock.now()
     attempt, wait = prior, None
     while True:
@@ -199,7 +204,7 @@ async def run_async(run: RunState, sd: StepDef, pos: str, args: Any, kwargs: Any
     journalled = run.strategy != "restart"
     intent = sd.kind == "effect" and run.strategy == "journal_keys"
     run.crash_point("before_step", pos, sd.name)
-    kw = {**kwargs, **_key(run, sd, pos)}
+    kw = _kwargs(run, sd, pos, kwargs)
     started = run.clock.now()
     attempt, wait = prior, None
     while True:
