@@ -159,7 +159,8 @@ class Executor:
 
     def _beats(self, stop: threading.Event) -> None:
         while not stop.wait(max(self.app.lease / 3.0, 0.05)):
-            self._beat()
+            if self.active or self.app.serving:
+                self._beat()
 
     def _beat(self) -> None:
         """Renew the leases of the runs executing here; flag the ones taken over."""
