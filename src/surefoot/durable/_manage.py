@@ -1,4 +1,5 @@
-"""Run management: look at runs and act on them (each action is in the audit log)."""
+"""Run management: look at runs and act on them (operator actions are in the audit log;
+a signal is recorded in the journal's signals table and the step that consumed it)."""
 
 from __future__ import annotations
 
@@ -53,12 +54,7 @@ class Management:
             EncodeError: the payload cannot be stored.
         """
         text = codec.dumps(payload, where=f"the payload of signal {name!r}")
-        now = self.clock.now()
-        sent = self.journal.signal(run_id, name, text, now=now, signal_id=signal_id)
-        if sent:  # a person approving is an operator action: it belongs in the audit log
-            detail = codec.dumps({"name": name, "signal_id": signal_id})
-            self.journal.audit(run_id, actor="operator", action="signal", detail=detail, now=now)
-        return sent
+        return self.journal.signal(run_id, name, text, now=self.clock.now(), signal_id=signal_id)
 
     def list_runs(
         self, *, status: str | None = None, workflow: str | None = None, limit: int = 100
