@@ -12,11 +12,11 @@ $(BIN)/python:
 	$(BIN)/python -m pip install --quiet --upgrade "pip>=25.1"
 
 $(VENV)/.run-installed: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install --quiet -e '.[cli]'
+	$(BIN)/pip install --quiet -e '.[cli,engines]'
 	touch $@
 
 $(VENV)/.dev-installed: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install --quiet -e '.[cli,postgres,redis]' --group dev
+	$(BIN)/pip install --quiet -e '.[cli,postgres,redis,engines]' --group dev
 	touch $@ $(VENV)/.run-installed
 
 $(VENV)/.bench-installed: $(VENV)/.dev-installed
@@ -42,6 +42,7 @@ bench: $(VENV)/.bench-installed
 	$(BIN)/python benchmarks/bench_retry.py
 	$(BIN)/python benchmarks/bench_durable.py
 	$(BIN)/python benchmarks/bench_statebus.py
+	$(BIN)/python benchmarks/bench_postgres.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache lab-report.md lab-report.json
