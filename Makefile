@@ -27,8 +27,8 @@ run: $(VENV)/.run-installed
 	$(BIN)/surefoot lab run all --md lab-report.md --json lab-report.json
 
 lint: $(VENV)/.dev-installed
-	$(BIN)/ruff check src tests benchmarks
-	$(BIN)/ruff format --check src tests benchmarks
+	$(BIN)/ruff check src tests benchmarks scripts
+	$(BIN)/ruff format --check src tests benchmarks scripts
 
 typecheck: $(VENV)/.dev-installed
 	$(BIN)/mypy
