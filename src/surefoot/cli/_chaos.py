@@ -12,7 +12,6 @@ from rich.console import Console
 
 from .. import storage
 from ..lab import Table
-from ..lab.scaleout import chaos_run
 from ._render import rich_table
 
 __all__ = ["chaos"]
@@ -59,6 +58,9 @@ def chaos(
         f"chaos: {runs} runs, {workers} workers on {storage.redact(db)}"
     )
     with tempfile.TemporaryDirectory(prefix="surefoot-chaos-") as tmp, status:
+        # Imported here so `surefoot --help` and `lab list` don't load the chaos harness.
+        from ..lab.scaleout import chaos_run
+
         out = chaos_run(
             db,
             workers=workers,
