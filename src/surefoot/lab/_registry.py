@@ -142,6 +142,7 @@ def experiment(
 def _load() -> None:
     from . import (  # noqa: F401 - registers experiments
         durable,
+        port,
         resilience,
         scaleout,
         statebus,

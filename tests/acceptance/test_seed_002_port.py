@@ -1,0 +1,71 @@
+"""Seed 002, Hard 2: the agent ported to DBOS survives kill -9 without repeating recorded steps."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import dbos  # installed by `make test` (the `engines` extra): this test must not skip
+import pytest
+
+from surefoot import lab
+from surefoot.durable.agent import STEPS, port_dbos
+from surefoot.errors import ConfigError, MissingExtraError
+
+
+def run(exp_id: str, **kwargs: Any) -> lab.LabResult:
+    """Run one experiment in quick mode with seed 0."""
+    with lab.context(quick=True, seed=0, **kwargs) as ctx:
+        result = lab.get(exp_id).run(ctx)
+    assert result.tables and result.answer
+    assert result.model == lab.FAKE_MODEL
+    return result
+
+
+def test_hard2_port_kill9() -> None:
+    """A SIGKILLed DBOS worker's run finishes after restart; recorded steps are never re-called."""
+    assert dbos.DBOS is not None
+    f = run("durable.port").facts
+    assert "skipped" not in f
+    assert f["dbos_all_succeeded"] is True
+    assert f["dbos_repeated_for_journalled_steps"] == 0
+    assert f["dbos_duplicate_posts"] == 0
+    (point,) = [k for k in f["dbos"] if k.endswith("(request)")]
+    d, s = f["dbos"][point], f["surefoot"][point]
+    step = point.split()[0]
+    before = STEPS[: STEPS.index(step)]
+    for r in (d, s):
+        assert set(before) <= set(r["journalled_before_kill"])
+        assert r["succeeded"] is True
+        assert r["repeated_for_journalled_steps"] == 0
+        assert r["model_calls"] == 3
+        assert all(n == 1 for n in r["calls_per_step"].values())
+    # killed after the model answered, before DBOS recorded the step: the call is paid again
+    summ = f["dbos"]["summarize (reply)"]
+    assert summ["journalled_before_kill"] == ["plan", "search", "read"]
+    assert summ["calls_per_step"]["summarize"] == 2 and summ["model_calls"] == 4
+    assert summ["calls_per_step"]["plan"] == 1 and summ["repeated_after_journal"] == 0
+    # the same for the publish: requested twice, one post (workflow id + step id as key)
+    pub = f["dbos"]["publish (reply)"]
+    assert pub["calls_per_step"]["publish"] == 2
+    assert pub["posts"] == 1 and pub["duplicate_posts"] == 0
+
+
+def test_port_rejects_unknown_kill_point(tmp_path: Any) -> None:
+    """The kill harness names the bad step or window instead of running."""
+    with pytest.raises(ConfigError, match="'nowhere'"):
+        port_dbos.kill_dbos_mid_run(tmp_path / "s.db", tmp_path / "l.db", kill_at="nowhere")
+    with pytest.raises(ConfigError, match="approve"):
+        port_dbos.kill_dbos_mid_run(
+            tmp_path / "s.db", tmp_path / "l.db", kill_at="approve", window="reply"
+        )
+
+
+def test_port_without_dbos_says_skipped(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without dbos the port raises MissingExtraError and the experiment reports 'skipped'."""
+    monkeypatch.setitem(sys.modules, "dbos", None)  # makes `import dbos` fail
+    with pytest.raises(MissingExtraError, match=r"surefoot\[engines\]") as info:
+        port_dbos.dbos_module()
+    assert info.value.extra == "engines"
+    f = run("durable.port").facts
+    assert f == {"skipped": str(info.value)}
