@@ -51,7 +51,7 @@ def test_easy3_effects() -> None:
         "read": "pure",
         "summarize": "pure",
         "draft": "pure",
-        "wait_for": "wait",
+        "approve": "wait",
         "publish": "effect",
     }
     assert f["compensations"] == {"publish": "unpublish"}

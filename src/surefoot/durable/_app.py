@@ -42,6 +42,15 @@ def _positive(value: float, name: str) -> float:
     return out
 
 
+def _max_claims(value: int) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ConfigError(
+            f"max_claims must be an int >= 1, got {value!r}; it bounds how often one run is "
+            "claimed again after its worker died (default 10)"
+        )
+    return value
+
+
 class App(Management):
     """A durable-execution app: its steps, its workflows and the journal they use.
 
@@ -57,9 +66,12 @@ class App(Management):
         worker_id: this app's name in leases and the audit log (default ``host:pid:random``,
             unique per app). A worker restarted with the same id takes its runs back at once.
         crash: a ``CrashPlan`` for tests and the lab (default: ``SUREFOOT_CRASH``).
+        max_claims: claims of one run, since it last suspended or an operator moved it,
+            after which a worker sends it to ``needs_attention`` instead of running it
+            again (a run that kills its worker every time is not retried forever).
 
     Raises:
-        ConfigError: an unknown strategy or a bad duration.
+        ConfigError: an unknown strategy, a bad duration or ``max_claims`` < 1.
     """
 
     def __init__(
@@ -72,6 +84,7 @@ class App(Management):
         poll: float = 0.2,
         worker_id: str | None = None,
         crash: CrashPlan | None = None,
+        max_claims: int = 10,
     ) -> None:
         if strategy not in STRATEGIES:
             raise ConfigError(f"strategy must be one of {', '.join(STRATEGIES)}; got {strategy!r}")
@@ -80,6 +93,7 @@ class App(Management):
         self.strategy = strategy
         self.lease = _positive(lease, "lease")
         self.poll = seconds(poll, "poll")
+        self.max_claims = _max_claims(max_claims)
         # Unique per app object: two apps in one process must not mistake each other's runs
         # for their own. A stable id (worker_id=…) lets a restarted worker take its runs back.
         unique = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
@@ -103,6 +117,7 @@ class App(Management):
         lease: float | None = None,
         poll: float | None = None,
         worker_id: str | None = None,
+        max_claims: int | None = None,
     ) -> None:
         """Change settings before the journal is opened (the CLI's ``--db`` and friends).
 
@@ -122,6 +137,8 @@ class App(Management):
             self.poll = seconds(poll, "poll")
         if worker_id is not None:
             self.worker_id = worker_id
+        if max_claims is not None:
+            self.max_claims = _max_claims(max_claims)
 
     @property
     def journal(self) -> Journal:
@@ -144,6 +161,9 @@ class App(Management):
     def close(self) -> None:
         """Stop executing runs here and close the journal. Runs in flight stay resumable."""
         self.executor.close()
+        closer = getattr(self._journal, "close", None)
+        if closer is not None:
+            closer()  # PostgreSQL: the wake-up listener's own connection
         if self._storage is not None:
             self._storage.close()
         self._storage = None

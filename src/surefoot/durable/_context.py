@@ -111,6 +111,7 @@ class RunState:
     lost: bool = False
     steps_run: int = 0
     tasks: set[asyncio.Task[Any]] = field(default_factory=set)
+    suspends: list[Suspend] = field(default_factory=list)  # every wait that suspended
 
     def write_sync(self, rec: StepWrite) -> None:
         """Commit one record now (sync code); refused -> ``LeaseLostError``."""

@@ -206,6 +206,8 @@ class Executor:
         )
         self.active[run_id] = run
         try:
+            if row.claims > app.max_claims:
+                return await self._too_many_claims(run, row.claims)
             return await self._drive(run, wf, args, kwargs)
         except LeaseLostError as exc:
             self._note_lost(run, exc)
@@ -267,16 +269,21 @@ class Executor:
     async def _suspend(self, run: RunState, s: Suspend) -> str:
         assert self.writer is not None
         now = run.clock.now()
+        # Several waits may have suspended at once (siblings under ``gather``): journal
+        # each one's row, wake at the earliest deadline, and name the first signal awaited.
+        waits = run.suspends or [s]
+        deadlines = [w.wake_at for w in waits if w.wake_at is not None]
+        names = [w.waiting_for for w in waits if w.waiting_for is not None]
         sleep = RunWrite(
             run.run_id,
             run.epoch,
             "sleeping",
             now,
             run.actor,
-            wake_at=s.wake_at,
-            waiting_for=s.waiting_for,
+            wake_at=min(deadlines) if deadlines else None,
+            waiting_for=names[0] if names else None,
         )
-        futs = [] if s.record is None else [self.writer.submit(s.record)]
+        futs = [self.writer.submit(w.record) for w in waits if w.record is not None]
         futs.append(self.writer.submit(sleep))  # same batch, same transaction as the record
         try:
             oks = await asyncio.gather(*futs)
@@ -308,6 +315,26 @@ class Executor:
         )
         await run.write(rec)
         return status
+
+    async def _too_many_claims(self, run: RunState, claims: int) -> str:
+        """``run`` was claimed more than ``max_claims`` times without suspending: park it.
+
+        Each claim after the first means the previous holder died (or lost its lease) with
+        the run in flight; a run that kills its worker every time would otherwise be
+        retried forever. The run keeps its journal; ``surefoot runs retry`` resumes it.
+        """
+        limit = self.app.max_claims
+        detail = codec.dumps(
+            {
+                "reason": "max_claims",
+                "claims": claims,
+                "max_claims": limit,
+                "why": f"claimed {claims} times (max_claims={limit}) without suspending or "
+                "finishing: each earlier holder died or lost its lease mid-run, so it is not "
+                "run again. Fix the cause, then `surefoot runs retry` it.",
+            }
+        )
+        return await self._finish(run, "needs_attention", audit=[("needs_attention", detail)])
 
     def _note_lost(self, run: RunState, exc: LeaseLostError) -> None:
         """A zombie's write was refused: say so in the audit log (append-only, unfenced)."""

@@ -63,8 +63,13 @@ def _codes(code: types.CodeType) -> Iterator[types.CodeType]:
 _LOADS = {"LOAD_GLOBAL", "LOAD_DEREF", "LOAD_NAME", "LOAD_ATTR", "LOAD_METHOD", "LOAD_CLOSURE"}
 
 
-def _referenced(fn: Callable[..., Any]) -> Iterator[tuple[str, Any]]:
-    """(name, object or None) of every name ``fn``'s code loads, in code order."""
+def _referenced(fn: Callable[..., Any]) -> Iterator[tuple[str, Any, str | None]]:
+    """(name, object or None, signal) of every name ``fn``'s code loads, in code order.
+
+    ``signal`` is the first argument of an attribute call when it is a string known
+    without running the code: a literal (``app.wait_for("approve")``) or a module-level or
+    closure constant (``app.wait_for(APPROVE)``); otherwise None.
+    """
     glb: dict[str, Any] = getattr(fn, "__globals__", {})
     cells: dict[str, Any] = {}
     closure = getattr(fn, "__closure__", None) or ()
@@ -73,22 +78,44 @@ def _referenced(fn: Callable[..., Any]) -> Iterator[tuple[str, Any]]:
             cells[name] = cell.cell_contents
         except ValueError:  # an empty cell
             pass
+
+    def value(ins: dis.Instruction) -> Any:
+        if ins.opname == "LOAD_CONST":
+            return ins.argval
+        if ins.opname in ("LOAD_GLOBAL", "LOAD_NAME") and isinstance(ins.argval, str):
+            return glb.get(ins.argval)
+        if ins.opname == "LOAD_DEREF" and isinstance(ins.argval, str):
+            return cells.get(ins.argval)
+        return None
+
     for code in _codes(fn.__code__):
-        for ins in dis.get_instructions(code):
+        ops = list(dis.get_instructions(code))
+        for i, ins in enumerate(ops):
             if ins.opname in _LOADS and isinstance(ins.argval, str):
                 name = ins.argval
                 if ins.opname in ("LOAD_ATTR", "LOAD_METHOD"):
-                    yield name, None
+                    arg = value(ops[i + 1]) if i + 1 < len(ops) else None
+                    yield name, None, arg if isinstance(arg, str) and arg else None
                 else:
-                    yield name, cells[name] if name in cells else glb.get(name)
+                    yield name, cells[name] if name in cells else glb.get(name), None
 
 
 def describe(wf: Workflow) -> list[StepSpec]:
-    """The steps and waits ``wf`` refers to, in code order, each with its kind and key plan."""
+    """The steps and waits ``wf`` refers to, in code order, each with its kind and key plan.
+
+    A wait for a signal is named after the signal when the name is a constant in the code
+    (``app.wait_for("approve")`` or ``app.wait_for(APPROVE)`` -> ``approve``); a name
+    computed at run time leaves it ``wait_for``. Timers are ``sleep`` / ``sleep_until``.
+    """
+    return [spec for spec, _ in _described(wf)]
+
+
+def _described(wf: Workflow) -> list[tuple[StepSpec, str]]:
+    """(spec, the name the structure hash uses) per step; see ``describe``."""
     fn = inspect.unwrap(wf.fn)
-    out: list[StepSpec] = []
+    out: list[tuple[StepSpec, str]] = []
     seen: set[str] = set()
-    for name, obj in _referenced(fn):
+    for name, obj, signal in _referenced(fn):
         sd: StepDef | None = getattr(obj, "__surefoot_step__", None)
         if sd is not None and sd.name not in seen:
             seen.add(sd.name)
@@ -103,24 +130,35 @@ def describe(wf: Workflow) -> list[StepSpec]:
                 )
             else:
                 plan = "none needed: result journalled, never recomputed"
-            out.append(
-                StepSpec(
-                    sd.name,
-                    sd.kind,
-                    comp.name if comp else None,
-                    sd.idempotent,
-                    sd.takes_key,
-                    plan,
-                    sd.retry.max_attempts,
-                )
+            spec = StepSpec(
+                sd.name,
+                sd.kind,
+                comp.name if comp else None,
+                sd.idempotent,
+                sd.takes_key,
+                plan,
+                sd.retry.max_attempts,
             )
-        elif obj is None and name in _WAITS and name not in seen:
-            seen.add(name)
-            out.append(StepSpec(name, "wait", None, True, False, "none needed: journalled wait", 1))
+            out.append((spec, sd.name))
+        elif obj is None and name in _WAITS:
+            shown = signal if name == "wait_for" and signal is not None else name
+            if shown in seen:
+                continue
+            seen.add(shown)
+            plan = "none needed: journalled wait"
+            out.append((StepSpec(shown, "wait", None, True, False, plan, 1), name))
     return out
 
 
 def structure_hash(wf: Workflow) -> str:
     """A short hash of ``wf``'s version label and step structure."""
-    parts = [wf.name, wf.version] + [f"{s.name}:{s.kind}:{s.compensate}" for s in describe(wf)]
+    # Waits enter under their function's name (``wait_for``), as before waits were named
+    # after their signal, so runs begun on an older surefoot do not look "code changed".
+    seen: set[str] = set()
+    parts = [wf.name, wf.version]
+    for s, key in _described(wf):
+        if key in seen and s.kind == "wait":
+            continue
+        seen.add(key)
+        parts.append(f"{key}:{s.kind}:{s.compensate}")
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]

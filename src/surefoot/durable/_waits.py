@@ -52,6 +52,12 @@ def _in_loop() -> bool:
     return True
 
 
+def _suspend(run: RunState, s: Suspend) -> Suspend:
+    """Note ``s`` on the run: waits under one ``gather`` each journal their own deadline."""
+    run.suspends.append(s)
+    return s
+
+
 def _sleep(run: RunState, pos: str, wake_at: float) -> None:
     row = _recorded(run, pos, "sleep")
     now = run.clock.now()
@@ -59,7 +65,7 @@ def _sleep(run: RunState, pos: str, wake_at: float) -> None:
         wake = float(codec.loads(row.result or "0"))
         if now >= wake:
             return
-        raise Suspend(wake, None, None)
+        raise _suspend(run, Suspend(wake, None, None))
     rec = StepWrite(
         run.run_id,
         run.epoch,
@@ -76,7 +82,7 @@ def _sleep(run: RunState, pos: str, wake_at: float) -> None:
     if wake_at <= now:
         run.write_sync(rec)
         return
-    raise Suspend(wake_at, None, rec)
+    raise _suspend(run, Suspend(wake_at, None, rec))
 
 
 async def _asleep(run: RunState, pos: str, wake_at: float) -> None:
@@ -155,7 +161,7 @@ def _wait(run: RunState, pos: str, name: str, timeout: float | None, default: An
             now,
             None,
         )
-    raise Suspend(deadline, name, rec)
+    raise _suspend(run, Suspend(deadline, name, rec))
 
 
 async def _await(run: RunState, pos: str, name: str, timeout: float | None, default: Any) -> Any:

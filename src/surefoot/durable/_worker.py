@@ -5,21 +5,41 @@ pending runs, sleeping runs whose timer is due (or whose signal arrived), and ru
 whose lease expired, of the workflow versions this worker has registered. The epoch goes
 up by one on each claim, so the previous holder's writes are refused from then on. Many
 worker processes can share one SQLite file.
+
+While idle, a worker on a journal that offers ``wait_for_work`` (PostgreSQL's
+``LISTEN/NOTIFY``) blocks on it instead of sleeping its poll interval; polling stays the
+fallback (timers, expired leases, a lost notification). When the journal is out of reach
+(``StoreUnavailableError`` and other storage errors), the worker backs off with
+``surefoot.resilience.Backoff`` and keeps trying until it is stopped, logging once when the
+outage starts and once when it ends; the runs it held are fenced by their epoch as usual.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
 import logging
+import random
+import sqlite3
 import threading
 import time
+from typing import Any
 
-from ..errors import ConfigError
+from ..errors import ConfigError, StoreUnavailableError
+from ..resilience import Backoff
 from ._app import App
 
 __all__ = ["Worker"]
 
 log = logging.getLogger("surefoot.durable")
+
+OUTAGE_BACKOFF = Backoff(0.5, 30.0, "full")
+"""The default back-off between claims while the journal is out of reach."""
+
+_SLICE = 0.5  # seconds: the longest a wait blocks before checking ``stop`` again
+
+# The journal is out of reach (server gone, file locked past the busy timeout, disk
+# error); a newer schema or a bad URL are not outages and still end the worker.
+_UNAVAILABLE: tuple[type[BaseException], ...] = (StoreUnavailableError, sqlite3.OperationalError)
 
 
 def _report(fut: concurrent.futures.Future[str]) -> None:
@@ -34,19 +54,39 @@ class Worker:
     Args:
         app: the app whose workflows this worker runs (its lease, clock and worker id).
         concurrency: runs executed at once.
+        backoff: the waits between claims while the journal is unavailable (default
+            ``OUTAGE_BACKOFF``: 0.5 s doubling to 30 s, full jitter).
+        rng: the randomness for that jitter (default ``random.Random()``; seed it in tests).
+
+    Attributes:
+        completed: executions ``run_once`` waited out.
+        outages: times the journal became unavailable (one log line each, and one when
+            it came back). failed_claims: claims that failed during outages.
 
     Raises:
         ConfigError: concurrency < 1.
     """
 
-    def __init__(self, app: App, *, concurrency: int = 8) -> None:
+    def __init__(
+        self,
+        app: App,
+        *,
+        concurrency: int = 8,
+        backoff: Backoff | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
         if concurrency < 1:
             raise ConfigError(f"concurrency must be >= 1, got {concurrency!r}")
         self.app = app
         self.concurrency = concurrency
         self.completed = 0
+        self.outages = 0
+        self.failed_claims = 0
+        self.backoff = backoff or OUTAGE_BACKOFF
+        self.rng = rng or random.Random()
         self._futures: set[concurrent.futures.Future[str]] = set()
         self._recovered = False
+        self._freed = threading.Event()  # an execution ended: a slot is free
 
     def _recover_own(self) -> int:
         """Take back runs this worker id held before a restart (no need to wait the lease)."""
@@ -93,6 +133,7 @@ class Worker:
         for run_id, epoch in got:
             fut = app.executor.submit(run_id, epoch)
             fut.add_done_callback(_report)
+            fut.add_done_callback(lambda _f: self._freed.set())
             self._futures.add(fut)
         return len(got)
 
@@ -110,17 +151,50 @@ class Worker:
         return n
 
     def run(self, stop: threading.Event | None = None, *, idle_exit: float | None = None) -> None:
-        """Claim and execute runs until ``stop`` is set (or idle for ``idle_exit`` seconds)."""
+        """Claim and execute runs until ``stop`` is set (or idle for ``idle_exit`` seconds).
+
+        A journal outage does not end the loop: claims back off (``backoff``) until the
+        journal answers again or ``stop`` is set.
+        """
         app = self.app
         stop = stop or threading.Event()
         app.serving = True
-        app.executor.loop()  # starts the heartbeat, which also announces this worker
-        app._on_beat()
+        failures = 0
+        down_since = 0.0
+        try:
+            app.executor.loop()  # starts the heartbeat, which also announces this worker
+            wake = getattr(app.journal, "wait_for_work", None)
+            if wake is not None:
+                wake(0.0)  # LISTEN before the first claim: no notification falls in between
+            app._on_beat()
+        except _UNAVAILABLE as exc:
+            failures, down_since = self._down(exc), time.monotonic()
+            wake = None
         idle_since = time.monotonic()
-        wake = getattr(app.journal, "wait_for_work", None)
         try:
             while not stop.is_set():
-                got = self.claim()
+                try:
+                    got = self.claim()
+                except _UNAVAILABLE as exc:
+                    if failures == 0:
+                        self._down(exc)
+                        down_since = time.monotonic()
+                    failures += 1
+                    self.failed_claims += 1
+                    stop.wait(self.backoff.wait(failures, self.rng))
+                    continue
+                if failures:
+                    log.warning(
+                        "worker %s: the journal %s answers again after %.1f s (%d failed "
+                        "claims); resuming",
+                        app.worker_id,
+                        app.url,
+                        time.monotonic() - down_since,
+                        failures,
+                    )
+                    failures = 0
+                    if wake is None:
+                        wake = getattr(app.journal, "wait_for_work", None)
                 busy = any(not f.done() for f in self._futures)
                 if got or busy:
                     idle_since = time.monotonic()
@@ -128,9 +202,40 @@ class Worker:
                     return
                 if got and len(self._futures) < self.concurrency:
                     continue
-                if wake is not None and not busy:
-                    wake(app.poll)  # PostgreSQL: woken by NOTIFY instead of polling blind
-                else:
-                    stop.wait(app.poll)
+                self._pause(stop, wake)
         finally:
             app.serving = False
+
+    def _down(self, exc: BaseException) -> int:
+        """Log the start of an outage (once per outage)."""
+        self.outages += 1
+        log.warning(
+            "worker %s: the journal %s is unavailable (%s); backing off (%s) until it answers",
+            self.app.worker_id,
+            self.app.url,
+            exc,
+            self.backoff,
+        )
+        return 1
+
+    def _pause(self, stop: threading.Event, wake: Any) -> None:
+        """Wait up to the poll interval for new work, a freed slot or ``stop``.
+
+        With ``wake`` (``journal.wait_for_work``) a ``NOTIFY`` ends the wait at once; the
+        wait is cut in slices of at most ``_SLICE`` seconds so ``stop`` and freed slots are
+        noticed while the poll interval is long.
+        """
+        deadline = time.monotonic() + self.app.poll
+        while not stop.is_set() and not self._freed.is_set():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            if wake is not None:
+                try:
+                    if wake(min(left, _SLICE)):
+                        break
+                except _UNAVAILABLE:
+                    wake = None  # the next claim finds out and backs off
+            else:
+                self._freed.wait(min(left, 0.05))  # and look at ``stop`` again
+        self._freed.clear()

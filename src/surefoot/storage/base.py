@@ -255,7 +255,8 @@ class RunRow:
         ``journal_keys``. status: pending, running, sleeping, succeeded, failed, cancelled,
         needs_attention. result / error: codec JSON when finished. owner / epoch /
         lease_until: the lease. wake_at: when a sleeping run is due (None: only a signal
-        wakes it). waiting_for: the signal name a sleeping run waits for.
+        wakes it). waiting_for: the signal name a sleeping run waits for. claims: times
+        the run was claimed since it last suspended or an operator moved it (``max_claims``).
     """
 
     run_id: str
@@ -275,6 +276,7 @@ class RunRow:
     wake_at: float | None = None
     waiting_for: str | None = None
     forked_from: str | None = None
+    claims: int = 0
 
 
 @dataclass(slots=True)

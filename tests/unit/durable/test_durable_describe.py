@@ -34,8 +34,8 @@ def test_describe_reads_kinds_compensations_and_key_plans(app: App) -> None:
         await notify(order)
 
     specs = {s.name: s for s in app.describe(buy)}
-    assert list(specs) == ["quote", "wait_for", "charge", "notify"]
-    assert specs["quote"].kind == "pure" and specs["wait_for"].kind == "wait"
+    assert list(specs) == ["quote", "confirm", "charge", "notify"]
+    assert specs["quote"].kind == "pure" and specs["confirm"].kind == "wait"
     assert specs["charge"].kind == "effect" and specs["charge"].compensate == "refund"
     assert specs["charge"].takes_key and "run_id" in specs["charge"].key_plan
     assert not specs["notify"].takes_key and "needs_attention" in specs["notify"].key_plan

@@ -91,6 +91,8 @@ MIGRATIONS = [
         seen_at DOUBLE PRECISION NOT NULL
     )
     """,
+    # 2: claims since the run last suspended or an operator moved it (``max_claims``)
+    "ALTER TABLE durable_runs ADD COLUMN claims INTEGER NOT NULL DEFAULT 0",
 ]
 
 CHANNEL = "durable_work"
@@ -100,6 +102,7 @@ _RUN_COLS = (
     "updated_at, result, error, owner, epoch, lease_until, wake_at, waiting_for, forked_from"
 )
 _MARKS = ", ".join(["%s"] * 17)
+_SEL = _RUN_COLS + ", claims"  # read back with the claim counter (never inserted)
 _STEP_COLS = (
     "run_id, pos, name, kind, status, result, error, attempts, epoch, started_at, finished_at, seq"
 )
@@ -125,6 +128,7 @@ _FINISH_SQL = (
 )
 _SLEEP_SQL = (
     "UPDATE durable_runs SET status = 'sleeping', owner = NULL, lease_until = NULL, "
+    "claims = 0, "
     "waiting_for = %s::TEXT, updated_at = %s, wake_at = CASE WHEN %s::TEXT IS NOT NULL AND "
     "EXISTS (SELECT 1 FROM durable_signals WHERE run_id = %s AND name = %s::TEXT AND "
     f"consumed_pos IS NULL) THEN {_F8} ELSE {_F8} END WHERE run_id = %s AND epoch = %s"
@@ -239,7 +243,7 @@ class PostgresJournal:
 
     def get_run(self, run_id: str) -> RunRow | None:
         rows = self.db.execute(
-            f"SELECT {_RUN_COLS} FROM durable_runs WHERE run_id = %s", (run_id,), write=False
+            f"SELECT {_SEL} FROM durable_runs WHERE run_id = %s", (run_id,), write=False
         )
         return _run(rows[0]) if rows else None
 
@@ -253,7 +257,7 @@ class PostgresJournal:
         if workflow is not None:
             where.append("workflow = %s")
             params.append(workflow)
-        sql = f"SELECT {_RUN_COLS} FROM durable_runs"
+        sql = f"SELECT {_SEL} FROM durable_runs"
         if where:
             sql += " WHERE " + " AND ".join(where)
         sql += ' ORDER BY created_at DESC, run_id COLLATE "C" LIMIT %s'
@@ -382,6 +386,7 @@ class PostgresJournal:
         # this owner until their lease runs out, then any worker claims them again.
         rows = self.db.execute(
             "UPDATE durable_runs SET status = 'running', owner = %s, epoch = epoch + 1, "
+            "claims = claims + 1, "
             f"lease_until = %s, updated_at = %s WHERE {cond} RETURNING run_id, epoch",
             (owner, lease_until, now, *params),
             write=False,  # counted below only when it took a run: an idle poll writes nothing
@@ -441,9 +446,9 @@ class PostgresJournal:
             if not exists:
                 raise UnknownRunError(run_id, self.url)
             row = conn.execute(
-                "UPDATE durable_runs SET status = %s, epoch = epoch + 1, owner = NULL, "
+                "UPDATE durable_runs SET status = %s, epoch = epoch + 1, owner = NULL, claims = 0, "
                 "lease_until = NULL, wake_at = NULL, waiting_for = NULL, updated_at = %s "
-                f"WHERE run_id = %s AND status = ANY(%s) RETURNING {_RUN_COLS}",
+                f"WHERE run_id = %s AND status = ANY(%s) RETURNING {_SEL}",
                 (status, now, run_id, list(from_statuses)),
             ).fetchone()
             if row is None:
@@ -525,7 +530,7 @@ class PostgresJournal:
 
         def work(conn: Any) -> RunRow:
             src = conn.execute(
-                f"SELECT {_RUN_COLS} FROM durable_runs WHERE run_id = %s", (run_id,)
+                f"SELECT {_SEL} FROM durable_runs WHERE run_id = %s", (run_id,)
             ).fetchone()
             if src is None:
                 raise UnknownRunError(run_id, self.url)

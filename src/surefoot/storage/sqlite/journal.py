@@ -81,6 +81,8 @@ MIGRATIONS = [
         seen_at REAL NOT NULL
     )
     """,
+    # 2: claims since the run last suspended or an operator moved it (``max_claims``)
+    "ALTER TABLE durable_runs ADD COLUMN claims INTEGER NOT NULL DEFAULT 0",
 ]
 
 _RUN_COLS = (
@@ -88,6 +90,7 @@ _RUN_COLS = (
     "updated_at, result, error, owner, epoch, lease_until, wake_at, waiting_for, forked_from"
 )
 _MARKS = ", ".join("?" * 17)
+_SEL = _RUN_COLS + ", claims"  # read back with the claim counter (never inserted)
 _STEP_COLS = (
     "run_id, pos, name, kind, status, result, error, attempts, epoch, started_at, "
     "finished_at, rowid"
@@ -108,7 +111,7 @@ _FINISH_SQL = (
     "WHERE run_id = ? AND epoch = ?"
 )
 _SLEEP_SQL = (
-    "UPDATE durable_runs SET status = 'sleeping', owner = NULL, lease_until = NULL, "
+    "UPDATE durable_runs SET status = 'sleeping', owner = NULL, lease_until = NULL, claims = 0, "
     "waiting_for = ?, updated_at = ?, wake_at = CASE WHEN ? IS NOT NULL AND EXISTS ("
     "SELECT 1 FROM durable_signals WHERE run_id = ? AND name = ? AND consumed_pos IS NULL) "
     "THEN ? ELSE ? END WHERE run_id = ? AND epoch = ?"
@@ -171,14 +174,14 @@ class SQLiteJournal:
                 )
                 return row, True
             existing = c.execute(
-                f"SELECT {_RUN_COLS} FROM durable_runs WHERE run_id = ?", (row.run_id,)
+                f"SELECT {_SEL} FROM durable_runs WHERE run_id = ?", (row.run_id,)
             ).fetchone()
         return _run(existing), False
 
     def get_run(self, run_id: str) -> RunRow | None:
         r = (
             self.db.conn()
-            .execute(f"SELECT {_RUN_COLS} FROM durable_runs WHERE run_id = ?", (run_id,))
+            .execute(f"SELECT {_SEL} FROM durable_runs WHERE run_id = ?", (run_id,))
             .fetchone()
         )
         return _run(r) if r else None
@@ -193,7 +196,7 @@ class SQLiteJournal:
         if workflow is not None:
             where.append("workflow = ?")
             params.append(workflow)
-        sql = f"SELECT {_RUN_COLS} FROM durable_runs"
+        sql = f"SELECT {_SEL} FROM durable_runs"
         if where:
             sql += " WHERE " + " AND ".join(where)
         sql += " ORDER BY created_at DESC, run_id LIMIT ?"
@@ -322,6 +325,7 @@ class SQLiteJournal:
         with self.db.write() as c:
             rows = c.execute(
                 "UPDATE durable_runs SET status = 'running', owner = ?, epoch = epoch + 1, "
+                "claims = claims + 1, "
                 f"lease_until = ?, updated_at = ? WHERE {cond} RETURNING run_id, epoch",
                 (owner, lease_until, now, *params),
             ).fetchall()
@@ -373,9 +377,9 @@ class SQLiteJournal:
             if not c.execute("SELECT 1 FROM durable_runs WHERE run_id = ?", (run_id,)).fetchone():
                 raise UnknownRunError(run_id, self.url)
             row = c.execute(
-                "UPDATE durable_runs SET status = ?, epoch = epoch + 1, owner = NULL, "
+                "UPDATE durable_runs SET status = ?, epoch = epoch + 1, owner = NULL, claims = 0, "
                 "lease_until = NULL, wake_at = NULL, waiting_for = NULL, updated_at = ? "
-                f"WHERE run_id = ? AND status IN ({marks}) RETURNING {_RUN_COLS}",
+                f"WHERE run_id = ? AND status IN ({marks}) RETURNING {_SEL}",
                 (status, now, run_id, *from_statuses),
             ).fetchone()
             if row is None:
@@ -446,7 +450,7 @@ class SQLiteJournal:
         """
         with self.db.write() as c:
             src = c.execute(
-                f"SELECT {_RUN_COLS} FROM durable_runs WHERE run_id = ?", (run_id,)
+                f"SELECT {_SEL} FROM durable_runs WHERE run_id = ?", (run_id,)
             ).fetchone()
             if src is None:
                 raise UnknownRunError(run_id, self.url)
