@@ -532,6 +532,7 @@ def chaos(ctx: LabContext) -> LabResult:
         seed=seed,
         kill_every=(0.2, 0.6),
         max_kills=6 if ctx.quick else 60,
+        kill_in_flight_first=ctx.quick,  # a quick run always sees a kill mid-run
         time_limit=30.0 if ctx.quick else 50.0,
         logdir=str(ctx.workdir),
     )

@@ -122,6 +122,7 @@ def chaos_run(
     kill_every: tuple[float, float] = (0.5, 1.5),
     max_kills: int = 30,
     latency: float = 0.01,
+    kill_in_flight_first: bool = False,
     workdir: str,
     progress: Any = None,
 ) -> PostgresChaos:
@@ -132,6 +133,8 @@ def chaos_run(
             or a ``sqlite:///`` file (no server to restart).
         workers / runs / seed / kill_every / max_kills / time_limit: as ``ChaosConfig``.
         latency: the fake services' request and reply latency (runs stay in flight longer).
+        kill_in_flight_first: the first kill hits a worker as soon as it holds a run (see
+            ``ChaosConfig``), so even a short run sees one.
         restart: restart the server once (when it is a local ``pg_ctlcluster`` cluster).
         restart_after: restart once this fraction of the runs has ended.
         restart_timeout: the restart command is killed after this many seconds.
@@ -204,6 +207,7 @@ def chaos_run(
         seed=seed,
         kill_every=kill_every,
         max_kills=max_kills,
+        kill_in_flight_first=kill_in_flight_first,
         time_limit=time_limit,
         lease=2.0,
         latency=latency,
@@ -286,6 +290,9 @@ def chaos_postgres(ctx: LabContext) -> LabResult:
         time_limit=60.0 if quick else 240.0,
         kill_every=(0.3, 0.8) if quick else (0.5, 1.5),
         max_kills=4 if quick else 30,
+        # quick: the 12 runs may all end before a scheduled kill; kill one in flight first
+        kill_in_flight_first=quick,
+        latency=0.03 if quick else 0.01,
         workdir=str(ctx.workdir),
         progress=ctx.progress,
     )

@@ -61,6 +61,10 @@ class ChaosConfig:
         seed: seeds the kill schedule (which worker, when) and the FakeLLM.
         kill_every: (low, high) seconds between kills, drawn uniformly.
         max_kills: at most this many SIGKILLs.
+        kill_in_flight_first: the first kill comes as soon as one of the workers holds a
+            run (status ``running``), whatever ``kill_every`` says, and hits that worker;
+            later kills follow ``kill_every``. A short run (tests, ``--quick``) whose runs
+            all end before the first scheduled kill then still sees one.
         time_limit: seconds for the whole run; runs not ended by then count as incomplete.
         lease: the workers' lease in seconds.
         latency / reply_latency: the fake services' delays (seconds).
@@ -79,6 +83,7 @@ class ChaosConfig:
     seed: int = 0
     kill_every: tuple[float, float] = (0.3, 1.0)
     max_kills: int = 40
+    kill_in_flight_first: bool = False
     time_limit: float = 60.0
     lease: float = 2.0
     latency: float = 0.005
@@ -276,7 +281,9 @@ def run_chaos(
         for w in wids:
             workers.start(w)
         next_kill = t0 + rng.uniform(*cfg.kill_every)
+        hunting = cfg.kill_in_flight_first and cfg.max_kills > 0
         while True:
+            holder = _holder(app, wids) if hunting else None
             ended = _ended(app, everyone)
             if progress is not None:
                 progress(ended, total)
@@ -286,6 +293,15 @@ def run_chaos(
             if now - t0 >= cfg.time_limit:
                 timed_out = True
                 break
+            if hunting:
+                if holder is not None:  # a run is in flight on ``holder``: kill it now
+                    hunting = False
+                    workers.kill(holder)
+                    kills += 1
+                    workers.start(holder)
+                    next_kill = now + rng.uniform(*cfg.kill_every)
+                time.sleep(0.005)
+                continue
             if kills < cfg.max_kills and now >= next_kill:
                 victim = rng.choice(wids)
                 workers.kill(victim)
@@ -312,12 +328,21 @@ def run_chaos(
             "seed": cfg.seed,
             "kill_every": list(cfg.kill_every),
             "max_kills": cfg.max_kills,
+            "kill_in_flight_first": cfg.kill_in_flight_first,
             "time_limit": cfg.time_limit,
             "lease": cfg.lease,
             "latency": cfg.latency,
             "reply_latency": cfg.reply_latency,
         },
     )
+
+
+def _holder(app: App, wids: list[str]) -> str | None:
+    """The id of one of ``wids`` that holds a running run now, or None."""
+    for r in app.list_runs(status="running", limit=1_000):
+        if r.owner in wids:
+            return r.owner
+    return None
 
 
 def _ended(app: App, run_ids: list[str]) -> int:
