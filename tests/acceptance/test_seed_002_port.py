@@ -22,10 +22,16 @@ def run(exp_id: str, **kwargs: Any) -> lab.LabResult:
     return result
 
 
-def test_hard2_port_kill9() -> None:
-    """A SIGKILLed DBOS worker's run finishes after restart; recorded steps are never re-called."""
+@pytest.fixture(scope="module")
+def facts() -> dict[str, Any]:
+    """The quick run of durable.port, shared by the tests below (it takes ~20 s)."""
     assert dbos.DBOS is not None
-    f = run("durable.port").facts
+    return run("durable.port").facts
+
+
+def test_hard2_port_kill9(facts: dict[str, Any]) -> None:
+    """A SIGKILLed DBOS worker's run finishes after restart; recorded steps are never re-called."""
+    f = facts
     assert "skipped" not in f
     assert f["dbos_all_succeeded"] is True
     assert f["dbos_repeated_for_journalled_steps"] == 0
@@ -49,6 +55,17 @@ def test_hard2_port_kill9() -> None:
     pub = f["dbos"]["publish (reply)"]
     assert pub["calls_per_step"]["publish"] == 2
     assert pub["posts"] == 1 and pub["duplicate_posts"] == 0
+
+
+def test_port_replacement_worker(facts: dict[str, Any]) -> None:
+    """DBOS leaves a dead executor's run pending for a new executor id; surefoot's lease doesn't."""
+    rep = facts["replacement"]
+    d, s = rep["dbos"], rep["surefoot"]
+    assert d["steps_while_replacement_ran"] == 0 and d["status_while_replacement_ran"] == "PENDING"
+    assert d["status_after_original_id_restarted"] == "SUCCESS"
+    assert d["repeated_for_journalled_steps"] == 0
+    assert s["status"] == "succeeded"
+    assert s["calls_per_step"]["plan"] == 1 and s["calls_per_step"]["search"] == 1
 
 
 def test_port_rejects_unknown_kill_point(tmp_path: Any) -> None:

@@ -11,10 +11,12 @@ surefoot's own agent killed at the same point (``chaos.kill_mid_run``), side by 
 from __future__ import annotations
 
 import random
+import time
 from typing import Any
 
-from ..durable.agent import STEPS, Ledger
-from ..durable.agent.chaos import ChaosConfig, kill_mid_run
+from ..durable import App
+from ..durable.agent import STEPS, AgentServices, Ledger, build_agent, start_agent
+from ..durable.agent.chaos import ChaosConfig, WorkerProcesses, kill_mid_run
 from ..durable.agent.port_dbos import PortKillReport, dbos_module, kill_dbos_mid_run
 from ..errors import MissingExtraError
 from ._registry import LabContext, LabResult, Table, experiment
@@ -28,8 +30,16 @@ STEP_NAMES = {"signal:approve": "approve"}
 """surefoot's journal names mapped to the agent's step names."""
 
 
-def _dbos_row(ctx: LabContext, kill_at: str, window: str, latency: float) -> dict[str, Any]:
-    name = f"port-dbos-{kill_at}-{window}"
+def _dbos_row(
+    ctx: LabContext,
+    kill_at: str,
+    window: str,
+    latency: float,
+    *,
+    replacement: str | None = None,
+    wait: float = 0.0,
+) -> dict[str, Any]:
+    name = f"port-dbos-{kill_at}-{window}" + ("-replaced" if replacement else "")
     r: PortKillReport = kill_dbos_mid_run(
         ctx.workdir / f"{name}.db",
         ctx.workdir / f"{name}-ledger.db",
@@ -39,8 +49,19 @@ def _dbos_row(ctx: LabContext, kill_at: str, window: str, latency: float) -> dic
         seed=ctx.seed,
         latency=latency,
         reply_latency=0.0 if window == "request" else 3 * latency,
+        restart_as=replacement,
+        orphan_wait=wait,
     )
     return {
+        "replacement": None
+        if replacement is None
+        else {
+            "waited_s": wait,
+            "steps_while_replacement_ran": r.orphaned_steps,
+            "status_while_replacement_ran": r.orphaned_status,
+            "status_after_original_id_restarted": r.status,
+            "repeated_for_journalled_steps": r.repeated_for_journalled,
+        },
         "status": r.status,
         "succeeded": r.status == "SUCCESS",
         "journalled_before_kill": r.journalled_before_kill,
@@ -90,6 +111,63 @@ def _surefoot_row(ctx: LabContext, kill_at: str, latency: float) -> dict[str, An
     }
 
 
+def _until(cond: Any, timeout: float) -> bool:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if cond():
+            return True
+        time.sleep(0.01)
+    return bool(cond())
+
+
+def _surefoot_replacement(ctx: LabContext, latency: float, lease: float) -> dict[str, Any]:
+    """Kill worker w1 mid-run; start a worker with another id, w2; time its takeover."""
+    name = "port-surefoot-replacement"
+    cfg = ChaosConfig(
+        db=ctx.sqlite_url(f"{name}.db"),
+        ledger=str(ctx.workdir / f"{name}-ledger.db"),
+        seed=ctx.seed,
+        latency=latency,
+        reply_latency=0.0,
+        lease=lease,
+        logdir=str(ctx.workdir),
+    )
+    app = App(cfg.db, lease=lease, worker_id="port-harness")
+    ledger = Ledger(cfg.ledger)
+    wf = build_agent(app, AgentServices(ledger))["1"]
+    start_agent(app, wf, "why is the sky blue?", run_id=name, enqueue=True)
+    workers = WorkerProcesses(cfg, ctx.workdir)
+
+    def done() -> set[str]:
+        return {st.name for st in app.show(name).steps if st.status == "done"}
+
+    try:
+        workers.start("w1")
+        _until(lambda: {"plan", "search"} <= done(), 60)
+        time.sleep(latency / 2)
+        workers.kill("w1")
+        t0 = time.monotonic()
+        workers.start("w2")
+        _until(lambda: app.show(name).run.status == "succeeded", 60)
+        took = time.monotonic() - t0
+    finally:
+        workers.stop_all()
+    status = app.show(name).run.status
+    per_step = dict(ledger.totals([name]).calls_by_step)
+    app.close()
+    ledger.close()
+    return {
+        "lease_s": lease,
+        "status": status,
+        "finished_by_other_worker_in_s": round(took, 2),
+        "calls_per_step": per_step,
+    }
+
+
+def _replace(yes: bool, wait: float) -> dict[str, Any]:
+    return {"replacement": "replacement-host", "wait": wait} if yes else {}
+
+
 def _skipped(exc: MissingExtraError) -> LabResult:
     t = Table("DBOS port of the agent", ["engine", "result"])
     t.add("dbos", f"skipped: {exc}")
@@ -111,7 +189,8 @@ def port(ctx: LabContext) -> LabResult:
         dbos_module()
     except MissingExtraError as exc:
         return _skipped(exc)
-    latency = 0.1 if ctx.quick else 0.2
+    latency = 0.05 if ctx.quick else 0.2
+    wait, lease = (1.0, 1.0) if ctx.quick else (5.0, 2.0)
     rng = random.Random(ctx.seed)
     points = (rng.choice(KILL_POINTS),) if ctx.quick else KILL_POINTS
     replies = REPLY_KILLS
@@ -132,14 +211,41 @@ def port(ctx: LabContext) -> LabResult:
         ],
     )
     rows: list[tuple[str, str, dict[str, Any]]] = []
+    # the replacement-machine case (below) runs separately, except in quick mode, where the
+    # first kill point's run doubles as it: a worker under another id first, then the old
+    d_rep: dict[str, Any] | None = None
     for k in points:
-        rows.append(("dbos", f"{k} (request)", _dbos_row(ctx, k, "request", latency)))
+        d = _dbos_row(ctx, k, "request", latency, **_replace(ctx.quick and d_rep is None, wait))
+        d_rep = d.pop("replacement") or d_rep
+        rows.append(("dbos", f"{k} (request)", d))
         ctx.progress(len(rows), total)
         rows.append(("surefoot", f"{k} (request)", _surefoot_row(ctx, k, latency)))
         ctx.progress(len(rows), total)
     for k in replies:
         rows.append(("dbos", f"{k} (reply)", _dbos_row(ctx, k, "reply", latency)))
         ctx.progress(len(rows), total)
+    if d_rep is None:
+        d_rep = _dbos_row(ctx, "read", "request", latency, **_replace(True, wait))["replacement"]
+        assert d_rep is not None
+    s_rep = _surefoot_replacement(ctx, latency, lease)
+    ctx.progress(total, total)
+    t2 = Table(
+        "The worker's machine never comes back: a worker under another id is started instead",
+        ["engine", "what the replacement worker did", "status"],
+    )
+    t2.add(
+        "dbos",
+        f"recorded {d_rep['steps_while_replacement_ran']} steps in {wait:g} s after its launch "
+        "(launch recovers only its own executor id's runs)",
+        f"{d_rep['status_while_replacement_ran']}; once a worker under the dead one's "
+        f"executor id was started: {d_rep['status_after_original_id_restarted']}",
+    )
+    t2.add(
+        "surefoot",
+        f"took the run over after its lease expired ({s_rep['lease_s']:g} s lease) and "
+        f"finished it {s_rep['finished_by_other_worker_in_s']} s after starting",
+        s_rep["status"],
+    )
     for engine, when, r in rows:
         t.add(
             engine,
@@ -163,9 +269,10 @@ def port(ctx: LabContext) -> LabResult:
         ),
         "dbos_duplicate_posts": sum(r["duplicate_posts"] for r in dbos_rows),
         "dbos_all_succeeded": all(r["succeeded"] for r in dbos_rows),
+        "replacement": {"dbos": d_rep, "surefoot": s_rep},
     }
     return LabResult(
-        tables=[t],
+        tables=[t, t2],
         facts=facts,
         answer=(
             "Ported to DBOS (model, tool and publish calls in steps, orchestration in the "
@@ -173,7 +280,10 @@ def port(ctx: LabContext) -> LabResult:
             f"{facts['dbos_repeated_for_journalled_steps']} repeated calls for steps DBOS had "
             "recorded, like surefoot's agent. The step in flight runs again in both; "
             "killed after its service answered, its call is paid twice (at-least-once "
-            "steps), and the publish key (workflow id + step id) keeps the post single."
+            "steps), and the publish key (workflow id + step id) keeps the post single. "
+            "Where they differ is a machine that never comes back: DBOS recovers a run only "
+            "in a process with the dead one's executor id (or through its commercial "
+            "Conductor); surefoot's lease lets any worker take it over."
         ),
         params={
             "latency_s": latency,

@@ -42,6 +42,8 @@ from ._workflow import APPROVE, STEPS
 __all__ = [
     "APP_NAME",
     "APP_VERSION",
+    "EXECUTOR_ID",
+    "READY",
     "STEP_NAMES",
     "WORKFLOW_NAME",
     "PortKillReport",
@@ -60,6 +62,12 @@ APP_VERSION = "surefoot-port-1"
 
 WORKFLOW_NAME = "surefoot_research_agent"
 """The agent workflow's registered DBOS name."""
+
+EXECUTOR_ID = "surefoot-port-worker"
+"""The worker's default DBOS executor id; launch recovers only this executor's runs."""
+
+READY = "surefoot-port-worker launched"
+"""What a worker prints once DBOS has launched (and started its recovery)."""
 
 STEP_NAMES = {"DBOS.recv": APPROVE}
 """DBOS's own step names mapped to the agent's step names (others are used as they are)."""
@@ -168,6 +176,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--start", default=None, help="start this run id after launch")
     p.add_argument("--question", default="why is the sky blue?", help="the run's question")
     p.add_argument("--no-approve", action="store_true", help="do not auto-approve --start")
+    p.add_argument("--executor-id", default=EXECUTOR_ID, help="DBOS executor id")
     p.add_argument("--seed", type=int, default=0, help="the FakeLLM's seed")
     p.add_argument("--latency", type=float, default=0.0, help="service latency (s)")
     p.add_argument("--reply-latency", type=float, default=0.0, help="reply latency (s)")
@@ -186,12 +195,13 @@ async def _serve(a: argparse.Namespace) -> None:
             "name": APP_NAME,
             "system_database_url": a.sysdb,
             "application_version": APP_VERSION,
-            "executor_id": "surefoot-port-worker",
+            "executor_id": a.executor_id,
             "log_level": "WARNING",
             "notification_listener_polling_interval_sec": 0.05,
         }
     )
     DBOS.launch()  # re-enqueues this executor's PENDING workflows: the recovery
+    print(READY, a.executor_id, flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -248,6 +258,8 @@ class PortKillReport:
         posts / duplicate_posts: posts created, and those beyond the first.
         recovered_in_s: seconds from starting the new worker to the run's next recorded
             step (includes the worker's start-up and DBOS's launch).
+        orphaned_steps / orphaned_status: with ``restart_as``, steps recorded and the
+            run's status while only a worker with another executor id was running.
     """
 
     kill_at: str
@@ -263,6 +275,8 @@ class PortKillReport:
     posts: int
     duplicate_posts: int
     recovered_in_s: float | None
+    orphaned_steps: int | None = None
+    orphaned_status: str | None = None
 
 
 class _Worker:
@@ -277,6 +291,13 @@ class _Worker:
             self.proc = subprocess.Popen(
                 self.argv + extra, stdout=out, stderr=subprocess.STDOUT, env=dict(os.environ)
             )
+
+    def launched(self) -> int:
+        """How many times a worker of this run has printed that DBOS launched."""
+        try:
+            return self.log.read_text(errors="replace").count(READY)
+        except FileNotFoundError:
+            return 0
 
     def kill(self) -> None:
         p = self.proc
@@ -317,6 +338,8 @@ def kill_dbos_mid_run(
     latency: float = 0.1,
     reply_latency: float = 0.0,
     timeout: float = 60.0,
+    restart_as: str | None = None,
+    orphan_wait: float = 3.0,
 ) -> PortKillReport:
     """Run one DBOS agent run in a worker process, SIGKILL it mid-run, restart it, measure.
 
@@ -334,6 +357,9 @@ def kill_dbos_mid_run(
         run_id: the workflow id. seed: the FakeLLM's seed.
         latency / reply_latency: the fake services' delays in seconds.
         timeout: seconds allowed for each phase (reaching the kill, finishing the run).
+        restart_as: first restart the worker under this other executor id (a replacement
+            machine) for ``orphan_wait`` seconds after its DBOS launched, then restart it
+            under the original id.
 
     Raises:
         ConfigError: an unknown step or window.
@@ -378,6 +404,7 @@ def kill_dbos_mid_run(
 
     marks = set(STEPS[: STEPS.index(kill_at)])
     recovered: float | None = None
+    orphaned: tuple[int | None, str | None] = (None, None)
     try:
         worker.start(["--start", run_id])
         if window == "request":
@@ -387,9 +414,16 @@ def kill_dbos_mid_run(
             _until(lambda: kill_at in received(), timeout)
         journalled = [s for s in done() if s in STEPS]
         worker.kill()
+        n = len(steps())
+        if restart_as is not None:
+            launches = worker.launched()
+            worker.start(["--executor-id", restart_as])
+            _until(lambda: worker.launched() > launches, timeout)
+            time.sleep(orphan_wait)
+            orphaned = (len(steps()) - n, status())
+            worker.stop()
         restarted = time.monotonic()
         worker.start([])
-        n = len(steps())
         if _until(lambda: len(steps()) > n or status() == "SUCCESS", timeout):
             recovered = time.monotonic() - restarted
         _until(lambda: status() in ("SUCCESS", "ERROR", "CANCELLED"), timeout)
@@ -430,6 +464,8 @@ def kill_dbos_mid_run(
         posts=len(posts),
         duplicate_posts=sum(n - 1 for n in Counter(p["channel"] for p in posts).values()),
         recovered_in_s=recovered,
+        orphaned_steps=orphaned[0],
+        orphaned_status=orphaned[1],
     )
 
 
