@@ -150,10 +150,20 @@ def _load() -> None:
     )
 
 
+_GROUPS = ("resilience", "durable", "statebus")
+
+
+def _ordered() -> list[Experiment]:
+    """By subsystem in the course's order, then in registration order within each."""
+    exps = list(_EXPERIMENTS.values())
+    rank = {g: i for i, g in enumerate(_GROUPS)}
+    return sorted(exps, key=lambda e: rank.get(e.id.split(".", 1)[0], len(rank)))
+
+
 def experiments() -> list[Experiment]:
-    """Every registered experiment, in registration order."""
+    """Every registered experiment: resilience, durable, statebus; each in registration order."""
     _load()
-    return list(_EXPERIMENTS.values())
+    return _ordered()
 
 
 def get(id: str) -> Experiment:
@@ -177,11 +187,11 @@ def select(names: list[str]) -> list[Experiment]:
     chosen: list[Experiment] = []
     for name in names:
         if name == "all":
-            matches = list(_EXPERIMENTS.values())
+            matches = _ordered()
         elif name in _EXPERIMENTS:
             matches = [_EXPERIMENTS[name]]
         else:
-            matches = [e for e in _EXPERIMENTS.values() if e.id.startswith(name + ".")]
+            matches = [e for e in _ordered() if e.id.startswith(name + ".")]
             if not matches:
                 get(name)  # raises with the list of ids
         for e in matches:
