@@ -1,8 +1,8 @@
 """StateStore contract: one suite for every backend.
 
-Backends come from the ``state_url`` fixture's params. PostgreSQL and Redis can be added by
-appending ``"postgresql"`` / ``"redis"`` to ``BACKENDS`` once their ``statestore()`` exists:
-``_url`` already maps them to the service fixtures (which skip when the server is absent).
+Every test runs against memory, SQLite, PostgreSQL and Redis (``BACKENDS``); the server
+backends come from the service fixtures, which skip when the server is absent (and fail
+under ``SUREFOOT_REQUIRE_SERVICES=1``).
 """
 
 from __future__ import annotations
@@ -145,6 +145,15 @@ def test_fence_must_match_the_lease_version(state: Any) -> None:
     with pytest.raises(ConflictError):
         _w(state, "new", '"late"', fence=("lease", 1))
     assert state.read("k").value == '"x"' and state.read("new") is None
+
+
+def test_fence_on_a_missing_lease_key_is_refused(state: Any) -> None:
+    """A fence at version 0 on a lease key that does not exist never matches: no lease, no write."""
+    with pytest.raises(ConflictError) as ei:
+        _w(state, "k", '"x"', fence=("lease", 0))
+    assert (ei.value.key, ei.value.expected, ei.value.version) == ("lease", 0, 0)
+    assert "does not exist" in str(ei.value) and "lease" in str(ei.value)
+    assert state.read("k") is None and state.revision() == 0
 
 
 def test_namespaces_do_not_meet(state_url: str) -> None:

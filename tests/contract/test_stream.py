@@ -1,7 +1,8 @@
 """StreamLog contract: one suite for every backend.
 
-Backends come from ``BACKENDS``; add ``"postgresql"`` / ``"redis"`` once their ``stream()``
-exists (``_url`` maps them to the service fixtures, which skip when the server is absent).
+Every test runs against memory, SQLite, PostgreSQL and Redis (``BACKENDS``); the server
+backends come from the service fixtures, which skip when the server is absent (and fail
+under ``SUREFOOT_REQUIRE_SERVICES=1``).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any
 import pytest
 
 from surefoot import storage
-from surefoot.errors import ConflictError, DuplicateMessageError
+from surefoot.errors import ConfigError, ConflictError, DuplicateMessageError
 from surefoot.storage.base import StreamLog
 
 BACKENDS = ["memory", "sqlite", "postgresql", "redis"]
@@ -73,6 +74,42 @@ def test_append_numbers_messages_in_order(log: Any) -> None:
     seqs = [log.append(f"m{i}", f'"{i}"', now=float(i)).seq for i in range(3)]
     assert seqs == [1, 2, 3] and log.last_seq() == 3
     assert [r.message_id for r in log.range(1, 10)] == ["m1", "m2"]
+
+
+def test_range_limits_mean_the_same_everywhere(log: Any) -> None:
+    """limit=0 returns nothing; a negative limit or position is a ConfigError naming it."""
+    for i in range(3):
+        log.append(f"m{i}", str(i), now=0.0)
+    assert log.range(0, 0) == []
+    assert [r.seq for r in log.range(2, 100)] == [3]
+    with pytest.raises(ConfigError, match="limit=-1"):
+        log.range(0, -1)
+    with pytest.raises(ConfigError, match="after=-5"):
+        log.range(-5, 10)
+
+
+def test_expect_last_seq_conflict_says_the_same_everywhere(log: Any) -> None:
+    """A failed conditional append names the stream, both sequence numbers and the fix."""
+    log.append("a", "1", now=0.0)
+    with pytest.raises(ConflictError) as ei:
+        log.append("b", "2", now=0.0, expect_last_seq=3)
+    assert (ei.value.key, ei.value.expected, ei.value.version) == (f"stream:{log.name}", 3, 1)
+    assert str(ei.value) == (
+        f"stream {log.name!r} ends at sequence 1, not 3 (expect_last_seq): read the messages "
+        "after 3, redo your append on them, and append again with expect_last_seq=1; nothing "
+        "was appended"
+    )
+
+
+def test_ack_many_settles_a_batch_in_one_call(log: Any) -> None:
+    """ack_many acks every pending seq given, skips unknown or settled ones, returns the count."""
+    for i in range(4):
+        log.append(f"m{i}", str(i), now=0.0)
+    _claim(log, 0.0, limit=3)
+    assert log.ack("c", 2)
+    assert log.ack_many("c", [1, 2, 3, 4, 99]) == 2
+    assert log.pending("c") == 0 and log.ack_many("c", []) == 0
+    assert [c.record.seq for c in _claim(log, 100.0)] == [4]
 
 
 def test_retried_append_is_deduplicated(log: Any) -> None:

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from ..errors import ConflictError
+from ..errors import ConfigError, ConflictError
 
 __all__ = [
     "AuditRow",
@@ -35,6 +35,8 @@ __all__ = [
     "Storage",
     "StreamLog",
     "StreamRecord",
+    "check_range",
+    "fence_conflict",
     "stream_conflict",
 ]
 
@@ -131,6 +133,8 @@ class StateStore(Protocol):
     the key is at version ``n``. ``fence=(lease_key, version)`` adds the condition that
     ``lease_key`` is still at that version (a lease epoch). A failed condition raises
     ``ConflictError`` carrying the current value, version and author, and writes nothing.
+    A fence on a lease key that does not exist never matches (not even at version 0): a
+    lease is held only once it has been written.
     """
 
     namespace: str
@@ -185,6 +189,48 @@ class DeadRecord:
     history: list[dict[str, Any]] = field(default_factory=list)
 
 
+def fence_conflict(
+    lease_key: str, expected: int, version: int, value: Any, author: str
+) -> ConflictError:
+    """The ``ConflictError`` for a write whose fence (lease key at a version) did not hold.
+
+    Args:
+        lease_key: the fenced lease key.
+        expected: the lease version the writer fenced on.
+        version: the lease key's current version (0 when it does not exist).
+        value: the lease key's current value (decoded), or None.
+        author: who wrote the lease key's current version.
+    """
+    exc = ConflictError(lease_key, expected, version, value, author)
+    if version == 0:
+        exc.args = (
+            f"lease key {lease_key!r} does not exist, so a write fenced on it (version "
+            f"{expected}) is refused: acquire the lease first (write {lease_key!r}) and fence "
+            "on the version that write returns; nothing was written",
+        )
+    else:
+        exc.args = (
+            f"lease key {lease_key!r} is at version {version} (written by {author!r}), not "
+            f"{expected}: the lease was taken over or released, so this write is refused; "
+            "re-acquire the lease, re-read the data and write again; nothing was written",
+        )
+    return exc
+
+
+def check_range(stream: str, after: int, limit: int) -> None:
+    """Refuse a negative ``after`` or ``limit`` for ``StreamLog.range`` (every backend alike).
+
+    Raises:
+        ConfigError: naming the stream, the value and the fix.
+    """
+    if limit < 0 or after < 0:
+        bad = f"limit={limit}" if limit < 0 else f"after={after}"
+        raise ConfigError(
+            f"stream {stream!r}: range({bad}) is negative; pass after >= 0 (the sequence "
+            "number to read after, 0 for the start) and limit >= 0 (0 returns nothing)"
+        )
+
+
 def stream_conflict(stream: str, expected: int, last: int) -> ConflictError:
     """The ``ConflictError`` for an append whose ``expect_last_seq`` did not match."""
     exc = ConflictError(f"stream:{stream}", expected, last, None, "")
@@ -205,7 +251,9 @@ class StreamLog(Protocol):
     ``DuplicateMessageError``; ``expect_last_seq`` makes it conditional (``ConflictError``).
     ``claim`` hands a consumer new messages and redelivers those whose visibility timeout
     passed without an ack; a message that was delivered ``max_attempts`` times without an ack
-    becomes a dead letter (reason ``max_attempts``) instead.
+    becomes a dead letter (reason ``max_attempts``) instead. ``ack_many`` settles a batch in
+    one transaction (one commit) and returns how many were pending. ``range`` refuses a
+    negative ``after`` or ``limit`` (``ConfigError``); ``limit=0`` returns nothing.
     """
 
     name: str
@@ -226,6 +274,7 @@ class StreamLog(Protocol):
         worker: str = "",
     ) -> list[ClaimedMessage]: ...
     def ack(self, consumer: str, seq: int) -> bool: ...
+    def ack_many(self, consumer: str, seqs: list[int]) -> int: ...
     def nack(self, consumer: str, seq: int, *, now: float, delay: float = 0.0) -> bool: ...
     def reject(self, consumer: str, seq: int, *, reason: str, now: float) -> bool: ...
     def dead_letters(self, consumer: str) -> list[DeadRecord]: ...
@@ -394,6 +443,7 @@ class Journal(Protocol):
         action: str,
         detail: str,
         reset_steps: list[str] | None = None,
+        put_steps: list[StepWrite] | None = None,
     ) -> RunRow | None: ...
     def signal(
         self, run_id: str, name: str, payload: str, *, now: float, signal_id: str | None

@@ -62,3 +62,17 @@ def test_bad_arguments_are_config_errors(stream: Stream) -> None:
         stream.consumer("w", max_attempts=0)
     with pytest.raises(ConfigError):
         Stream("memory://", "")
+
+
+def test_ack_many_acks_a_fetched_batch_in_one_commit(tmp_path: Path) -> None:
+    """A batch of fetched messages is acked with one commit on SQLite, not one per message."""
+    stream = Stream(f"sqlite:///{tmp_path / 'b.db'}", "jobs", clock=FakeClock())
+    for i in range(5):
+        stream.append(i, message_id=f"j{i}")
+    c = stream.consumer("w", visibility_timeout=5.0, max_attempts=3)
+    batch = c.fetch(limit=5)
+    db = stream.log.db  # type: ignore[attr-defined]
+    before = db.commits
+    assert c.ack_many(batch) == 5 and c.pending == 0
+    assert db.commits - before == 1
+    assert c.ack_many([m.seq for m in batch]) == 0

@@ -6,7 +6,7 @@ import threading
 
 from ...codec import loads
 from ...errors import ConflictError
-from ..base import StateRecord
+from ..base import StateRecord, fence_conflict
 
 __all__ = ["MemoryStateStore"]
 
@@ -42,8 +42,8 @@ class MemoryStateStore:
             if fence is not None:
                 lease = self._rows.get(fence[0])
                 held = lease.version if lease is not None else 0
-                if held != fence[1]:
-                    raise ConflictError(
+                if lease is None or held != fence[1]:  # a missing lease never matches
+                    raise fence_conflict(
                         fence[0],
                         fence[1],
                         held,

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...errors import DuplicateMessageError
-from ..base import ClaimedMessage, DeadRecord, StreamRecord, stream_conflict
+from ..base import ClaimedMessage, DeadRecord, StreamRecord, check_range, stream_conflict
 
 __all__ = ["MemoryStream"]
 
@@ -61,7 +61,8 @@ class MemoryStream:
         return len(self._records)
 
     def range(self, after: int = 0, limit: int = 100) -> list[StreamRecord]:
-        return self._records[max(after, 0) : max(after, 0) + limit]
+        check_range(self.name, after, limit)
+        return self._records[after : after + limit]
 
     def _consumer(self, consumer: str) -> _Consumer:
         c = self._consumers.get(consumer)
@@ -108,6 +109,11 @@ class MemoryStream:
     def ack(self, consumer: str, seq: int) -> bool:
         with self._lock:
             return self._consumer(consumer).pending.pop(seq, None) is not None
+
+    def ack_many(self, consumer: str, seqs: list[int]) -> int:
+        with self._lock:
+            pending = self._consumer(consumer).pending
+            return sum(pending.pop(seq, None) is not None for seq in set(seqs))
 
     def nack(self, consumer: str, seq: int, *, now: float, delay: float = 0.0) -> bool:
         with self._lock:

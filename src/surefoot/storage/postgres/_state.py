@@ -14,7 +14,7 @@ from typing import Any
 
 from ...codec import loads
 from ...errors import ConflictError
-from ..base import StateRecord
+from ..base import StateRecord, fence_conflict
 from ._db import PostgresDB
 
 __all__ = ["MIGRATIONS", "PostgresStateStore"]
@@ -128,7 +128,8 @@ class PostgresStateStore:
         if kind == "ok":
             return StateRecord(key, value, int(version), int(revision), author, trust, float(now))
         expected = fence[1] if kind == "fence" and fence is not None else expect
-        raise ConflictError(
+        make = fence_conflict if kind == "fence" else ConflictError
+        raise make(
             which,
             expected if expected is not None else 0,
             int(version),

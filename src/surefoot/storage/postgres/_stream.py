@@ -17,7 +17,7 @@ from typing import Any
 
 from ...codec import dumps, loads
 from ...errors import DuplicateMessageError
-from ..base import ClaimedMessage, DeadRecord, StreamRecord, stream_conflict
+from ..base import ClaimedMessage, DeadRecord, StreamRecord, check_range, stream_conflict
 from ._db import PostgresDB
 
 __all__ = ["MIGRATIONS", "PostgresStream"]
@@ -115,9 +115,10 @@ class PostgresStream:
         return int(rows[0][0]) if rows else 0
 
     def range(self, after: int = 0, limit: int = 100) -> list[StreamRecord]:
+        check_range(self.name, after, limit)
         rows = self.db.execute(
             _REC + " AND seq > %s ORDER BY seq LIMIT %s",
-            (self.name, after, max(0, limit)),
+            (self.name, after, limit),
             write=False,
         )
         return [_rec(r) for r in rows]
@@ -202,6 +203,21 @@ class PostgresStream:
             "AND state = 'pending'",
             (self.name, consumer, seq),
         )
+
+    def ack_many(self, consumer: str, seqs: list[int]) -> int:
+        if not seqs:
+            return 0
+
+        def one(conn: Any) -> int:
+            return int(
+                conn.execute(
+                    "DELETE FROM sf_stream_pending WHERE stream = %s AND consumer = %s "
+                    "AND seq = ANY(%s) AND state = 'pending'",
+                    (self.name, consumer, sorted({int(s) for s in seqs})),
+                ).rowcount
+            )
+
+        return self.db.run(one)
 
     def nack(self, consumer: str, seq: int, *, now: float, delay: float = 0.0) -> bool:
         return self._change(

@@ -17,7 +17,7 @@ from typing import Any
 
 from ...codec import loads
 from ...errors import ConflictError
-from ..base import StateRecord
+from ..base import StateRecord, fence_conflict
 from ._client import RedisDB
 
 __all__ = ["RedisStateStore"]
@@ -99,7 +99,8 @@ class RedisStateStore:
         kind, which, version, raw = out
         cur = _record(which, raw) if raw else None
         expected = fence[1] if kind == "fence" and fence is not None else expect
-        raise ConflictError(
+        make = fence_conflict if kind == "fence" else ConflictError
+        raise make(
             which,
             expected if expected is not None else 0,
             int(version),

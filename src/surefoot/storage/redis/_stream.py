@@ -26,7 +26,7 @@ import json
 from typing import Any
 
 from ...errors import DuplicateMessageError
-from ..base import ClaimedMessage, DeadRecord, StreamRecord, stream_conflict
+from ..base import ClaimedMessage, DeadRecord, StreamRecord, check_range, stream_conflict
 from ._client import RedisDB
 
 __all__ = ["RedisStream"]
@@ -109,13 +109,18 @@ end
 return out
 """
 
-# KEYS: pv pa ph ; ARGV: seq
+# KEYS: pv pa ph ; ARGV: seq... (one or many)
 _ACK = """
-if not redis.call('ZSCORE', KEYS[1], ARGV[1]) then return 0 end
-redis.call('ZREM', KEYS[1], ARGV[1])
-redis.call('HDEL', KEYS[2], ARGV[1])
-redis.call('HDEL', KEYS[3], ARGV[1])
-return 1
+local n = 0
+for i = 1, #ARGV do
+  if redis.call('ZSCORE', KEYS[1], ARGV[i]) then
+    redis.call('ZREM', KEYS[1], ARGV[i])
+    redis.call('HDEL', KEYS[2], ARGV[i])
+    redis.call('HDEL', KEYS[3], ARGV[i])
+    n = n + 1
+  end
+end
+return n
 """
 
 # KEYS: pv ; ARGV: seq visible_at
@@ -239,7 +244,8 @@ class RedisStream:
         return int(raw) if raw is not None else 0
 
     def range(self, after: int = 0, limit: int = 100) -> list[StreamRecord]:
-        if limit <= 0:
+        check_range(self.name, after, limit)
+        if limit == 0:
             return []
         rows = self.db.call(
             lambda c: c.xrange(self._log, min=f"{int(after) + 1}-0", max="+", count=limit),
@@ -276,6 +282,12 @@ class RedisStream:
     def ack(self, consumer: str, seq: int) -> bool:
         keys = [self._c(k, consumer) for k in ("pv", "pa", "ph")]
         return bool(self._run("ack", keys, [int(seq)], idem=True))
+
+    def ack_many(self, consumer: str, seqs: list[int]) -> int:
+        if not seqs:
+            return 0
+        keys = [self._c(k, consumer) for k in ("pv", "pa", "ph")]
+        return int(self._run("ack", keys, sorted({int(s) for s in seqs}), idem=True))
 
     def nack(self, consumer: str, seq: int, *, now: float, delay: float = 0.0) -> bool:
         return bool(self._run("nack", [self._c("pv", consumer)], [int(seq), _num(now + delay)]))

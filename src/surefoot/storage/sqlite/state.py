@@ -14,7 +14,7 @@ from typing import Any
 
 from ...codec import loads
 from ...errors import ConflictError
-from ..base import StateRecord
+from ..base import StateRecord, fence_conflict
 from ._db import SQLiteDB
 
 __all__ = ["SQLiteStateStore"]
@@ -130,7 +130,7 @@ class SQLiteStateStore:
                     (self.namespace, fence[0]),
                 ).fetchone()
                 if lease is None or lease[1] != fence[1]:
-                    raise ConflictError(
+                    raise fence_conflict(
                         fence[0],
                         fence[1],
                         lease[1] if lease else 0,

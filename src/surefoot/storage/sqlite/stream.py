@@ -13,7 +13,7 @@ from typing import Any
 
 from ...codec import dumps, loads
 from ...errors import DuplicateMessageError
-from ..base import ClaimedMessage, DeadRecord, StreamRecord, stream_conflict
+from ..base import ClaimedMessage, DeadRecord, StreamRecord, check_range, stream_conflict
 from ._db import SQLiteDB
 
 __all__ = ["SQLiteStream"]
@@ -99,6 +99,7 @@ class SQLiteStream:
         return int(row[0] or 0)
 
     def range(self, after: int = 0, limit: int = 100) -> list[StreamRecord]:
+        check_range(self.name, after, limit)
         rows = (
             self.db.conn()
             .execute(_REC + " AND seq > ? ORDER BY seq LIMIT ?", (self.name, after, limit))
@@ -179,6 +180,16 @@ class SQLiteStream:
             "AND state = 'pending'",
             (self.name, consumer, seq),
         )
+
+    def ack_many(self, consumer: str, seqs: list[int]) -> int:
+        if not seqs:
+            return 0
+        with self.db.write() as c:
+            return c.executemany(
+                "DELETE FROM sf_stream_pending WHERE stream = ? AND consumer = ? AND seq = ? "
+                "AND state = 'pending'",
+                [(self.name, consumer, int(seq)) for seq in sorted(set(seqs))],
+            ).rowcount
 
     def nack(self, consumer: str, seq: int, *, now: float, delay: float = 0.0) -> bool:
         return self._change(
