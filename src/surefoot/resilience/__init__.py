@@ -21,6 +21,7 @@ from ._classify import (
     Classifier,
     Decision,
     classify,
+    classify_stream_error,
     is_retryable,
     parse_retry_after,
 )
@@ -51,6 +52,7 @@ __all__ = [
     "aretry_call",
     "attempts_of",
     "classify",
+    "classify_stream_error",
     "decide",
     "faults",
     "fingerprint",

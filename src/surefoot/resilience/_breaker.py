@@ -68,7 +68,8 @@ class CircuitBreaker:
         is_failure: which errors count (default: the transient ones, ``is_retryable``);
             other errors are passed through and ignored.
         clock: time source (``SystemClock`` by default).
-        on_state_change: ``callable(old, new)`` on every transition.
+        on_state_change: ``callable(old, new)`` on every transition, called after the lock
+            is released (so it may read ``state`` or ``stats()``), in the order they happened.
     """
 
     def __init__(
@@ -121,6 +122,7 @@ class CircuitBreaker:
         self._opened_at = 0.0
         self._probes_out = 0
         self._probes_ok = 0
+        self._pending: list[tuple[str, str]] = []  # transitions whose hook has not run yet
         self._calls = self._ok = self._failed = self._ignored = self._rejected = self._opened = 0
 
     # -- state -------------------------------------------------------------------------
@@ -158,18 +160,34 @@ class CircuitBreaker:
             self._opened += 1
         self.transitions.append((now, old, new))
         if self.on_state_change is not None:
-            self.on_state_change(old, new)
+            self._pending.append((old, new))  # called by _notify once the lock is released
+
+    def _notify(self) -> None:
+        """Call ``on_state_change`` for the transitions made so far, outside the lock.
+
+        The hook runs user code (logging, metrics, reading ``breaker.state``): under the
+        lock it would deadlock on ``state`` and stall every other caller.
+        """
+        hook = self.on_state_change
+        if hook is None:
+            return
+        with self._lock:
+            pending, self._pending = self._pending, []
+        for old, new in pending:
+            hook(old, new)
 
     def reset(self) -> None:
         """Close the breaker by hand."""
         with self._lock:
             if self._state != CLOSED:
                 self._move(CLOSED)
+        self._notify()
 
     def force_open(self) -> None:
         """Open the breaker by hand (for ``reset_timeout`` seconds)."""
         with self._lock:
             self._move(OPEN)
+        self._notify()
 
     # -- permits -----------------------------------------------------------------------
 
@@ -181,7 +199,19 @@ class CircuitBreaker:
                 if self.slow_call_threshold is None:
                     return self._gen, False, 0.0
                 return self._gen, False, self.clock.monotonic()
+        permit = self._acquire_slow()
+        if self._pending:
+            self._notify()
+        return permit
+
+    def _acquire_slow(self) -> tuple[int, bool, float]:
+        """``_acquire`` when the breaker is not closed: refuse, or hand out a probe."""
+        with self._lock:
             st = self._state
+            if st == CLOSED:  # closed by another thread in between
+                self._calls += 1
+                start = 0.0 if self.slow_call_threshold is None else self.clock.monotonic()
+                return self._gen, False, start
             now = self.clock.monotonic()
             if st == OPEN:
                 left = self._opened_at + self.reset_timeout - now
@@ -217,43 +247,49 @@ class CircuitBreaker:
         else:
             failed = None
         with self._lock:
-            if failed is None:
-                self._ignored += 1
-                if probe and gen == self._gen:
-                    self._probes_out -= 1  # give the probe slot back: it told us nothing
-                return
+            self._count(gen, probe, failed)
+        if self._pending:
+            self._notify()
+
+    def _count(self, gen: int, probe: bool, failed: bool | None) -> None:  # lock held
+        """Record one outcome and move state if it calls for it."""
+        if failed is None:
+            self._ignored += 1
+            if probe and gen == self._gen:
+                self._probes_out -= 1  # give the probe slot back: it told us nothing
+            return
+        if failed:
+            self._failed += 1
+        else:
+            self._ok += 1
+        if gen != self._gen:
+            return  # started in an earlier state: does not count now
+        if probe:
             if failed:
-                self._failed += 1
-            else:
-                self._ok += 1
-            if gen != self._gen:
-                return  # started in an earlier state: does not count now
-            if probe:
-                if failed:
-                    self._move(OPEN)
-                else:
-                    self._probes_ok += 1
-                    if self._probes_ok >= self.half_open_probes:
-                        self._move(CLOSED)
-                return
-            if failed:
-                self._consecutive += 1
-            else:
-                self._consecutive = 0
-            if self.failure_rate is not None:
-                if len(self._outcomes) == self.window and self._outcomes[0]:
-                    self._window_failures -= 1
-                self._outcomes.append(failed)
-                self._window_failures += failed
-            if failed and (
-                self._consecutive >= self.failure_threshold
-                or (
-                    self.failure_rate is not None
-                    and len(self._outcomes) >= self.min_calls
-                    and self._window_failures >= self.failure_rate * len(self._outcomes)
-                )
-            ):
                 self._move(OPEN)
+            else:
+                self._probes_ok += 1
+                if self._probes_ok >= self.half_open_probes:
+                    self._move(CLOSED)
+            return
+        if failed:
+            self._consecutive += 1
+        else:
+            self._consecutive = 0
+        if self.failure_rate is not None:
+            if len(self._outcomes) == self.window and self._outcomes[0]:
+                self._window_failures -= 1
+            self._outcomes.append(failed)
+            self._window_failures += failed
+        if failed and (
+            self._consecutive >= self.failure_threshold
+            or (
+                self.failure_rate is not None
+                and len(self._outcomes) >= self.min_calls
+                and self._window_failures >= self.failure_rate * len(self._outcomes)
+            )
+        ):
+            self._move(OPEN)
 
     # -- calling -----------------------------------------------------------------------
 

@@ -8,6 +8,7 @@ packages. The rules are data (:class:`Classifier`); extend them with :meth:`Clas
 from __future__ import annotations
 
 import email.utils
+import json
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -20,6 +21,7 @@ __all__ = [
     "Classifier",
     "Decision",
     "classify",
+    "classify_stream_error",
     "is_retryable",
     "parse_retry_after",
 ]
@@ -328,3 +330,77 @@ RetryOn = (
     | tuple[type[BaseException], ...]
     | type[BaseException]
 )
+
+
+# error types sent as an SSE ``event: error`` inside a 200 stream (Anthropic's names, and
+# OpenAI's ``server_error``), with the HTTP status each stands for
+STREAM_ERROR_TYPES: dict[str, tuple[bool, str]] = {
+    "overloaded_error": (True, "overloaded_error (Anthropic's 529) inside the stream: back off"),
+    "api_error": (True, "api_error (a 500) inside the stream: transient"),
+    "server_error": (True, "server_error (a 500) inside the stream: transient"),
+    "rate_limit_error": (True, "rate_limit_error (a 429) inside the stream: wait and retry"),
+    "timeout_error": (True, "timeout_error inside the stream: transient"),
+    "invalid_request_error": (False, "invalid_request_error (a 400) inside the stream"),
+    "authentication_error": (False, "authentication_error (a 401) inside the stream"),
+    "permission_error": (False, "permission_error (a 403) inside the stream"),
+    "not_found_error": (False, "not_found_error (a 404) inside the stream"),
+    "request_too_large": (False, "request_too_large (a 413) inside the stream"),
+}
+
+
+def _stream_error_type(event: Any) -> str | None:
+    """The error type named by an SSE error event, its JSON text, or an SDK exception."""
+    if isinstance(event, BaseException):
+        body = getattr(event, "body", None)
+        found = _stream_error_type(body) if body is not None else None
+        return found or _stream_error_type(str(event))
+    if isinstance(event, str | bytes):
+        text = event.decode("utf-8", "replace") if isinstance(event, bytes) else event
+        try:
+            return _stream_error_type(json.loads(text))
+        except ValueError:
+            low = text.lower()
+            return next((t for t in STREAM_ERROR_TYPES if t in low), None)
+    if isinstance(event, Mapping):
+        inner = event.get("error", event)
+        if isinstance(inner, Mapping):
+            for k in ("type", "code"):
+                v = inner.get(k)
+                if isinstance(v, str) and v != "error":
+                    return v
+        elif isinstance(inner, str):
+            return inner
+    return None
+
+
+def classify_stream_error(event: Any, *, content_seen: bool) -> Decision:
+    """Classify an error delivered *inside* a streaming (SSE) reply that started with 200.
+
+    Providers report overload mid-stream as an ``event: error`` whose data is like
+    ``{"type": "error", "error": {"type": "overloaded_error", ...}}``; the HTTP status was
+    200, so status-based retries (the SDKs') never see it. Before any content arrived such
+    an event is as transient as the status it stands for (``overloaded_error`` = 529); after
+    content was yielded, retrying the request would repeat that content, so the decision is
+    not to retry (surface the error, or resume from what arrived).
+
+    Args:
+        event: the parsed event data (a mapping), its JSON text, or the exception an SDK
+            raised for it (its ``body`` or message is read).
+        content_seen: True if any content chunk was already yielded to the caller.
+
+    Returns:
+        A :class:`Decision` with a one-line reason (``status`` is None: none was sent).
+    """
+    kind = _stream_error_type(event)
+    rule = STREAM_ERROR_TYPES.get(kind or "")
+    if rule is None:
+        retry, reason = False, f"stream error {kind!r} is not a known transient error"
+    else:
+        retry, reason = rule
+    if retry and content_seen:
+        return Decision(
+            False,
+            f"{reason}, but content was already yielded: a retry would repeat it; surface "
+            "the error or resume from what arrived",
+        )
+    return Decision(retry, reason if rule is None or not retry else f"{reason} (pre-content)")

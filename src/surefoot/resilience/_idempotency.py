@@ -39,8 +39,10 @@ class IdempotentExecutor:
       fingerprint of action and arguments is stored).
     - A key whose action is still running elsewhere raises ``IdempotencyInProgressError``,
       or, with ``wait=True``, waits for its result up to ``wait_timeout``.
-    - If the action raises, the record is deleted and the error re-raised: the next call
-      with that key runs the action again (a failure is not a result).
+    - If the action raises (or is cancelled), the record is deleted and the error re-raised
+      unchanged: the next call with that key runs the action again (a failure is not a
+      result). If the store cannot delete it, the error still propagates (with a note) and
+      the key stays claimed until its ``lease`` ends.
     - A done record expires after ``ttl`` (None: never); a running record whose owner died is
       taken over after ``lease`` seconds, so the action may then run a second time: give it
       a downstream idempotency key (``f"{key}:…"``) if that matters.
@@ -142,6 +144,21 @@ class IdempotentExecutor:
         expires = None if self.ttl is None else self.clock.now() + self.ttl
         self.store.complete(self.namespace + key, self.owner, text, expires)
 
+    def _release_after(self, key: str, error: BaseException) -> None:
+        """Release ``key`` after its action raised ``error``, never hiding that error.
+
+        If the store cannot release it (the database is down), the action's error is still
+        the one raised, with a note: the key then stays claimed until its lease ends.
+        """
+        try:
+            self.store.release(self.namespace + key, self.owner)
+        except Exception as exc:
+            error.add_note(
+                f"surefoot: could not release idempotency key {key!r} after this error "
+                f"({type(exc).__name__}: {exc}); it stays claimed for up to {self.lease:g} s "
+                "(the lease), then a retry can run the action"
+            )
+
     def _timeout(self, key: str) -> IdempotencyInProgressError:
         return IdempotencyInProgressError(
             key,
@@ -179,8 +196,8 @@ class IdempotentExecutor:
             self.runs += 1
         try:
             result = action(*args, **kwargs)
-        except BaseException:
-            self.store.release(self.namespace + key, self.owner)
+        except BaseException as exc:
+            self._release_after(key, exc)
             raise
         self._finish(key, result)
         return result
@@ -206,8 +223,8 @@ class IdempotentExecutor:
             self.runs += 1
         try:
             result = await action(*args, **kwargs)
-        except BaseException:
-            self.store.release(self.namespace + key, self.owner)
+        except BaseException as exc:
+            self._release_after(key, exc)
             raise
         self._finish(key, result)
         return result

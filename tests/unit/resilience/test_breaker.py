@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import sys
 import threading
 
 import pytest
@@ -178,3 +179,91 @@ def test_bad_parameters() -> None:
         CircuitBreaker(failure_threshold=0)
     with pytest.raises(ConfigError, match="min_calls"):
         CircuitBreaker(window=5, min_calls=6)
+
+
+def test_state_change_hook_may_read_the_breaker() -> None:
+    """on_state_change runs outside the lock: a hook reading state/stats does not deadlock."""
+    seen: list[tuple[str, str, str, int]] = []
+    clock = FakeClock()
+    b: CircuitBreaker
+
+    def hook(old: str, new: str) -> None:
+        seen.append((old, new, b.state, b.stats().opened))
+
+    b = CircuitBreaker(failure_threshold=1, reset_timeout=1, clock=clock, on_state_change=hook)
+
+    def cycle() -> None:
+        with pytest.raises(ProviderError):
+            b.call(fail)  # closed -> open
+        clock.advance(1)
+        b.call(ok)  # open -> half_open -> closed
+        b.force_open()
+        b.reset()
+
+    t = threading.Thread(target=cycle, daemon=True)
+    t.start()
+    t.join(5)
+    assert not t.is_alive(), "the hook deadlocked on the breaker's lock"
+    assert seen == [
+        ("closed", "open", "open", 1),
+        ("open", "half_open", "half_open", 1),
+        ("half_open", "closed", "closed", 1),
+        ("closed", "open", "open", 2),
+        ("open", "closed", "closed", 2),
+    ]
+
+
+def _storm(b: CircuitBreaker, n_threads: int) -> tuple[int, int]:
+    """n_threads call ``b`` at once; admitted calls hold their slot until all have tried."""
+    start = threading.Barrier(n_threads, timeout=5)
+    release = threading.Event()
+    admitted: list[int] = []
+    refused: list[int] = []
+    lock = threading.Lock()
+
+    def probe(i: int) -> str:
+        with lock:
+            admitted.append(i)
+        release.wait(5)  # hold the probe slot until every thread has tried
+        return "ok"
+
+    def worker(i: int) -> None:
+        start.wait()
+        try:
+            b.call(probe, i)
+        except CircuitOpenError:
+            with lock:
+                refused.append(i)
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(n_threads)]
+    for t in threads:
+        t.start()
+    for _ in range(500):
+        if len(admitted) + len(refused) >= n_threads:
+            break
+        threading.Event().wait(0.01)
+    release.set()
+    for t in threads:
+        t.join(5)
+    return len(admitted), len(refused)
+
+
+def test_half_open_admits_exactly_the_probes_under_a_thread_storm() -> None:
+    """16 threads racing into a half-open breaker: exactly half_open_probes get through."""
+    probes, n_threads = 3, 16
+    clock = FakeClock()
+    b = CircuitBreaker(failure_threshold=1, reset_timeout=1, half_open_probes=probes, clock=clock)
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as possible to expose races
+    try:
+        for round_ in range(5):
+            with pytest.raises(ProviderError):
+                b.call(fail)
+            assert b.state == "open"
+            clock.advance(1)
+            admitted, refused = _storm(b, n_threads)
+            assert admitted == probes, f"round {round_}: {admitted} probes admitted"
+            assert refused == n_threads - probes
+            assert b.state == "closed"
+    finally:
+        sys.setswitchinterval(old)

@@ -13,6 +13,7 @@ from surefoot.resilience import (
     DEFAULT_CLASSIFIER,
     ProviderError,
     classify,
+    classify_stream_error,
     is_retryable,
     parse_retry_after,
 )
@@ -142,3 +143,45 @@ def test_parse_retry_after_forms() -> None:
     assert parse_retry_after({"Retry-After": "soon"}) is None
     assert parse_retry_after({"Retry-After": "-3"}) is None
     assert parse_retry_after({}) is None
+
+
+OVERLOADED_EVENT = {
+    "type": "error",
+    "error": {"type": "overloaded_error", "message": "Overloaded"},
+}
+
+
+def test_pre_content_overloaded_stream_event_is_retried() -> None:
+    """An SSE overloaded_error before any content retries; after content it does not."""
+    before = classify_stream_error(OVERLOADED_EVENT, content_seen=False)
+    after = classify_stream_error(OVERLOADED_EVENT, content_seen=True)
+    assert before.retry and "overloaded_error" in before.reason
+    assert not after.retry and "repeat" in after.reason
+    text = '{"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}'
+    assert classify_stream_error(text, content_seen=False).retry
+    assert classify_stream_error(text.encode(), content_seen=False).retry
+
+
+def test_stream_error_types_follow_the_status_they_stand_for() -> None:
+    """api_error/rate_limit_error retry; invalid_request_error and unknown types do not."""
+    assert classify_stream_error({"error": {"type": "api_error"}}, content_seen=False).retry
+    assert classify_stream_error({"error": {"code": "server_error"}}, content_seen=False).retry
+    bad = {"type": "error", "error": {"type": "invalid_request_error"}}
+    assert not classify_stream_error(bad, content_seen=False).retry
+    odd = classify_stream_error({"error": {"type": "mystery"}}, content_seen=False)
+    assert not odd.retry and "mystery" in odd.reason
+
+
+def test_an_sdk_exception_for_a_200_stream_error_is_recognised() -> None:
+    """The SDK's APIStatusError for an in-stream error (status 200) retries by its body."""
+
+    class APIStatusError(Exception):
+        def __init__(self) -> None:
+            super().__init__("Overloaded")
+            self.status_code = 200
+            self.body = OVERLOADED_EVENT
+            self.headers: dict[str, str] = {}
+
+    err = APIStatusError()
+    assert classify_stream_error(err, content_seen=False).retry
+    assert classify(err).retry and is_retryable(err)

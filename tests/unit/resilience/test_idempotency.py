@@ -208,3 +208,79 @@ def test_non_callables_are_type_errors() -> None:
         IdempotentExecutor("memory://").run("k", 42)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="needs a function"):
         retry_call(42)  # type: ignore[arg-type]
+
+
+class _ReleaseFails:
+    """A KeyStore whose release() fails as if the database went away (the rest works)."""
+
+    def __init__(self, inner: object) -> None:
+        self.inner = inner
+        self.release_calls = 0
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.inner, name)
+
+    def claim(self, *a: object) -> object:
+        return self.inner.claim(*a)  # type: ignore[attr-defined]
+
+    def complete(self, *a: object) -> object:
+        return self.inner.complete(*a)  # type: ignore[attr-defined]
+
+    def get(self, *a: object) -> object:
+        return self.inner.get(*a)  # type: ignore[attr-defined]
+
+    def delete(self, *a: object) -> object:
+        return self.inner.delete(*a)  # type: ignore[attr-defined]
+
+    def purge(self, *a: object) -> object:
+        return self.inner.purge(*a)  # type: ignore[attr-defined]
+
+    def release(self, key: str, owner: str) -> bool:
+        self.release_calls += 1
+        raise StoreUnavailableError("sqlite:///gone.db", "the database is gone")
+
+
+def test_a_failed_release_does_not_hide_the_actions_error() -> None:
+    """The action's own error propagates (with a note) when the key cannot be released."""
+    clock = FakeClock()
+    st = _ReleaseFails(storage.open("memory://").keystore())
+    ex = IdempotentExecutor(st, clock=clock, lease=60)  # type: ignore[arg-type]
+    calls = []
+
+    def boom(x: int) -> int:
+        calls.append(x)
+        raise ValueError("card declined")
+
+    with pytest.raises(ValueError, match="card declined") as info:
+        ex.run("k", boom, 1)
+    assert st.release_calls == 1
+    assert any("stays claimed" in n for n in info.value.__notes__)
+    with pytest.raises(IdempotencyInProgressError):  # still claimed: the lease holds it
+        ex.run("k", boom, 1)
+    clock.advance(60)  # the lease ended: a retry runs the action again
+    with pytest.raises(ValueError):
+        ex.run("k", boom, 1)
+    assert calls == [1, 1]
+
+
+def test_a_cancelled_async_action_releases_its_key(url: str) -> None:
+    """Cancelling arun mid-action frees the key, so the next call runs the action."""
+    ex = IdempotentExecutor(storage.open(url))
+    runs: list[int] = []
+
+    async def action(x: int) -> int:
+        runs.append(x)
+        if len(runs) == 1:
+            await asyncio.sleep(3600)
+        return x
+
+    async def main() -> int:
+        task = asyncio.create_task(ex.arun("k", action, 7))
+        while not runs:
+            await asyncio.sleep(0)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        return await ex.arun("k", action, 7)
+
+    assert asyncio.run(main()) == 7 and runs == [7, 7]

@@ -269,3 +269,47 @@ def test_a_timeout_as_long_as_the_deadline_warns_at_the_callers_line() -> None:
     with pytest.warns(UserWarning, match="not shorter than deadline") as rec:
         RetryPolicy(deadline=10, timeout_per_attempt=10)
     assert rec[0].filename == __file__
+
+
+def test_a_cancelled_caller_is_not_retried_and_leaves_no_task() -> None:
+    """Cancelling aretry_call mid-attempt or mid-wait propagates at once: no retry, no task."""
+    policy = RetryPolicy(max_attempts=5, backoff=Backoff(30, 30, "none"), timeout_per_attempt=10)
+
+    async def scenario(fail_first: bool) -> tuple[int, int]:
+        calls = {"n": 0}
+        entered = asyncio.Event()
+
+        async def fn() -> str:
+            calls["n"] += 1
+            entered.set()
+            if fail_first:
+                raise ProviderError(503)  # then aretry_call waits 30 s before attempt 2
+            await asyncio.sleep(3600)
+            return "late"
+
+        task = asyncio.create_task(aretry_call(fn, policy=policy))
+        await entered.wait()
+        for _ in range(3):
+            await asyncio.sleep(0)  # let it reach the attempt's await or the backoff sleep
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        await asyncio.sleep(0)
+        others = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        return calls["n"], len(others)
+
+    assert asyncio.run(scenario(fail_first=False)) == (1, 0)
+    assert asyncio.run(scenario(fail_first=True)) == (1, 0)
+
+
+def test_an_attempt_that_raises_timeouterror_itself_is_not_mistaken_for_the_limit() -> None:
+    """A TimeoutError raised by the callee before the limit stays a plain TimeoutError."""
+    seen: list[type[BaseException]] = []
+
+    async def fn() -> str:
+        raise TimeoutError("socket read timed out")
+
+    policy = RetryPolicy(max_attempts=2, backoff=Backoff(0, 0, "none"), timeout_per_attempt=5)
+    with pytest.raises(TimeoutError) as info:
+        asyncio.run(aretry_call(fn, policy=policy, on_retry=lambda e: seen.append(type(e.error))))
+    assert type(info.value) is TimeoutError and seen == [TimeoutError, TimeoutError]
