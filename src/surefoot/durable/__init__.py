@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from ._app import App
 from ._crash import POINTS, CrashPlan, SimulatedCrash
+from ._current import RunContext, current_run
 from ._handle import RunHandle
 from ._load import load_app
 from ._types import (
@@ -46,6 +47,7 @@ __all__ = [
     "App",
     "AuditEntry",
     "CrashPlan",
+    "RunContext",
     "RunDetail",
     "RunHandle",
     "RunInfo",
@@ -54,5 +56,6 @@ __all__ = [
     "StepSpec",
     "Worker",
     "Workflow",
+    "current_run",
     "load_app",
 ]

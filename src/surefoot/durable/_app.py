@@ -26,7 +26,7 @@ from ._manage import Management
 from ._retry import StepRetry
 from ._runner import Executor
 from ._step import CompDef, StepDef, _accepts, make_step
-from ._types import STRATEGIES, TERMINAL, StepSpec
+from ._types import STRATEGIES, TERMINAL, WAIT_SEP, StepSpec
 from ._versions import Workflow, describe
 from ._waits import sleep_step, wait_step
 
@@ -351,7 +351,15 @@ class App(Management):
 
         Each signal is delivered exactly once (consumed in the same transaction that
         journals this step). After ``timeout`` seconds with no signal, returns ``default``.
+
+        Raises:
+            ConfigError: ``name`` is not a non-empty string, or contains the character
+                ``\\x1f`` (it separates names in the run header).
         """
+        if not isinstance(name, str) or not name or WAIT_SEP in name:
+            raise ConfigError(
+                f"wait_for() needs a non-empty signal name without '\\x1f', got {name!r}"
+            )
         t = None if timeout is None else seconds(timeout, "timeout")
         return wait_step(name, t, default)
 

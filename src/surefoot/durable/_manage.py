@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, cast
 from .. import codec
 from ..clock import Clock
 from ..errors import JournalError, UnknownRunError
-from ..storage.base import Journal, RunWrite, StepWrite
+from ..storage.base import Journal, StepWrite
 from ._handle import RunHandle
 from ._types import AuditEntry, RunDetail, RunInfo, StepInfo
 
@@ -199,47 +199,33 @@ class Management:
         text = codec.dumps(result, where=f"the result given for step {where} {step.name!r}")
         now = self.clock.now()
         detail = codec.dumps({"reason": reason, "pos": where, "step": step.name})
-        if (
-            self.journal.operator(
-                run_id,
-                status="pending",
-                from_statuses=("needs_attention",),
-                now=now,
-                actor="operator",
-                action="resolve",
-                detail=detail,
-            )
-            is None
-        ):
-            raise JournalError(f"run {run_id!r} changed status meanwhile; look at it again")
-        got = self.journal.claim(
-            self.worker_id,
-            now=now,
-            lease_until=now + self.lease,
-            workflows=[],
-            limit=1,
-            run_id=run_id,
+        done = StepWrite(
+            run_id,
+            row.epoch,
+            where,
+            step.name,
+            step.kind,
+            "done",
+            text,
+            None,
+            step.attempts,
+            step.started_at,
+            now,
         )
-        if got:
-            epoch = got[0][1]
-            self.journal.commit(
-                [
-                    StepWrite(
-                        run_id,
-                        epoch,
-                        where,
-                        step.name,
-                        step.kind,
-                        "done",
-                        text,
-                        None,
-                        step.attempts,
-                        step.started_at,
-                        now,
-                    ),
-                    RunWrite(run_id, epoch, "pending", now, "operator"),
-                ]
-            )
+        # One transaction: the run goes back to pending with the step already done, so no
+        # worker can claim it in between and meet the unknown outcome again.
+        moved = self.journal.operator(
+            run_id,
+            status="pending",
+            from_statuses=("needs_attention",),
+            now=now,
+            actor="operator",
+            action="resolve",
+            detail=detail,
+            put_steps=[done],
+        )
+        if moved is None:
+            raise JournalError(f"run {run_id!r} changed status meanwhile; look at it again")
         return self._handle(run_id)
 
     def fork(self, run_id: str, pos: str | int, *, new_run_id: str | None = None) -> RunHandle:

@@ -30,6 +30,7 @@ from ._context import (
     task_factory,
 )
 from ._saga import compensate
+from ._types import WAIT_SEP
 
 if TYPE_CHECKING:
     from ._app import App
@@ -270,7 +271,8 @@ class Executor:
         assert self.writer is not None
         now = run.clock.now()
         # Several waits may have suspended at once (siblings under ``gather``): journal
-        # each one's row, wake at the earliest deadline, and name the first signal awaited.
+        # each one's row, wake at the earliest deadline, and name every signal awaited (a
+        # signal for any of them, even one already queued, makes the run due at once).
         waits = run.suspends or [s]
         deadlines = [w.wake_at for w in waits if w.wake_at is not None]
         names = [w.waiting_for for w in waits if w.waiting_for is not None]
@@ -281,7 +283,7 @@ class Executor:
             now,
             run.actor,
             wake_at=min(deadlines) if deadlines else None,
-            waiting_for=names[0] if names else None,
+            waiting_for=WAIT_SEP.join(dict.fromkeys(names)) if names else None,
         )
         futs = [self.writer.submit(w.record) for w in waits if w.record is not None]
         futs.append(self.writer.submit(sleep))  # same batch, same transaction as the record

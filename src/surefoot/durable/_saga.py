@@ -16,6 +16,7 @@ from typing import Any
 from .. import codec
 from ..storage.base import StepWrite
 from ._context import RunState, SagaEntry, current
+from ._current import RunContext, in_step
 from ._step import _error_text, _recorded
 
 __all__ = ["compensate"]
@@ -50,6 +51,7 @@ async def _undo(run: RunState, e: SagaEntry) -> bool:
     while True:
         attempt += 1
         token = current.set(None)
+        here = in_step.set(RunContext(run.run_id, run.workflow, run.epoch, comp.name, pos, attempt))
         try:
             if comp.is_async:
                 await comp.fn(*e.args, **kw)
@@ -77,6 +79,7 @@ async def _undo(run: RunState, e: SagaEntry) -> bool:
             await run.clock.asleep(wait)
             continue
         finally:
+            in_step.reset(here)
             current.reset(token)
         break
     await run.write(

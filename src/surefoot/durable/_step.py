@@ -21,6 +21,7 @@ from .. import codec
 from ..errors import EncodeError, StepMismatchError
 from ..storage.base import StepRow, StepWrite
 from ._context import STEP_CODES, NeedsAttention, RunState, SagaEntry, current
+from ._current import RunContext, in_step
 from ._retry import StepRetry
 
 __all__ = ["CompDef", "StepDef", "make_step"]
@@ -163,6 +164,7 @@ def run_sync(run: RunState, sd: StepDef, pos: str, args: Any, kwargs: Any) -> An
         if sd.kind == "effect":
             run.crash_point("before_effect", pos, sd.name)
         token = current.set(None)  # code inside a step is not journalled
+        here = in_step.set(RunContext(run.run_id, run.workflow, run.epoch, sd.name, pos, attempt))
         try:
             value = sd.fn(*args, **kw)
         except Exception as exc:
@@ -178,6 +180,7 @@ def run_sync(run: RunState, sd: StepDef, pos: str, args: Any, kwargs: Any) -> An
             run.clock.sleep(wait)
             continue
         finally:
+            in_step.reset(here)
             current.reset(token)
         break
     if sd.kind == "effect":
@@ -214,6 +217,7 @@ async def run_async(run: RunState, sd: StepDef, pos: str, args: Any, kwargs: Any
         if sd.kind == "effect":
             run.crash_point("before_effect", pos, sd.name)
         token = current.set(None)
+        here = in_step.set(RunContext(run.run_id, run.workflow, run.epoch, sd.name, pos, attempt))
         try:
             value = await sd.fn(*args, **kw)
         except Exception as exc:
@@ -229,6 +233,7 @@ async def run_async(run: RunState, sd: StepDef, pos: str, args: Any, kwargs: Any
             await run.clock.asleep(wait)
             continue
         finally:
+            in_step.reset(here)
             current.reset(token)
         break
     if sd.kind == "effect":

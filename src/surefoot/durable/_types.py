@@ -12,6 +12,7 @@ __all__ = [
     "STATUSES",
     "STRATEGIES",
     "TERMINAL",
+    "WAIT_SEP",
     "AuditEntry",
     "RunDetail",
     "RunInfo",
@@ -37,6 +38,13 @@ STRATEGIES = ("restart", "journal", "journal_keys")
 """Recovery strategies: rerun from the start; replay the journal; journal plus intent rows
 and idempotency keys (the default)."""
 
+WAIT_SEP = "\x1f"
+"""Separates signal names in a sleeping run's ``waiting_for`` (a name may not contain it)."""
+
+
+def _names(waiting_for: str | None) -> str | None:
+    return None if waiting_for is None else waiting_for.replace(WAIT_SEP, ", ")
+
 
 def _decode(text: str | None) -> Any:
     return None if text is None else codec.loads(text)
@@ -50,8 +58,11 @@ class RunInfo:
         run_id, workflow, version, structure_hash, strategy, status: as journalled.
         args / kwargs: the workflow's arguments. result: the result when succeeded.
         error: the recorded error (a dict: type ``t``, ``message``) when failed.
-        owner / epoch / lease_until: the lease. wake_at / waiting_for: why it sleeps.
-        created_at / updated_at: clock times. forked_from: the run it was forked from.
+        owner / epoch / lease_until: the lease. wake_at / waiting_for: why it sleeps
+        (the signal names it waits for, comma-separated when several waits under one
+        ``gather`` suspended together). created_at / updated_at: clock times.
+        forked_from: the run it was forked from. claims: times the run was claimed since
+        it last suspended or an operator moved it (past ``max_claims`` it is parked).
     """
 
     run_id: str
@@ -72,6 +83,7 @@ class RunInfo:
     created_at: float
     updated_at: float
     forked_from: str | None
+    claims: int = 0
 
     @classmethod
     def from_row(cls, row: RunRow) -> RunInfo:
@@ -92,10 +104,13 @@ class RunInfo:
             epoch=row.epoch,
             lease_until=row.lease_until,
             wake_at=row.wake_at,
-            waiting_for=row.waiting_for,
+            waiting_for=None
+            if row.waiting_for is None
+            else row.waiting_for.replace(WAIT_SEP, ", "),
             created_at=row.created_at,
             updated_at=row.updated_at,
             forked_from=row.forked_from,
+            claims=row.claims,
         )
 
 

@@ -48,7 +48,7 @@ def start_agent(
     if approval_timeout is not None:
         extra["approval_timeout"] = approval_timeout
     begin = app.enqueue if enqueue or auto_approve else app.start
-    handle = begin(workflow, question, run_id, run_id=run_id, strategy=strategy, **extra)
+    handle = begin(workflow, question, run_id=run_id, strategy=strategy, **extra)
     if auto_approve:
         approve(app, run_id, by="auto")
         if not enqueue:

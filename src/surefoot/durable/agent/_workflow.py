@@ -5,8 +5,8 @@
 effect with an idempotency key, undone by ``unpublish``). Version 2 adds ``fact_check``
 (model) between ``draft`` and ``approve``.
 
-Each run passes its own id as the workflow argument ``run``, so the fake services can
-attribute what they receive to a run.
+Each step reads its run's id from ``durable.current_run()``, so the fake services can
+attribute what they receive to a run (a forked run to its own id, not its parent's).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from typing import Any
 
 from ...errors import ConfigError
 from .._app import App
+from .._current import current_run
 from .._versions import Workflow
 from ._services import AgentServices
 
@@ -68,85 +69,86 @@ def build_agent(
             held.append(services())
         return held[0]
 
+    def rid() -> str:
+        return current_run().run_id
+
     @app.step
-    async def plan(run: str, question: str) -> list[str]:
+    async def plan(question: str) -> list[str]:
         """Model: turn the question into search queries."""
-        text = await svc().ask(run, "plan", f"Plan web searches for: {question}")
+        text = await svc().ask(rid(), "plan", f"Plan web searches for: {question}")
         words = text.rstrip(".").split()
         return [" ".join(words[i : i + 3]) for i in range(0, min(len(words), 6), 3)] or [question]
 
     @app.step
-    async def search(run: str, queries: list[str]) -> list[str]:
+    async def search(queries: list[str]) -> list[str]:
         """Tool read: find documents for the queries."""
-        return await svc().search(run, queries)
+        return await svc().search(rid(), queries)
 
     @app.step
-    async def read(run: str, doc_ids: list[str]) -> list[str]:
+    async def read(doc_ids: list[str]) -> list[str]:
         """Tool read: fetch the documents' text."""
-        return await svc().read(run, doc_ids)
+        return await svc().read(rid(), doc_ids)
 
     @app.step
-    async def summarize(run: str, question: str, texts: list[str]) -> str:
+    async def summarize(question: str, texts: list[str]) -> str:
         """Model: summarize what was read."""
         prompt = f"Question: {question}\nSources:\n" + "\n".join(texts) + "\nSummarize."
-        return await svc().ask(run, "summarize", prompt)
+        return await svc().ask(rid(), "summarize", prompt)
 
     @app.step
-    async def draft(run: str, question: str, summary: str) -> str:
+    async def draft(question: str, summary: str) -> str:
         """Model: write the answer."""
-        return await svc().ask(run, "draft", f"Answer {question!r} from: {summary}")
+        return await svc().ask(rid(), "draft", f"Answer {question!r} from: {summary}")
 
     @app.step
-    async def fact_check(run: str, text: str) -> str:
+    async def fact_check(text: str) -> str:
         """Model (version 2 only): check the draft before it goes for approval."""
-        return await svc().ask(run, "fact_check", f"Check the facts in: {text}")
+        return await svc().ask(rid(), "fact_check", f"Check the facts in: {text}")
 
     async def unpublish(
-        run: str, text: str, channel: str = "blog", *, key: str | None = None, result: int = 0
+        text: str, channel: str = "blog", *, key: str | None = None, result: int = 0
     ) -> None:
         """Compensation: take the post down again (``result`` is the post's id)."""
-        await svc().unpublish(run, channel, result)
+        await svc().unpublish(rid(), channel, result)
 
     @app.step(effect=True, compensate=unpublish)
-    async def publish(run: str, text: str, channel: str = "blog", *, key: str | None = None) -> int:
+    async def publish(text: str, channel: str = "blog", *, key: str | None = None) -> int:
         """Effect: publish the approved draft; ``key`` makes a repeat harmless."""
-        return await svc().publish(run, channel, text, key)
+        return await svc().publish(rid(), channel, text, key)
 
     async def research_agent(
         question: str,
-        run: str = "",
         channels: list[str] | None = None,
         approval_timeout: float | None = None,
     ) -> dict[str, Any]:
         """The 7-step agent (version 1)."""
-        queries = await plan(run, question)
-        docs = await search(run, queries)
-        texts = await read(run, docs)
-        summary = await summarize(run, question, texts)
-        text = await draft(run, question, summary)
+        queries = await plan(question)
+        docs = await search(queries)
+        texts = await read(docs)
+        summary = await summarize(question, texts)
+        text = await draft(question, summary)
         approval = await app.wait_for(APPROVE, timeout=approval_timeout, default=None)
         if not isinstance(approval, dict) or not approval.get("approved"):
             return {"status": "rejected", "draft": text, "approval": approval}
-        posts = [await publish(run, text, channel) for channel in channels or ["blog"]]
+        posts = [await publish(text, channel) for channel in channels or ["blog"]]
         return {"status": "published", "posts": posts, "draft": text, "by": approval.get("by")}
 
     async def research_agent_v2(
         question: str,
-        run: str = "",
         channels: list[str] | None = None,
         approval_timeout: float | None = None,
     ) -> dict[str, Any]:
         """The agent, version 2: a fact check between draft and approval."""
-        queries = await plan(run, question)
-        docs = await search(run, queries)
-        texts = await read(run, docs)
-        summary = await summarize(run, question, texts)
-        text = await draft(run, question, summary)
-        checked = await fact_check(run, text)
+        queries = await plan(question)
+        docs = await search(queries)
+        texts = await read(docs)
+        summary = await summarize(question, texts)
+        text = await draft(question, summary)
+        checked = await fact_check(text)
         approval = await app.wait_for(APPROVE, timeout=approval_timeout, default=None)
         if not isinstance(approval, dict) or not approval.get("approved"):
             return {"status": "rejected", "draft": text, "approval": approval}
-        posts = [await publish(run, text, channel) for channel in channels or ["blog"]]
+        posts = [await publish(text, channel) for channel in channels or ["blog"]]
         return {"status": "published", "posts": posts, "draft": text, "checked": checked}
 
     code = {"1": research_agent_v2 if edited_v1 else research_agent, "2": research_agent_v2}

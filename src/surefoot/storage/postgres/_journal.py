@@ -19,6 +19,7 @@ The same tables and the same semantics as the SQLite journal, shaped for a serve
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
@@ -130,7 +131,8 @@ _SLEEP_SQL = (
     "UPDATE durable_runs SET status = 'sleeping', owner = NULL, lease_until = NULL, "
     "claims = 0, "
     "waiting_for = %s::TEXT, updated_at = %s, wake_at = CASE WHEN %s::TEXT IS NOT NULL AND "
-    "EXISTS (SELECT 1 FROM durable_signals WHERE run_id = %s AND name = %s::TEXT AND "
+    "EXISTS (SELECT 1 FROM durable_signals WHERE run_id = %s AND "
+    "name = ANY(string_to_array(%s::TEXT, chr(31))) AND "
     f"consumed_pos IS NULL) THEN {_F8} ELSE {_F8} END WHERE run_id = %s AND epoch = %s"
 )
 _AUDIT_SQL = (
@@ -429,11 +431,13 @@ class PostgresJournal:
         action: str,
         detail: str,
         reset_steps: list[str] | None = None,
+        put_steps: list[StepWrite] | None = None,
     ) -> RunRow | None:
         """Move a run to ``status`` if it is in ``from_statuses``, fencing any holder.
 
-        Bumps the epoch, deletes the ``reset_steps`` rows and appends an audit entry, in one
-        transaction. Returns the updated row, or None if the run was in another status.
+        Bumps the epoch, deletes the ``reset_steps`` rows, writes the ``put_steps`` rows
+        (under the new epoch) and appends an audit entry, in one transaction. Returns the
+        updated row, or None if the run was in another status.
 
         Raises:
             UnknownRunError: no such run.
@@ -457,10 +461,14 @@ class PostgresJournal:
                 conn.execute(
                     "DELETE FROM durable_steps WHERE run_id = %s AND pos = %s", (run_id, pos)
                 )
+            new = _run(row)
+            for w in put_steps or ():
+                moved = dataclasses.replace(w, run_id=run_id, epoch=new.epoch)
+                conn.execute(_STEP_SQL, _step_params(moved))
             conn.execute(_AUDIT_SQL, (run_id, now, actor, action, detail))
             if status == "pending":
                 conn.execute("SELECT pg_notify(%s, %s)", (self.db.channel(CHANNEL), run_id))
-            return _run(row)
+            return new
 
         return self.db.run(work, tx=True)
 
@@ -489,7 +497,7 @@ class PostgresJournal:
                 return False
             woke = conn.execute(
                 "UPDATE durable_runs SET wake_at = %s WHERE run_id = %s "
-                "AND status = 'sleeping' AND waiting_for = %s",
+                "AND status = 'sleeping' AND %s = ANY(string_to_array(waiting_for, chr(31)))",
                 (now, run_id, name),
             ).rowcount
             if woke:

@@ -113,7 +113,8 @@ _FINISH_SQL = (
 _SLEEP_SQL = (
     "UPDATE durable_runs SET status = 'sleeping', owner = NULL, lease_until = NULL, claims = 0, "
     "waiting_for = ?, updated_at = ?, wake_at = CASE WHEN ? IS NOT NULL AND EXISTS ("
-    "SELECT 1 FROM durable_signals WHERE run_id = ? AND name = ? AND consumed_pos IS NULL) "
+    "SELECT 1 FROM durable_signals WHERE run_id = ? AND consumed_pos IS NULL AND "
+    "instr(char(31) || ? || char(31), char(31) || name || char(31)) > 0) "
     "THEN ? ELSE ? END WHERE run_id = ? AND epoch = ?"
 )
 _AUDIT_SQL = "INSERT INTO durable_audit(run_id, at, actor, action, detail) VALUES (?, ?, ?, ?, ?)"
@@ -362,11 +363,13 @@ class SQLiteJournal:
         action: str,
         detail: str,
         reset_steps: list[str] | None = None,
+        put_steps: list[StepWrite] | None = None,
     ) -> RunRow | None:
         """Move a run to ``status`` if it is in ``from_statuses``, fencing any holder.
 
         Bumps the epoch (a worker still running it is refused at its next write), deletes
-        the ``reset_steps`` rows (so they run again) and appends an audit entry, in one
+        the ``reset_steps`` rows (so they run again), writes the ``put_steps`` rows (under
+        the new epoch; e.g. an outcome a person resolved) and appends an audit entry, in one
         transaction. Returns the updated row, or None if the run was in another status.
 
         Raises:
@@ -386,6 +389,15 @@ class SQLiteJournal:
                 return None
             for pos in reset_steps or ():
                 c.execute("DELETE FROM durable_steps WHERE run_id = ? AND pos = ?", (run_id, pos))
+            epoch = row[_SEL.split(", ").index("epoch")]
+            for w in put_steps or ():
+                c.execute(
+                    _STEP_SQL,
+                    (
+                        run_id, w.pos, w.name, w.kind, w.status, w.result, w.error, w.attempts,
+                        epoch, w.started_at, w.finished_at, run_id, epoch,
+                    ),
+                )  # fmt: skip
             c.execute(_AUDIT_SQL, (run_id, now, actor, action, detail))
         return _run(row)
 
@@ -411,7 +423,7 @@ class SQLiteJournal:
                 return False
             c.execute(
                 "UPDATE durable_runs SET wake_at = ? WHERE run_id = ? AND status = 'sleeping' "
-                "AND waiting_for = ?",
+                "AND instr(char(31) || waiting_for || char(31), char(31) || ? || char(31)) > 0",
                 (now, run_id, name),
             )
         return True
