@@ -175,9 +175,13 @@ def show(db: str, app_ref: str | None, run_id: str, as_json: bool, width: int) -
     head.add_row("workflow", f"{r.workflow} version {r.version} (structure {r.structure_hash})")
     head.add_row("strategy", r.strategy)
     head.add_row("arguments", _short([r.args, r.kwargs], width))
-    head.add_row("lease", f"owner {r.owner or '-'}, epoch {r.epoch}, until {_when(r.lease_until)}")
+    head.add_row(
+        "lease",
+        f"owner {r.owner or '-'}, epoch {r.epoch}, until {_when(r.lease_until)}, claims {r.claims}",
+    )
     if r.status == "sleeping":
-        why = f"signal {r.waiting_for!r}" if r.waiting_for else "timer"
+        names = r.waiting_for.split(", ") if r.waiting_for else []
+        why = "signal " + ", ".join(repr(n) for n in names) if names else "timer"
         head.add_row("waiting for", f"{why}, wake at {_when(r.wake_at)}")
     if d.stranded:
         head.add_row(

@@ -27,6 +27,13 @@ from .. import durable
     help="Stable name; a worker restarted with the same id takes its runs back at once.",
 )
 @click.option(
+    "--max-claims",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Claims of one run without it suspending or finishing (each means a worker died "
+    "holding it) before it is parked in needs_attention (default 10).",
+)
+@click.option(
     "--idle-exit",
     type=float,
     default=None,
@@ -39,6 +46,7 @@ def worker(
     lease: float | None,
     poll: float | None,
     worker_id: str | None,
+    max_claims: int | None,
     idle_exit: float | None,
 ) -> None:
     """Claim runs under a lease, execute them, and resume runs abandoned by dead workers.
@@ -47,7 +55,7 @@ def worker(
     stay resumable by any worker.
     """
     app = durable.load_app(app_ref)
-    app.configure(url=db, lease=lease, poll=poll, worker_id=worker_id)
+    app.configure(url=db, lease=lease, poll=poll, worker_id=worker_id, max_claims=max_claims)
     stop = threading.Event()
 
     def _stop(signum: int, frame: object) -> None:
@@ -57,7 +65,7 @@ def worker(
     w = durable.Worker(app, concurrency=concurrency)
     click.echo(
         f"surefoot worker {app.worker_id}: {len(app.registered())} workflow version(s), "
-        f"lease {app.lease:g} s, concurrency {concurrency}",
+        f"lease {app.lease:g} s, concurrency {concurrency}, max claims {app.max_claims}",
         err=True,
     )
     try:

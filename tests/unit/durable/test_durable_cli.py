@@ -78,3 +78,35 @@ def test_start_from_async_code(app: App) -> None:
         return str(await h.aresult(timeout=10))
 
     assert asyncio.run(main_()) == "hello ann"
+
+
+def test_worker_max_claims_parks_a_run_that_keeps_killing_workers(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--max-claims 2` parks a run claimed twice before (two dead holders); show prints claims."""
+    import time
+
+    (tmp_path / "mc_app.py").write_text(APP_FILE)
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    ref = f"{tmp_path / 'mc_app.py'}:app"
+    producer = load_app(ref)
+    producer.configure(url=url)
+    producer.enqueue("twice", 1, run_id="k")
+    for _ in range(2):  # two holders that died at once: their leases are already over
+        now = time.time()
+        got = producer.journal.claim(
+            "dead", now=now, lease_until=now - 1, workflows=producer.registered(), limit=1
+        )
+        assert [r for r, _ in got] == ["k"]
+    args = ["worker", "--db", url, "--app", ref, "--idle-exit", "0.3", "--poll", "0.02"]
+    main([*args, "--max-claims", "2"])
+    run = producer.show("k").run
+    assert (run.status, run.claims) == ("needs_attention", 3)
+    assert producer.show("k").audit[-1].detail["reason"] == "max_claims"
+    capsys.readouterr()
+    main(["runs", "show", "k", "--db", url])
+    assert "claims 3" in capsys.readouterr().out
+    producer.retry("k")
+    main(args)  # the default (10) lets it run after the operator's retry
+    assert producer.handle("k").result(timeout=1) == 4
+    producer.close()
