@@ -37,6 +37,18 @@ _RNG = random.Random()
 DEFAULT_POLICY = RetryPolicy()
 
 
+def _swap_default_clock(clock: Clock | None) -> Clock:
+    """Make ``clock`` the one retry drivers use when given none (None: the system clock).
+
+    Returns the previous default. Used by ``surefoot.testing.instant_retries``; read once
+    per failing call, so the success path pays nothing for it.
+    """
+    global _SYSTEM
+    old = _SYSTEM
+    _SYSTEM = clock if clock is not None else SystemClock()
+    return old
+
+
 def _accepts_timeout(fn: Callable[..., Any]) -> bool:
     """True if ``fn`` declares a ``timeout`` parameter (cached; unhashable callables too)."""
     try:

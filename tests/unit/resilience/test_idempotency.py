@@ -244,7 +244,7 @@ def test_a_failed_release_does_not_hide_the_actions_error() -> None:
     """The action's own error propagates (with a note) when the key cannot be released."""
     clock = FakeClock()
     st = _ReleaseFails(storage.open("memory://").keystore())
-    ex = IdempotentExecutor(st, clock=clock, lease=60)  # type: ignore[arg-type]
+    ex = IdempotentExecutor(st, clock=clock, lease=60)
     calls = []
 
     def boom(x: int) -> int:

@@ -313,3 +313,28 @@ def test_an_attempt_that_raises_timeouterror_itself_is_not_mistaken_for_the_limi
     with pytest.raises(TimeoutError) as info:
         asyncio.run(aretry_call(fn, policy=policy, on_retry=lambda e: seen.append(type(e.error))))
     assert type(info.value) is TimeoutError and seen == [TimeoutError, TimeoutError]
+
+
+def test_instant_retries_waits_on_a_fake_clock_and_restores_the_default() -> None:
+    """instant_retries: retries without a clock record their waits and never really sleep."""
+    import surefoot.resilience._retry as driver
+    from surefoot.testing import instant_retries
+
+    policy = RetryPolicy(max_attempts=3, backoff=Backoff(600, 600, "none"))
+
+    @retry(policy)
+    def decorated_before(svc: faults.FaultyCall[str]) -> str:
+        return svc()
+
+    before = driver._SYSTEM
+    with instant_retries() as clock:
+        svc = faults.wrap(lambda: "ok", faults.Script([503, 503]))
+        assert decorated_before(svc) == "ok" and svc.calls == 3
+        asvc = faults.wrap(lambda: "ok", faults.Script([503]))
+
+        async def acall() -> str:
+            return asvc()
+
+        assert asyncio.run(aretry_call(acall, policy=policy)) == "ok" and asvc.calls == 2
+    assert clock.sleeps == [600, 600, 600]  # ten minutes each, spent in no real time
+    assert driver._SYSTEM is before
