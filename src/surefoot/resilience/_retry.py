@@ -32,7 +32,7 @@ __all__ = ["aretry_call", "retry", "retry_call"]
 P = ParamSpec("P")
 T = TypeVar("T")
 
-_SYSTEM = SystemClock()
+_SYSTEM: Clock = SystemClock()
 _RNG = random.Random()
 DEFAULT_POLICY = RetryPolicy()
 
