@@ -284,3 +284,35 @@ def test_a_cancelled_async_action_releases_its_key(url: str) -> None:
         return await ex.arun("k", action, 7)
 
     assert asyncio.run(main()) == 7 and runs == [7, 7]
+
+
+def test_a_foreign_keys_table_is_refused_untouched(tmp_path: Path) -> None:
+    """A surefoot file with a surefoot_keys table surefoot did not create: a clear error."""
+    path = tmp_path / "mixed.db"
+    con = sqlite3.connect(path)
+    con.execute("CREATE TABLE surefoot_schema (component TEXT PRIMARY KEY, version INTEGER)")
+    con.execute("CREATE TABLE surefoot_keys (x)")
+    con.execute("INSERT INTO surefoot_keys VALUES (1)")
+    con.commit()
+    con.close()
+    with pytest.raises(SchemaVersionError, match="did not create"):
+        IdempotentExecutor(f"sqlite:///{path}")
+    con = sqlite3.connect(path)
+    assert con.execute("SELECT x FROM surefoot_keys").fetchall() == [(1,)]
+    con.close()
+
+
+def test_a_database_from_a_newer_surefoot_is_refused_untouched(tmp_path: Path) -> None:
+    """A keys schema version above this surefoot's raises SchemaVersionError, changes nothing."""
+    path = tmp_path / "newer.db"
+    con = sqlite3.connect(path)
+    con.execute("CREATE TABLE surefoot_schema (component TEXT PRIMARY KEY, version INTEGER)")
+    con.execute("INSERT INTO surefoot_schema VALUES ('keys', 9)")
+    con.commit()
+    con.close()
+    with pytest.raises(SchemaVersionError, match="newer"):
+        IdempotentExecutor(f"sqlite:///{path}")
+    con = sqlite3.connect(path)
+    assert con.execute("SELECT * FROM surefoot_schema").fetchall() == [("keys", 9)]
+    assert con.execute("SELECT count(*) FROM sqlite_master").fetchone() == (2,)
+    con.close()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
-from ...errors import StoreUnavailableError
+from ...errors import SchemaVersionError, StoreUnavailableError
 from ..base import KeyRecord
 from ._db import SQLiteDB
 
@@ -53,8 +53,28 @@ class SQLiteKeyStore:
     """Idempotency records in ``surefoot_keys``; safe across threads and processes."""
 
     def __init__(self, db: SQLiteDB) -> None:
+        """Open the store on ``db``, creating ``surefoot_keys`` on first use.
+
+        Raises:
+            SchemaVersionError: the file is not surefoot's, was written by a newer surefoot,
+                or already has a ``surefoot_keys`` table surefoot did not create.
+            StoreUnavailableError: the database cannot be used (corrupt, locked).
+        """
         self.db = db
-        db.migrate("keys", MIGRATIONS)
+        try:
+            db.migrate("keys", MIGRATIONS)
+        except sqlite3.OperationalError as exc:
+            if "already exists" in str(exc):
+                raise SchemaVersionError(
+                    db.url,
+                    f"{db.path!r} already has a table or index of the idempotency store "
+                    f"({exc}) that this surefoot did not create (no 'keys' migration is "
+                    "recorded in surefoot_schema); it was left untouched. Use a new file, "
+                    "or move that table away.",
+                ) from exc
+            raise self._guard(exc) from exc
+        except sqlite3.Error as exc:
+            raise self._guard(exc) from exc
 
     def _guard(self, exc: sqlite3.Error) -> StoreUnavailableError:
         return StoreUnavailableError(
