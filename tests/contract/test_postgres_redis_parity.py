@@ -1,6 +1,6 @@
-"""Differential tests: PostgreSQL and Redis answer every StateStore and StreamLog operation
-exactly as the SQLite reference does, over seeded random operation sequences, and keep their
-guarantees with several processes writing at once."""
+"""Differential tests: memory, PostgreSQL and Redis answer every StateStore and StreamLog
+operation exactly as the SQLite reference does, over seeded random operation sequences, and
+the servers keep their guarantees with several processes writing at once."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from surefoot import storage
-from surefoot.errors import ConflictError, DuplicateMessageError
+from surefoot.errors import ConfigError, ConflictError, DuplicateMessageError
 
 pytestmark = pytest.mark.services
 
@@ -48,10 +48,24 @@ def opened(backend_url: str) -> Iterator[Any]:
     _cleanup(st)
 
 
+@pytest.fixture(params=["memory", "postgres", "redis"])
+def candidate(request: pytest.FixtureRequest) -> Iterator[Any]:
+    """Each backend compared with the SQLite reference: memory and both servers (isolated)."""
+    if request.param == "memory":
+        st = storage.open("memory://")
+        yield st
+        st.close()
+        return
+    base = request.getfixturevalue("pg_url" if request.param == "postgres" else "redis_url")
+    st = storage.open(_isolated(str(base)))
+    yield st
+    _cleanup(st)
+
+
 def _outcome(fn: Callable[[], Any]) -> Any:
     try:
         return fn()
-    except (ConflictError, DuplicateMessageError) as exc:
+    except (ConfigError, ConflictError, DuplicateMessageError) as exc:
         return (type(exc).__name__, str(exc), getattr(exc, "version", None))
 
 
@@ -98,8 +112,10 @@ def _stream_ops(seed: int, n: int = 250) -> list[Op]:
             ops.append(("append", mid, payload, rng.choice([None, None, rng.randrange(30)])))
         elif r < 0.55:
             ops.append(("claim", c, rng.randrange(1, 5), rng.choice([2.0, 5.0]), rng.choice("wx")))
-        elif r < 0.68:
+        elif r < 0.64:
             ops.append(("ack", c, rng.randrange(1, 30)))
+        elif r < 0.68:
+            ops.append(("ack_many", c, [rng.randrange(1, 30) for _ in range(rng.randrange(4))]))
         elif r < 0.76:
             ops.append(("nack", c, rng.randrange(1, 30), rng.choice([0.0, 4.0])))
         elif r < 0.83:
@@ -108,7 +124,7 @@ def _stream_ops(seed: int, n: int = 250) -> list[Op]:
             ops.append(("redrive", c, rng.choice([None, [rng.randrange(1, 30)]])))
         else:
             query = rng.choice(["dead_letters", "position", "pending", "last_seq", "range"])
-            ops.append((query, c))
+            ops.append((query, c, rng.randrange(-1, 30), rng.choice([-1, 0, 1, 5, 100])))
     return ops
 
 
@@ -122,6 +138,8 @@ def _apply_stream(s: Any, op: Op, now: float) -> Any:
         )
     if name == "ack":
         return s.ack(op[1], op[2])
+    if name == "ack_many":
+        return s.ack_many(op[1], op[2])
     if name == "nack":
         return s.nack(op[1], op[2], now=now, delay=op[3])
     if name == "reject":
@@ -131,15 +149,15 @@ def _apply_stream(s: Any, op: Op, now: float) -> Any:
     if name == "last_seq":
         return s.last_seq()
     if name == "range":
-        return s.range(3, 5)
+        return _outcome(lambda: s.range(op[2], op[3]))
     return getattr(s, name)(op[1])
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
-def test_statestore_matches_sqlite(opened: Any, seed: int) -> None:
+def test_statestore_matches_sqlite(candidate: Any, seed: int) -> None:
     """Every write, conflict, fence refusal, read, snapshot and revision equals SQLite's."""
     ref = storage.open("sqlite://").statestore("team")
-    st = opened.statestore("team")
+    st = candidate.statestore("team")
     rng = random.Random(seed)
     now = 1_764_500_000.123456
     for op in _state_ops(seed):
@@ -149,11 +167,12 @@ def test_statestore_matches_sqlite(opened: Any, seed: int) -> None:
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
-def test_stream_matches_sqlite(opened: Any, seed: int) -> None:
-    """Appends (dedup, payload mismatch, expect_last_seq), claims, redelivery, acks, nacks,
-    dead letters with reasons and history, and redrives all equal SQLite's."""
+def test_stream_matches_sqlite(candidate: Any, seed: int) -> None:
+    """Appends (dedup, payload mismatch, expect_last_seq), claims, redelivery, acks (one and
+    batched), nacks, dead letters with reasons and history, redrives and ranges (including
+    refused negative ones) all equal SQLite's."""
     ref = storage.open("sqlite://").stream("log")
-    s = opened.stream("log")
+    s = candidate.stream("log")
     rng = random.Random(seed)
     now = 1_764_500_000.5
     for op in _stream_ops(seed):
