@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -110,3 +111,64 @@ def test_worker_max_claims_parks_a_run_that_keeps_killing_workers(
     main(args)  # the default (10) lets it run after the operator's retry
     assert producer.handle("k").result(timeout=1) == 4
     producer.close()
+
+
+COUNTING_APP = """
+import os
+from surefoot import durable
+
+app = durable.App("sqlite://")
+LOG = os.environ["SUREFOOT_TEST_LOG"]
+
+@app.step
+def work(x: int) -> int:
+    with open(LOG, "a") as f:  # one line per execution, whichever worker runs it
+        f.write(f"{durable.current_run().run_id} {os.getpid()}\\n")
+    return 2 * x
+
+@app.workflow
+def job(x: int) -> int:
+    return work(x)
+"""
+
+
+def test_two_worker_processes_on_postgres_share_runs_without_double_work(
+    pg_url: str, tmp_path: Path
+) -> None:
+    """Two `surefoot worker --concurrency 2` processes on one PostgreSQL journal run every
+    run exactly once between them."""
+    import os
+    import subprocess
+    import sys
+    import uuid
+
+    from surefoot import storage
+
+    (tmp_path / "count_app.py").write_text(COUNTING_APP)
+    log = tmp_path / "executions.log"
+    env = {**os.environ, "SUREFOOT_TEST_LOG": str(log)}
+    os.environ["SUREFOOT_TEST_LOG"] = str(log)  # for the producer's import of the module
+    url = f"{pg_url}?schema=sf_t_{uuid.uuid4().hex[:12]}"
+    ref = f"{tmp_path / 'count_app.py'}:app"
+    producer = load_app(ref)
+    producer.configure(url=url)
+    try:
+        for i in range(12):
+            producer.enqueue("job", i, run_id=f"p{i}")
+        cmd = [sys.executable, "-m", "surefoot", "worker", "--db", url, "--app", ref]
+        cmd += ["--concurrency", "2", "--idle-exit", "1.0", "--poll", "0.05"]
+        procs = [subprocess.Popen(cmd, env=env, stderr=subprocess.DEVNULL) for _ in range(2)]
+        for p in procs:
+            assert p.wait(timeout=60) == 0
+        assert [producer.handle(f"p{i}").result(timeout=1) for i in range(12)] == [
+            2 * i for i in range(12)
+        ]
+        lines = log.read_text().split()
+        runs = lines[0::2]
+        assert sorted(runs) == sorted(f"p{i}" for i in range(12))  # each exactly once
+    finally:
+        os.environ.pop("SUREFOOT_TEST_LOG", None)
+        producer.close()
+        st: Any = storage.open(url)
+        st.db.drop_schema()
+        st.close()
