@@ -8,6 +8,8 @@ from ..errors import ConfigError
 
 __all__ = ["RetryBudget"]
 
+_WHOLE = 1.0 - 1e-9  # a token, allowing for the rounding of repeated float additions
+
 
 class RetryBudget:
     """A token bucket shared by calls: each request adds ``ratio`` tokens, each retry takes one.
@@ -66,8 +68,9 @@ class RetryBudget:
     def try_retry(self) -> bool:
         """Take a token for one retry; False (and counted as refused) when none is left."""
         with self._lock:
-            if self.tokens >= 1.0:
-                self.tokens -= 1.0
+            if self.tokens >= _WHOLE:  # 10 x 0.1 sums to 0.999…: that is a whole token
+                t = self.tokens - 1.0
+                self.tokens = t if t > 0.0 else 0.0
                 self.retries += 1
                 return True
             self.refused += 1

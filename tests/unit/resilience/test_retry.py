@@ -338,3 +338,40 @@ def test_instant_retries_waits_on_a_fake_clock_and_restores_the_default() -> Non
         assert asyncio.run(aretry_call(acall, policy=policy)) == "ok" and asvc.calls == 2
     assert clock.sleeps == [600, 600, 600]  # ten minutes each, spent in no real time
     assert driver._SYSTEM is before
+
+
+@pytest.mark.parametrize("ratio", [0.1, 0.2, 0.05, 0.01, 1 / 3])
+def test_budget_earns_a_whole_token_after_one_over_ratio_requests(ratio: float) -> None:
+    """ratio 0.1 and 10 requests give exactly one retry (float sums like 0.999… count as 1)."""
+    budget = RetryBudget(ratio, initial=0)
+    n = round(1 / ratio)
+    for _ in range(n - 1):
+        budget.record_request()
+    assert not budget.try_retry()  # one request short of a token
+    budget.record_request()
+    assert budget.try_retry() and budget.retries == 1 and budget.refused == 1
+
+
+def test_budget_accounting_holds_under_threads() -> None:
+    """8 threads in an outage: retries <= initial + ratio x requests; the fake sees them all."""
+    import threading
+
+    budget = RetryBudget(0.1, initial=5)
+    policy = RetryPolicy(max_attempts=3, backoff=Backoff(0, 0, "none"), budget=budget)
+    svc = faults.wrap(lambda: "ok", faults.Outage(1, 10**9))
+    per_thread = 250
+
+    def worker() -> None:
+        for _ in range(per_thread):
+            with pytest.raises(ProviderError):
+                retry_call(svc, policy=policy, clock=FakeClock())
+
+    threads = [threading.Thread(target=worker) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert budget.requests == 8 * per_thread
+    assert budget.retries <= 5 + 0.1 * budget.requests
+    assert budget.retries == 5 + 200  # every token earned was spent: 2,000 requests x 0.1
+    assert svc.calls == budget.requests + budget.retries  # counted inside the fake
