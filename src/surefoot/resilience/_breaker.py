@@ -69,7 +69,7 @@ class CircuitBreaker:
             other errors are passed through and ignored.
         clock: time source (``SystemClock`` by default).
         on_state_change: ``callable(old, new)`` on every transition, called after the lock
-            is released (so it may read ``state`` or ``stats()``), in the order they happened.
+            is released (so it may read ``state`` or ``stats()``); each transition once.
     """
 
     def __init__(
