@@ -188,3 +188,16 @@ def test_ledger_is_shared_by_files(tmp_path: Path) -> None:
     assert (t.model_calls, t.tokens, t.cost, t.posts) == (1, 10, 0.5, 1)
     with pytest.raises(ConfigError):
         Ledger("")
+
+
+def test_forked_agent_run_is_counted_under_its_own_id(app: App, services: AgentServices) -> None:
+    """A fork from draft redoes draft and publish under the fork's id and key, not the parent's."""
+    wf = build_agent(app, services)["1"]
+    start_agent(app, wf, "q", run_id="a").result(timeout=10)
+    h = app.fork("a", "5", new_run_id="a2")
+    approve(app, "a2")  # the approval comes after the fork point: the fork asks again
+    assert h.result(timeout=10)["status"] == "published"
+    assert [c["step"] for c in services.ledger.calls("a2", service="model")] == ["draft"]
+    assert len(services.ledger.calls("a")) == 6  # five steps and the publish, none more
+    ((post,),) = [services.ledger.posts("a2")]
+    assert post["key"] == "a2:7"

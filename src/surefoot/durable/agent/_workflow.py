@@ -118,6 +118,7 @@ def build_agent(
 
     async def research_agent(
         question: str,
+        *,
         channels: list[str] | None = None,
         approval_timeout: float | None = None,
     ) -> dict[str, Any]:
@@ -135,6 +136,7 @@ def build_agent(
 
     async def research_agent_v2(
         question: str,
+        *,
         channels: list[str] | None = None,
         approval_timeout: float | None = None,
     ) -> dict[str, Any]:
