@@ -266,7 +266,10 @@ class SchemaViolationError(StateError, ValueError):
         self.key = key
         self.field = field
         self.reason = reason
-        super().__init__(f"key {key!r} field {field!r}: {reason}; nothing was written")
+        super().__init__(
+            f"key {key!r} field {field!r}: {reason}; nothing was written. Fix the value to "
+            "match the schema declared for this key (Store.declare_schema) and write again"
+        )
 
 
 class DuplicateMessageError(StateError):

@@ -161,6 +161,18 @@ def test_dict_schema_rejects_with_field_and_reason(st: Store) -> None:
     assert s.write("other", {"anything": 1}).version == 1
 
 
+def test_schema_violation_message_names_key_field_and_the_fix(st: Store) -> None:
+    """The message says which key and field failed, why, how to fix it, and that nothing changed."""
+    st.declare_schema("card/*", {"fields": {"title": str}, "required": ["title"]})
+    st.write("card/1", {"title": "kept"})
+    with pytest.raises(SchemaViolationError) as ei:
+        st.session("a0").write("card/1", {"title": 3})
+    msg = str(ei.value)
+    assert "'card/1'" in msg and "'title'" in msg and "expected str" in msg
+    assert "declare_schema" in msg and "nothing was written" in msg
+    assert st.read("card/1").value == {"title": "kept"}  # type: ignore[union-attr]
+
+
 def test_pydantic_and_callable_schemas(st: Store) -> None:
     """A pydantic model class and a callable validator work as schemas."""
     from pydantic import BaseModel
