@@ -316,3 +316,25 @@ def test_a_database_from_a_newer_surefoot_is_refused_untouched(tmp_path: Path) -
     assert con.execute("SELECT * FROM surefoot_schema").fetchall() == [("keys", 9)]
     assert con.execute("SELECT count(*) FROM sqlite_master").fetchone() == (2,)
     con.close()
+
+
+def test_an_expired_key_is_new_on_every_backend_even_with_other_arguments(url: str) -> None:
+    """Before ttl other arguments conflict; after it the key is free, purge drops only the old."""
+    clock = FakeClock()
+    ex = IdempotentExecutor(storage.open(url), ttl=60, clock=clock)
+    log: list[int] = []
+
+    def pay(amount: int) -> dict[str, int]:
+        log.append(amount)
+        return {"charged": amount}
+
+    assert ex.run("k", pay, 5) == {"charged": 5}
+    ex.run("other", pay, 1)
+    clock.advance(59)
+    with pytest.raises(IdempotencyConflictError):
+        ex.run("k", pay, 7)
+    clock.advance(1)  # exactly ttl: expired
+    assert ex.run("k", pay, 7) == {"charged": 7}
+    assert log == [5, 1, 7]
+    assert ex.purge() == 1  # "other" expired too; "k" was just renewed
+    assert ex.run("k", pay, 7) == {"charged": 7} and log == [5, 1, 7]
