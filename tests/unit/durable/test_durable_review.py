@@ -175,3 +175,67 @@ def test_cancel_while_a_worker_executes_stops_the_run(app: App, clock: FakeClock
     assert detail.run.status == "cancelled"
     assert detail.steps == []  # the zombie's write was refused
     assert [a.action for a in detail.audit][-2:] == ["cancel", "lease_lost"]
+
+
+def test_signal_sent_while_the_run_suspends_is_not_left_for_the_poll(pg_url: str) -> None:
+    """On PostgreSQL a run that suspends with its signal already queued is due at once:
+    a worker polling every 30 s finishes it within seconds."""
+    import threading
+    import time
+    import uuid
+
+    from surefoot import storage
+
+    url = f"{pg_url}?schema=sf_t_{uuid.uuid4().hex[:12]}"
+    app = App(url, poll=30, lease=5, worker_id="notify-sleeper")
+
+    @app.step
+    async def poke() -> None:  # runs after the wait looked for "go" and found none
+        app.signal(current_run().run_id, "go", "now")
+
+    @app.workflow
+    async def racy() -> Any:
+        got, _ = await asyncio.gather(app.wait_for("go"), poke())
+        return got
+
+    w = Worker(app, concurrency=2)
+    stop = threading.Event()
+    t = threading.Thread(target=w.run, args=(stop,), daemon=True)
+    t.start()
+    try:
+        time.sleep(0.5)  # the worker is idle, waiting on NOTIFY
+        app.enqueue(racy, run_id="race")
+        end = time.monotonic() + 8
+        while time.monotonic() < end and app.journal.get_run("race").status != "succeeded":
+            time.sleep(0.02)
+        assert app.journal.get_run("race").status == "succeeded"
+        assert sorted(s.name for s in app.show("race").steps) == ["poke", "signal:go"]
+    finally:
+        stop.set()
+        t.join(timeout=5)
+        st: Any = storage.open(url)
+        app.close()
+        st.db.drop_schema()
+        st.close()
+
+
+def test_signal_for_the_second_wait_sent_while_suspending_makes_the_run_due(app: App) -> None:
+    """A signal for any of several waits that lands while the run suspends wakes it at once."""
+
+    @app.step
+    async def poke() -> None:  # runs after both waits looked and found nothing
+        app.signal(current_run().run_id, "b", 2)
+
+    @app.workflow
+    async def racy() -> Any:
+        a, b, _ = await asyncio.gather(app.wait_for("a", default=0), app.wait_for("b"), poke())
+        return [a, b]
+
+    h = app.enqueue(racy, run_id="r2")
+    w = Worker(app)
+    assert w.run_once(timeout=10) == 1
+    assert w.run_once(timeout=10) == 1  # due at once for "b", not at a deadline (none)
+    assert app.show("r2").run.waiting_for == "a"
+    app.signal("r2", "a", 1)
+    assert w.run_once(timeout=10) == 1
+    assert h.result(timeout=1) == [1, 2]
