@@ -121,7 +121,8 @@ def _stream_ops(seed: int, n: int = 250) -> list[Op]:
         elif r < 0.83:
             ops.append(("reject", c, rng.randrange(1, 30), rng.choice(["bad", "poison"])))
         elif r < 0.88:
-            ops.append(("redrive", c, rng.choice([None, [rng.randrange(1, 30)]])))
+            some = [rng.randrange(1, 30) for _ in range(rng.randrange(1, 3))]
+            ops.append(("redrive", c, rng.choice([None, some, some + some])))
         else:
             query = rng.choice(["dead_letters", "position", "pending", "last_seq", "range"])
             ops.append((query, c, rng.randrange(-1, 30), rng.choice([-1, 0, 1, 5, 100])))

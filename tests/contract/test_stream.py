@@ -187,6 +187,15 @@ def test_reject_and_redrive(log: Any) -> None:
     assert [(c.record.seq, c.attempt) for c in _claim(log, 2.0)] == [(1, 1)]
 
 
+def test_redrive_counts_a_repeated_seq_once(log: Any) -> None:
+    """redrive([1, 1]) puts the dead letter back once and returns 1; unknown seqs are skipped."""
+    log.append("m", "1", now=0.0)
+    _claim(log, 0.0)
+    assert log.reject("c", 1, reason="poison", now=1.0)
+    assert log.redrive("c", [1, 1, 7], now=2.0) == 1
+    assert log.dead_letters("c") == [] and log.pending("c") == 1
+
+
 def test_nack_redelivers_after_the_delay(log: Any) -> None:
     """A nack makes the message visible again after its delay."""
     log.append("m", "1", now=0.0)

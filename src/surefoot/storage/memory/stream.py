@@ -143,7 +143,7 @@ class MemoryStream:
     def redrive(self, consumer: str, seqs: list[int] | None, *, now: float) -> int:
         with self._lock:
             c = self._consumer(consumer)
-            chosen = sorted(c.dead) if seqs is None else [s for s in seqs if s in c.dead]
+            chosen = sorted(c.dead) if seqs is None else sorted(set(seqs) & c.dead.keys())
             for seq in chosen:
                 d = c.dead.pop(seq)
                 hist = [*d.history, {"redriven_at": now, "reason": d.reason}]
