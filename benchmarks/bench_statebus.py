@@ -4,7 +4,8 @@
   ``SQLiteStateStore.write`` alone) vs the raw single-commit floor on the same file: the same
   connection settings doing ``BEGIN IMMEDIATE; INSERT; COMMIT`` (target: >= 0.7x the floor);
 * stream appends/s with message ids (every 10th append is retried, so dedup is exercised)
-  and consumed messages/s (fetch + ack per message, in batches of 10);
+  and consumed messages/s (fetch 10, then one ack per message; and fetch 10 + one
+  ``ack_many`` for the batch);
 * the simulator's agent-steps/s (a step is one agent action: a read-and-think or a write).
 
 The floor and the versioned writes alternate one operation at a time, each timed alone, so
@@ -104,7 +105,7 @@ def bench_stream(folder: Path, n: int, rounds: int) -> dict[str, Any]:
         with db.write() as c:
             c.execute("INSERT INTO bench_floor (k, v) VALUES (?, ?)", (counter["floor"], "x"))
 
-    spent = {"floor": 0.0, "append": 0.0, "retry": 0.0, "consume": 0.0}
+    spent = {"floor": 0.0, "append": 0.0, "retry": 0.0, "consume": 0.0, "batched": 0.0}
     counts = dict.fromkeys(spent, 0)
     dedups = 0
 
@@ -141,6 +142,17 @@ def bench_stream(folder: Path, n: int, rounds: int) -> dict[str, Any]:
             spent["consume"] += time.perf_counter() - t0
             counts["consume"] += got
             done += got
+        cb = s.consumer("bench-batched", visibility_timeout=60.0)
+        done = 0
+        while done < n:
+            for _ in range(2):  # the floor for a batch: 1 fetch + 1 ack_many = 2 commits
+                timed("floor", floor)
+            t0 = time.perf_counter()
+            got_batch = cb.fetch(10)
+            cb.ack_many(got_batch)
+            spent["batched"] += time.perf_counter() - t0
+            counts["batched"] += len(got_batch)
+            done += len(got_batch)
     st.close()
     rate = {k: counts[k] / spent[k] for k in spent}
     return {
@@ -150,8 +162,11 @@ def bench_stream(folder: Path, n: int, rounds: int) -> dict[str, Any]:
         "consumed_per_s": rate["consume"],
         "appends_vs_floor": rate["append"] / rate["floor"],
         "consumed_vs_floor": rate["consume"] / rate["floor"],
+        "consumed_batched_per_s": rate["batched"],
+        "consumed_batched_vs_floor": rate["batched"] / rate["floor"],
         "dedup_hits": dedups,
-        "note": "consume = fetch(10) then one ack per message: 1.1 commits per message",
+        "note": "consume = fetch(10) then one ack per message: 1.1 commits per message; "
+        "batched = fetch(10) then ack_many: 0.2 commits per message",
     }
 
 
@@ -197,7 +212,9 @@ def main() -> None:
         f"{s['appends_per_s']:,.0f} appends/s with ids ({s['appends_vs_floor']:.2f}x floor) | "
         f"{s['retried_appends_per_s']:,.0f} retried appends/s ({s['dedup_hits']} deduplicated) "
         f"| {s['consumed_per_s']:,.0f} consumed/s, fetch + ack ({s['consumed_vs_floor']:.2f}x "
-        "floor; 1.1 commits per message)"
+        "floor; 1.1 commits per message) "
+        f"| {s['consumed_batched_per_s']:,.0f} consumed/s, fetch + ack_many "
+        f"({s['consumed_batched_vs_floor']:.2f}x floor; 0.2 commits per message)"
     )
     print(
         f"Simulator: {out['simulator']['agent_steps_per_s']:,.0f} agent-steps/s "
