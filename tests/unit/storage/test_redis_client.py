@@ -8,8 +8,14 @@ from collections.abc import Iterator
 import pytest
 
 from surefoot import FakeClock, storage
-from surefoot.errors import ConfigError, ConflictError, StoreUnavailableError
+from surefoot.errors import (
+    ConfigError,
+    ConflictError,
+    SchemaVersionError,
+    StoreUnavailableError,
+)
 from surefoot.storage.redis import RedisStorage
+from surefoot.storage.redis._client import LAYOUT
 
 pytestmark = pytest.mark.services
 
@@ -56,13 +62,33 @@ def test_prefixes_isolate_and_delete_prefix_cleans_up(rs: RedisStorage, redis_ur
         other.statestore("ns").write("k", '"b"', author="y", trust="t", expect=None, now=1.0)
         rec = rs.statestore("ns").read("k")
         assert rec is not None and rec.value == '"a"'
-        assert rs.db.delete_prefix() == 2  # the hash and its revision counter
+        assert rs.db.delete_prefix() == 3  # the hash, its revision counter, the layout mark
         assert rs.statestore("ns").read("k") is None
         kept = other.statestore("ns").read("k")
         assert kept is not None and kept.value == '"b"'
     finally:
         other.db.delete_prefix()
         other.close()
+
+
+def test_prefix_written_by_a_newer_surefoot_fails_clearly(redis_url: str) -> None:
+    """A prefix marked with a newer key layout is refused at open, named, and left untouched."""
+    url = f"{redis_url}?prefix=sf_t_{uuid.uuid4().hex[:12]}"
+    st = storage.open(url)
+    assert isinstance(st, RedisStorage)
+    mark = st.db.key("layout")
+    try:
+        assert st.db.client.get(mark) == str(LAYOUT)
+        st.statestore("ns").write("k", '"v"', author="x", trust="t", expect=None, now=1.0)
+        st.db.client.set(mark, str(LAYOUT + 1))
+        with pytest.raises(SchemaVersionError, match="newer surefoot") as info:
+            storage.open(url)
+        assert "upgrade surefoot" in str(info.value) and "prefix" in str(info.value)
+        assert st.db.client.get(mark) == str(LAYOUT + 1)
+        assert st.statestore("ns").read("k") is not None
+    finally:
+        st.db.delete_prefix()
+        st.close()
 
 
 def test_versioned_write_is_one_script_per_write(rs: RedisStorage) -> None:

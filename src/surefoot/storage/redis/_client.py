@@ -18,10 +18,10 @@ from typing import Any, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from ...clock import Clock, SystemClock
-from ...errors import ConfigError, MissingExtraError, StoreUnavailableError
+from ...errors import ConfigError, MissingExtraError, SchemaVersionError, StoreUnavailableError
 from ..url import StorageURL, redact
 
-__all__ = ["OPTIONS", "RedisDB", "import_redis"]
+__all__ = ["LAYOUT", "OPTIONS", "RedisDB", "import_redis"]
 
 T = TypeVar("T")
 
@@ -31,6 +31,16 @@ OPTIONS = {
     "socket_timeout": "5",  # seconds for one command
     "reconnect_timeout": "30",  # seconds of bounded back-off before StoreUnavailableError
 }
+
+#: The key layout this surefoot writes, marked in ``P:layout`` on first open. A prefix marked
+#: with a higher number was written by a newer surefoot and is refused, untouched.
+LAYOUT = 1
+# Set the mark if absent and return it: one idempotent round trip (it also checks the server).
+_LAYOUT_SCRIPT = """
+local v = redis.call('GET', KEYS[1])
+if not v then redis.call('SET', KEYS[1], ARGV[1]) return ARGV[1] end
+return v
+"""
 
 _PREFIX_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,100}$")
 
@@ -117,9 +127,19 @@ class RedisDB:
         try:
             # A server that is not answering yet (restarting) is waited for, within
             # reconnect_timeout, like a lost connection; wrong credentials fail at once.
-            self.call(lambda c: c.ping(), write=False)
+            mark = self.key("layout")
+            layout = self.script("layout", _LAYOUT_SCRIPT)
+            found = self.call(lambda c: layout(keys=[mark], args=[LAYOUT], client=c), write=False)
         except self.redis.RedisError as exc:
             raise self.unavailable(exc) from exc
+        if not str(found).isdigit() or int(found) > LAYOUT:
+            raise SchemaVersionError(
+                self.url,
+                f"the key prefix {self.prefix!r} at {self.url!r} is marked with key layout "
+                f"{found!r} ({mark}), written by a newer surefoot (this one writes layout "
+                f"{LAYOUT}); upgrade surefoot, or use another prefix (?prefix=...). Nothing was "
+                "changed.",
+            )
 
     def unavailable(self, exc: BaseException, doing: str = "connect to") -> StoreUnavailableError:
         """A ``StoreUnavailableError`` for ``exc`` naming the URL and what to check."""
