@@ -72,16 +72,21 @@ def _outcome(fn: Callable[[], Any]) -> Any:
 def _state_ops(seed: int, n: int = 200) -> list[Op]:
     rng = random.Random(seed)
     ops: list[Op] = []
+    lease = 0  # the lease key's version: it is only ever written blind, so this is exact
     for i in range(n):
         key = f"k{rng.randrange(6)}"
         r = rng.random()
-        if r < 0.7:
+        if r < 0.05:
+            lease += 1  # take the lease over: fences on the previous version now fail
+            ops.append(("write", "lease", f'"holder{i}"', f"a{i % 3}", "t", None, None))
+        elif r < 0.7:
             expect = rng.choice([None, None, 0, 1, 2, 3, rng.randrange(8)])
-            fence = rng.choice([None, None, ("lease", rng.randrange(3))])
+            held = rng.choice([lease, lease, max(0, lease - 1), lease + 1])
+            fence = rng.choice([None, None, ("lease", held), ("nolease", rng.randrange(2))])
             trust = rng.choice(["t", "u"])
             ops.append(("write", key, f'"v{i}"', f"a{i % 3}", trust, expect, fence))
         elif r < 0.85:
-            ops.append(("read", key))
+            ops.append(("read", rng.choice([key, "lease"])))
         else:
             ops.append((rng.choice(["snapshot", "revision"]),))
     return ops
