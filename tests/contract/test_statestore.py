@@ -179,7 +179,7 @@ def test_corrupt_sqlite_file_is_a_clear_error(tmp_path: Path) -> None:
 
 
 class StoreVsDict(RuleBasedStateMachine):
-    """Random writes (blind, correctly versioned, stale) against a backend and a dict."""
+    """Random writes (blind, versioned, stale, fenced) against a backend and a dict."""
 
     url = "memory://"
 
@@ -215,6 +215,20 @@ class StoreVsDict(RuleBasedStateMachine):
             with pytest.raises(ConflictError) as ei:
                 _w(self.s, key, value, expect=expect)
             assert ei.value.version == current
+
+    @rule(key=keys, value=values, lease=keys, delta=hs.integers(-1, 1))
+    def fenced_write(self, key: str, value: str, lease: str, delta: int) -> None:
+        held = self.model.get(lease, ("", 0, ""))[1]
+        fence = (lease, max(0, held + delta))
+        if lease in self.model and fence[1] == held:  # a missing lease never matches
+            rec = _w(self.s, key, value, fence=fence)
+            self.revision += 1
+            self.model[key] = (value, self.model.get(key, ("", 0, ""))[1] + 1, "a")
+            assert rec.version == self.model[key][1]
+        else:
+            with pytest.raises(ConflictError) as ei:
+                _w(self.s, key, value, fence=fence)
+            assert (ei.value.key, ei.value.version) == (lease, held)
 
     @invariant()
     def agrees(self) -> None:
