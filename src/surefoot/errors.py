@@ -9,7 +9,6 @@
     ├── TimeoutError_               one attempt ran past its per-attempt timeout (also TimeoutError)
     ├── RecordedError               an error read back from a journal whose type is not importable
     ├── CircuitOpenError            the breaker refused the call; try later or fall back
-    ├── RetryBudgetExhaustedError   retries are capped during an outage; the call was not retried
     ├── IdempotencyError
     │   ├── IdempotencyConflictError    a key reused with different arguments
     │   └── IdempotencyInProgressError  the key's action is running elsewhere
@@ -27,7 +26,7 @@
         ├── ConflictError               a versioned write met a newer version
         ├── SchemaViolationError        a value does not match its key's schema (also ValueError)
         ├── DuplicateMessageError       a message id reused with a different payload
-        ├── ScopeError                  a key outside the agent's read/write scope
+        ├── ScopeError                  a key outside the agent's scope (also PermissionError)
         └── TrustError                  untrusted data reached a place that needs endorsement
 
 Facts are attributes, so nobody has to parse a message. Every message says what went
@@ -118,10 +117,6 @@ class CircuitOpenError(SurefootError):
             f"circuit {name!r} is open; it lets a probe through in {retry_after:.3g} s. "
             "Use a fallback, or retry after that."
         )
-
-
-class RetryBudgetExhaustedError(SurefootError):
-    """Not raised in place of the call's error; attached as a note when the budget stops a retry."""
 
 
 class IdempotencyError(SurefootError):

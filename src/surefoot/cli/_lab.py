@@ -17,7 +17,14 @@ from rich.progress import (
 )
 
 from .. import lab as lab_api
+from ..errors import ConfigError
 from ._render import rich_table
+
+
+def _console() -> Console:
+    """A console that does not squeeze tables to 80 columns when output goes to a file."""
+    c = Console()
+    return c if c.is_terminal else Console(width=max(c.width, 160))
 
 
 @click.group()
@@ -48,13 +55,16 @@ def list_(as_json: bool) -> None:
         t.add_column(c)
     for e in exps:
         t.add_row(e.id, e.seed_file, e.exercise, e.title)
-    Console().print(t)
+    _console().print(t)
 
 
 @lab.command("run")
 @click.argument("ids", nargs=-1, required=True)
 @click.option(
-    "--seeds", type=int, default=None, help="Seeds to average over (default per experiment)."
+    "--seeds",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Seeds to average over (default per experiment).",
 )
 @click.option("--seed", type=int, default=0, show_default=True, help="First seed.")
 @click.option("--db", default=None, help="Storage URL for experiments that support one.")
@@ -82,7 +92,13 @@ def run(
 ) -> None:
     """Run experiments by id, by subsystem (resilience, durable, statebus) or 'all'."""
     chosen = lab_api.select(list(ids))
-    console = Console()
+    for path in (json_path, md_path):  # fail before the work, not after it
+        if path is not None and not path.resolve().parent.is_dir():
+            raise ConfigError(
+                f"cannot write a report to {str(path)!r}: folder {str(path.resolve().parent)!r} "
+                "does not exist; create it or choose another path"
+            )
+    console = _console()
     results = []
     with Progress(
         TextColumn("{task.description}"),

@@ -24,7 +24,7 @@ def rich_table(t: Table) -> RichTable:
         title=t.title, title_justify="left", caption=t.note or None, caption_justify="left"
     )
     for i, c in enumerate(t.columns):
-        rt.add_column(c, justify="left" if i == 0 else "right")
+        rt.add_column(c, justify="left" if i == 0 else "right", overflow="fold")
     for row in t.rows:
         rt.add_row(*(cell(v) for v in row))
     return rt

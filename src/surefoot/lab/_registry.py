@@ -177,7 +177,8 @@ def get(id: str) -> Experiment:
         return _EXPERIMENTS[id]
     except KeyError:
         raise ConfigError(
-            f"no lab experiment {id!r}; `surefoot lab list` shows them: " + ", ".join(_EXPERIMENTS)
+            f"no lab experiment {id!r}; `surefoot lab list` shows them: "
+            + ", ".join(e.id for e in _ordered())
         ) from None
 
 

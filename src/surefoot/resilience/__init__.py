@@ -12,6 +12,12 @@ drivers; time comes from a ``Clock`` and jitter from a ``random.Random`` you can
 
 from __future__ import annotations
 
+from ..errors import (
+    CircuitOpenError,
+    IdempotencyConflictError,
+    IdempotencyInProgressError,
+    TimeoutError_,
+)
 from . import faults
 from ._backoff import JITTERS, Backoff
 from ._breaker import BreakerStats, CircuitBreaker
@@ -38,9 +44,12 @@ __all__ = [
     "Backoff",
     "BreakerStats",
     "CircuitBreaker",
+    "CircuitOpenError",
     "Classifier",
     "Decision",
     "Fallback",
+    "IdempotencyConflictError",
+    "IdempotencyInProgressError",
     "IdempotentExecutor",
     "ProviderError",
     "ReplyLostError",
@@ -49,6 +58,7 @@ __all__ = [
     "RetryEvent",
     "RetryPolicy",
     "Step",
+    "TimeoutError_",
     "aretry_call",
     "attempts_of",
     "classify",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -49,3 +50,38 @@ def test_public_all_is_complete() -> None:
         if names is not None:
             for n in names:
                 assert hasattr(m, n), f"{mod.name}.__all__ names missing {n}"
+
+
+def test_report_path_in_a_missing_folder_fails_before_running(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """--json/--md into a folder that does not exist is refused up front, in one line."""
+    target = tmp_path / "nope" / "x.json"
+    with pytest.raises(SystemExit) as info:
+        main(["lab", "run", "resilience.waits", "--json", str(target)])
+    assert info.value.code == 1
+    err = capsys.readouterr().err
+    assert "does not exist" in err
+    assert err.count("\n") == 1
+    assert not target.parent.exists()
+
+
+@pytest.mark.parametrize("bad", ["0", "-3"])
+def test_seeds_below_one_are_refused(capsys: pytest.CaptureFixture[str], bad: str) -> None:
+    """--seeds must be at least 1."""
+    with pytest.raises(SystemExit) as info:
+        main(["lab", "run", "resilience.waits", "--seeds", bad])
+    assert info.value.code == 2
+    assert "--seeds" in capsys.readouterr().err
+
+
+def test_lab_run_writes_reports(tmp_path: Path) -> None:
+    """A run writes the JSON and Markdown reports it was asked for, labelled with the model."""
+    import json
+
+    j, m = tmp_path / "r.json", tmp_path / "r.md"
+    main(["lab", "run", "resilience.waits", "--json", str(j), "--md", str(m)])
+    doc = json.loads(j.read_text())
+    assert doc["experiments"][0]["id"] == "resilience.waits"
+    assert doc["experiments"][0]["facts"]
+    assert "resilience.waits" in m.read_text()
