@@ -21,7 +21,9 @@ from hypothesis import strategies as hs
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from surefoot import storage
+from surefoot.clock import FakeClock
 from surefoot.errors import ConflictError, StoreUnavailableError
+from surefoot.statebus import Store
 from surefoot.storage.base import StateStore
 
 BACKENDS = ["memory", "sqlite", "postgresql", "redis"]
@@ -154,6 +156,30 @@ def test_fence_on_a_missing_lease_key_is_refused(state: Any) -> None:
     assert (ei.value.key, ei.value.expected, ei.value.version) == ("lease", 0, 0)
     assert "does not exist" in str(ei.value) and "lease" in str(ei.value)
     assert state.read("k") is None and state.revision() == 0
+
+
+def test_store_lease_expiry_and_fencing_on_every_backend(state_url: str) -> None:
+    """Through Store: a live lease excludes, an expired one is taken over, and the old
+    holder's fenced write is refused while the new holder's succeeds."""
+    clock = FakeClock()
+    st = Store(state_url, namespace=f"lease-{uuid.uuid4().hex[:8]}", clock=clock)
+    try:
+        for name in ("a0", "a1"):
+            st.register_agent(name)
+        a, b = st.session("a0"), st.session("a1")
+        old = a.acquire("report", 2.0)
+        assert old is not None and b.acquire("report", 2.0) is None
+        clock.advance(3.0)  # a0's model call outlived its lease
+        new = b.acquire("report", 2.0)
+        assert new is not None and new.epoch > old.epoch
+        with pytest.raises(ConflictError) as ei:
+            a.write_fenced("report", ["late"], old)
+        assert ei.value.version == new.epoch and "lease" in str(ei.value)
+        assert b.write_fenced("report", ["fresh"], new).value == ["fresh"]
+        assert not st.release(old) and st.release(new)
+        assert st.read("report").value == ["fresh"]  # type: ignore[union-attr]
+    finally:
+        st.close()
 
 
 def test_namespaces_do_not_meet(state_url: str) -> None:
