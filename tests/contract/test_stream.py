@@ -18,7 +18,12 @@ from typing import Any
 import pytest
 
 from surefoot import storage
-from surefoot.errors import ConfigError, ConflictError, DuplicateMessageError
+from surefoot.errors import (
+    ConfigError,
+    ConflictError,
+    DuplicateMessageError,
+    StoreUnavailableError,
+)
 from surefoot.storage.base import StreamLog
 
 BACKENDS = ["memory", "sqlite", "postgresql", "redis"]
@@ -242,3 +247,13 @@ def test_sqlite_processes_append_without_loss_or_duplicates(tmp_path: Path) -> N
     recs = log.range(0, 1000)
     assert len(recs) == 90 and len({r.message_id for r in recs}) == 90
     assert [r.seq for r in recs] == list(range(1, 91))
+
+
+def test_corrupt_sqlite_file_is_a_clear_error_for_a_stream(tmp_path: Path) -> None:
+    """A stream on a file that is not SQLite fails naming the file and the fix; bytes kept."""
+    bad = tmp_path / "log.db"
+    bad.write_bytes(b"\x00garbage" * 300)
+    with pytest.raises(StoreUnavailableError) as ei:
+        storage.open(f"sqlite:///{bad}").stream("s")
+    assert "log.db" in str(ei.value) and "another file" in str(ei.value)
+    assert bad.read_bytes() == b"\x00garbage" * 300
