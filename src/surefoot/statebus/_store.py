@@ -16,7 +16,7 @@ from .. import storage as _storage
 from ..clock import Clock, SystemClock
 from ..codec import dumps, loads
 from ..errors import ConfigError, ConflictError, ScopeError
-from ..storage.base import StateRecord, StateStore
+from ..storage.base import StateRecord, StateStore, check_text
 
 __all__ = ["TRUST_LEVELS", "AgentSession", "AgentSpec", "Entry", "Lease", "LostUpdate", "Store"]
 
@@ -95,7 +95,7 @@ def _check_key(key: Any) -> str:
         raise ConfigError(
             f"a key must be a non-empty string of at most 512 characters, got {key!r}"
         )
-    return key
+    return check_text("key", key)
 
 
 def _check_expect(key: str, expect: Any) -> int | None:
@@ -132,6 +132,9 @@ class Store:
     def __init__(
         self, url: str | Any = "memory://", namespace: str = "default", clock: Clock | None = None
     ) -> None:
+        if not isinstance(namespace, str) or not namespace:
+            raise ConfigError(f"a namespace must be a non-empty string, got {namespace!r}")
+        check_text("namespace", namespace)
         if isinstance(url, str):
             self.storage: Any = _storage.open(url)
             self.state: StateStore = self.storage.statestore(namespace)
@@ -175,6 +178,7 @@ class Store:
             raise ConfigError(
                 f"agent name must be a non-empty string other than 'system', got {name!r}"
             )
+        check_text("agent name", name)
         if trust not in ("trusted", "untrusted"):
             raise ConfigError(
                 f"agent {name!r}: trust must be 'trusted' or 'untrusted' ('system' is the "

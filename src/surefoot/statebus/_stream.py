@@ -13,7 +13,7 @@ from .. import storage as _storage
 from ..clock import Clock, SystemClock
 from ..codec import dumps, loads
 from ..errors import ConfigError
-from ..storage.base import StreamLog, StreamRecord
+from ..storage.base import StreamLog, StreamRecord, check_text
 
 __all__ = ["Consumer", "DeadLetter", "Message", "Stream", "StreamEntry"]
 
@@ -68,6 +68,7 @@ class Stream:
     def __init__(self, url: str | Any, name: str, clock: Clock | None = None) -> None:
         if not isinstance(name, str) or not name:
             raise ConfigError(f"a stream name must be a non-empty string, got {name!r}")
+        check_text("stream name", name)
         if isinstance(url, str):
             self.storage: Any = _storage.open(url)
         elif hasattr(url, "stream"):
@@ -97,6 +98,7 @@ class Stream:
         """
         if not isinstance(message_id, str) or not message_id:
             raise ConfigError(f"message_id must be a non-empty string, got {message_id!r}")
+        check_text("message_id", message_id)
         if expect_last_seq is not None and (
             isinstance(expect_last_seq, bool)
             or not isinstance(expect_last_seq, int)
@@ -130,6 +132,9 @@ class Stream:
             visibility_timeout: seconds a delivered message stays hidden before redelivery.
             max_attempts: deliveries without an ack before a message becomes a dead letter.
         """
+        if not isinstance(name, str) or not name:
+            raise ConfigError(f"a consumer name must be a non-empty string, got {name!r}")
+        check_text("consumer name", name)
         if visibility_timeout <= 0:
             raise ConfigError(f"visibility_timeout must be > 0 seconds, got {visibility_timeout!r}")
         if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1:

@@ -36,6 +36,7 @@ __all__ = [
     "StreamLog",
     "StreamRecord",
     "check_range",
+    "check_text",
     "fence_conflict",
     "stream_conflict",
 ]
@@ -187,6 +188,26 @@ class DeadRecord:
     reason: str
     attempts: int
     history: list[dict[str, Any]] = field(default_factory=list)
+
+
+def check_text(what: str, value: str) -> str:
+    """Refuse a key, id or name some backend cannot store, the same way on every backend.
+
+    PostgreSQL text cannot hold NUL, and no backend but memory can encode a lone surrogate
+    as UTF-8; checking here keeps memory, SQLite, PostgreSQL and Redis in agreement.
+
+    Raises:
+        ConfigError: naming what it is, the value and the fix.
+    """
+    if "\x00" in value:
+        raise ConfigError(f"{what} {value!r} contains a NUL character; remove it")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ConfigError(
+            f"{what} {value!r} contains a lone surrogate (not valid UTF-8); pass real text"
+        ) from None
+    return value
 
 
 def fence_conflict(

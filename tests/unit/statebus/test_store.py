@@ -81,6 +81,22 @@ def test_invalid_expect_is_a_config_error_naming_the_key(st: Store, bad: Any) ->
     assert st.read("k") is None
 
 
+@pytest.mark.parametrize("bad", ["a\x00b", "half \ud800 pair"])
+def test_keys_every_backend_cannot_store_are_refused_everywhere(st: Store, bad: str) -> None:
+    """A NUL or a lone surrogate in a key is a ConfigError on every backend (PostgreSQL and
+    SQLite cannot store them), naming the key; nothing is written."""
+    with pytest.raises(ConfigError, match=r"NUL|surrogate") as ei:
+        st.write(bad, 1)
+    assert repr(bad) in str(ei.value)
+    with pytest.raises(ConfigError):
+        st.read(bad)
+    with pytest.raises(ConfigError, match="agent name"):
+        st.register_agent(bad)
+    with pytest.raises(ConfigError, match="namespace"):
+        Store("memory://", namespace=bad)
+    assert st.snapshot() == {}
+
+
 def test_labels_come_from_the_session_not_the_value(st: Store) -> None:
     """A value claiming author/trust fields leaves the entry's labels to the runtime."""
     st.register_agent("web", trust="untrusted")

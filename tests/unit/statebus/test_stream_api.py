@@ -31,6 +31,18 @@ def test_append_and_read_decode_payloads(stream: Stream) -> None:
     assert stream.last_seq == 1
 
 
+@pytest.mark.parametrize("bad", ["m\x00", "\udc80"])
+def test_ids_and_names_every_backend_cannot_store_are_refused(stream: Stream, bad: str) -> None:
+    """A NUL or a lone surrogate in a message id, consumer or stream name is a ConfigError."""
+    with pytest.raises(ConfigError, match=r"NUL|surrogate"):
+        stream.append(1, message_id=bad)
+    with pytest.raises(ConfigError, match=r"NUL|surrogate"):
+        stream.consumer(bad)
+    with pytest.raises(ConfigError, match=r"NUL|surrogate"):
+        Stream("memory://", bad)
+    assert stream.last_seq == 0
+
+
 def test_consumer_redelivers_on_the_clock_then_dead_letters(stream: Stream) -> None:
     """Unacked messages come back after the visibility timeout, then go to dead letters."""
     clock = stream.clock
