@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import tempfile
 from pathlib import Path
 
@@ -11,6 +12,7 @@ import click
 from rich.console import Console
 
 from .. import storage
+from ..errors import ConfigError
 from ..lab import Table
 from ._render import rich_table
 
@@ -50,8 +52,18 @@ def chaos(
     Starts WORKERS worker processes on the journal, SIGKILLs them at seeded random moments,
     restarts the PostgreSQL server once (bounded), and then checks completion, duplicate
     effects, model calls repeated for journalled steps, and each run's journal, audit log
-    and effects. Exits with status 1 if any check fails.
+    and effects. With --max-kills > 0 the first kill hits a worker as soon as it holds a run,
+    and a run with no kill at all fails. Exits with status 1 if any check fails.
     """
+    if json_path is not None:  # checked now, not after a run of several minutes
+        folder = json_path.parent if str(json_path.parent) else Path(".")
+        if not folder.is_dir():
+            raise ConfigError(
+                f"--json {str(json_path)!r}: folder {str(folder)!r} does not exist; create it "
+                "or pick another path"
+            )
+        if not os.access(folder, os.W_OK):
+            raise ConfigError(f"--json {str(json_path)!r}: folder {str(folder)!r} is not writable")
     # The restart is on purpose: the pool's "error connecting" warnings are expected noise.
     logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
     status = Console(stderr=True).status(
@@ -69,6 +81,8 @@ def chaos(
             restart=restart,
             time_limit=time_limit,
             max_kills=max_kills,
+            # the first kill hits a worker holding a run, so even a short run sees one
+            kill_in_flight_first=max_kills > 0,
             workdir=tmp,
         )
     rep = out.report
@@ -84,14 +98,27 @@ def chaos(
     t.add("model calls repeated after their step was journalled", r.repeated_after_journal)
     t.add("model calls repeated for steps in flight at a kill", r.repeated_model_calls)
     t.add("runs whose journal, audit log or effects disagree", len(out.inconsistent))
+    unkilled = max_kills > 0 and rep.kills == 0
+    t.add(
+        "SIGKILLs made (--max-kills > 0 needs at least one)",
+        f"{rep.kills} of at most {max_kills}"
+        + (": FAILED, nothing was tested" if unkilled else ""),
+    )
     Console().print(rich_table(t))
     for p in out.problems:
         click.echo(f"  {p}", err=True)
+    if unkilled:
+        click.echo(
+            f"  no worker was SIGKILLed (--max-kills {max_kills}): the checks above saw no "
+            "crash; run more --runs or a longer --time-limit",
+            err=True,
+        )
     ok = (
         r.completed == r.runs
         and r.duplicate_effects == 0
         and not r.repeated_after_journal
         and not out.inconsistent
+        and not unkilled
     )
     if json_path is not None:
         json_path.write_text(
@@ -105,6 +132,7 @@ def chaos(
                     "repeated_model_calls": r.repeated_model_calls,
                     "inconsistent_runs": out.inconsistent,
                     "kills": rep.kills,
+                    "max_kills": max_kills,
                     "restart": out.restart,
                     "elapsed_s": round(rep.elapsed, 2),
                     "params": rep.params,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import json
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -18,7 +19,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from .. import durable
+from .. import durable, storage
 from ..errors import ConfigError, RunFailedError, TimeoutError_
 
 __all__ = ["runs"]
@@ -34,7 +35,22 @@ _COLOR = {
 }
 
 
+def _must_exist(db: str) -> None:
+    """A ``sqlite:///file`` journal must already exist: these commands look at runs in it.
+
+    Opening a missing file would create an empty journal (a typo in the path would look
+    like "no runs"). PostgreSQL URLs are not checked here: a missing schema is created.
+    """
+    scheme, sep, rest = db.partition("://")
+    if not sep or scheme.lower() != "sqlite" or rest.split("?")[0] in ("", "/"):
+        return
+    path = storage.parse_url(db).path
+    if not os.path.exists(path):
+        raise ConfigError(f"no database at {path!r} (from --db {db!r}); check the path")
+
+
 def _load(db: str, app_ref: str | None) -> durable.App:
+    _must_exist(db)
     if app_ref is None:
         return durable.App(db)
     loader = getattr(durable, "load_app", None)
@@ -120,7 +136,13 @@ def runs() -> None:
 @_app_option
 @click.option("--status", default=None, type=click.Choice(durable.STATUSES), help="Only these.")
 @click.option("--workflow", default=None, help="Only runs of this workflow.")
-@click.option("--limit", default=50, show_default=True, help="At most this many runs.")
+@click.option(
+    "--limit",
+    type=click.IntRange(min=1),
+    default=50,
+    show_default=True,
+    help="At most this many runs.",
+)
 @_json_option
 def list_(
     db: str,
@@ -158,7 +180,13 @@ def list_(
 @_db_option
 @_app_option
 @_json_option
-@click.option("--width", default=60, show_default=True, help="Truncate results to this width.")
+@click.option(
+    "--width",
+    type=click.IntRange(min=1),
+    default=60,
+    show_default=True,
+    help="Truncate results to this width.",
+)
 def show(db: str, app_ref: str | None, run_id: str, as_json: bool, width: int) -> None:
     """Show a run: header (version, lease), steps with timings and results, the audit log."""
     with _app(db, app_ref) as app:
@@ -376,14 +404,35 @@ def signal(
     signal_id: str | None,
     as_json: bool,
 ) -> None:
-    """Deliver signal NAME (with a JSON PAYLOAD) to a run waiting in app.wait_for(NAME)."""
+    """Deliver signal NAME (with a JSON PAYLOAD) to a run waiting in app.wait_for(NAME).
+
+    A run that has ended is refused (exit 1). A run not waiting for NAME now keeps the
+    signal until a wait_for(NAME) takes it.
+    """
     value = _parse_json(payload, "PAYLOAD")
     with _app(db, app_ref) as app:
         sent = app.signal(run_id, name, value, signal_id=signal_id)
+        info = app.show(run_id).run
+        waits = info.waiting_for.split(", ") if info.waiting_for else []
+        waiting = info.status == "sleeping" and name in waits
         if as_json:
-            _echo_json({"run_id": run_id, "signal": name, "delivered": sent})
+            _echo_json(
+                {
+                    "run_id": run_id,
+                    "signal": name,
+                    "delivered": sent,
+                    "status": info.status,
+                    "waiting_for": waits,
+                }
+            )
+        elif sent and info.status == "sleeping" and not waiting:
+            Console().print(
+                f"signal {name!r} queued for {run_id}: it waits for "
+                f"{', '.join(repr(w) for w in waits) or 'a timer'} now; the signal is kept "
+                f"until a wait_for({name!r}) takes it"
+            )
         elif sent:
-            Console().print(f"signal {name!r} sent to {run_id}")
+            Console().print(f"signal {name!r} sent to {run_id} (now {_status(info.status)})")
         else:
             Console().print(
                 f"signal id {signal_id!r} was already delivered to {run_id}; nothing sent"

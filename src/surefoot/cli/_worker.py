@@ -56,6 +56,10 @@ def worker(
     """
     app = durable.load_app(app_ref)
     app.configure(url=db, lease=lease, poll=poll, worker_id=worker_id, max_claims=max_claims)
+    # Open (and migrate) the journal once before serving: a file that is not a database or
+    # a schema from a newer surefoot stops the worker here with one line (exit 1); only
+    # failures after this are outages that the worker backs off through.
+    app.journal  # noqa: B018 - opening it is the point
     stop = threading.Event()
 
     def _stop(signum: int, frame: object) -> None:

@@ -12,7 +12,8 @@ from collections.abc import Callable
 from typing import Any, TypeVar, overload
 
 from .. import codec, storage
-from ..clock import Clock, SystemClock, seconds
+from ..clock import Clock, SystemClock
+from ..clock import seconds as _secs
 from ..errors import (
     ConfigError,
     RunConflictError,
@@ -36,7 +37,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def _positive(value: float, name: str) -> float:
-    out = seconds(value, name)
+    out = _secs(value, name)
     if out <= 0:
         raise ConfigError(f"{name} must be > 0 seconds, got {value!r}")
     return out
@@ -92,7 +93,7 @@ class App(Management):
         self.clock: Clock = clock or SystemClock()
         self.strategy = strategy
         self.lease = _positive(lease, "lease")
-        self.poll = seconds(poll, "poll")
+        self.poll = _secs(poll, "poll")
         self.max_claims = _max_claims(max_claims)
         # Unique per app object: two apps in one process must not mistake each other's runs
         # for their own. A stable id (worker_id=…) lets a restarted worker take its runs back.
@@ -134,7 +135,7 @@ class App(Management):
         if lease is not None:
             self.lease = _positive(lease, "lease")
         if poll is not None:
-            self.poll = seconds(poll, "poll")
+            self.poll = _secs(poll, "poll")
         if worker_id is not None:
             self.worker_id = worker_id
         if max_claims is not None:
@@ -328,7 +329,7 @@ class App(Management):
 
     def sleep(
         self,
-        seconds_: float | dt.timedelta = 0.0,
+        seconds: float | dt.timedelta = 0.0,
         *,
         minutes: float = 0.0,
         hours: float = 0.0,
@@ -338,7 +339,7 @@ class App(Management):
 
         ``await app.sleep(hours=24)`` in async workflows; ``app.sleep(5)`` in sync ones.
         """
-        total = seconds(seconds_, "sleep") + 60 * minutes + 3600 * hours + 86400 * days
+        total = _secs(seconds, "sleep") + 60 * minutes + 3600 * hours + 86400 * days
         return sleep_step(self.clock.now() + total)
 
     def sleep_until(self, when: float | dt.datetime) -> Any:
@@ -360,7 +361,7 @@ class App(Management):
             raise ConfigError(
                 f"wait_for() needs a non-empty signal name without '\\x1f', got {name!r}"
             )
-        t = None if timeout is None else seconds(timeout, "timeout")
+        t = None if timeout is None else _secs(timeout, "timeout")
         return wait_step(name, t, default)
 
     # -- starting runs -----------------------------------------------------------------

@@ -44,7 +44,12 @@ def load_app(ref: str) -> App:
             module = importlib.import_module(mod_name)
     except ImportError as exc:
         raise ConfigError(f"cannot import {mod_name!r} for --app {ref!r}: {exc}") from exc
-    app = getattr(module, attr, None)
+    if not hasattr(module, attr):
+        raise ConfigError(
+            f"module {mod_name!r} has no attribute {attr!r}; pass --app package.module:attribute "
+            "naming the object made with durable.App(...)"
+        )
+    app = getattr(module, attr)
     if not isinstance(app, App):
         raise ConfigError(
             f"{ref!r} is {type(app).__name__}, not a surefoot.durable.App; point --app at the "

@@ -11,7 +11,7 @@ from ..clock import Clock
 from ..errors import JournalError, UnknownRunError
 from ..storage.base import Journal, StepWrite
 from ._handle import RunHandle
-from ._types import AuditEntry, RunDetail, RunInfo, StepInfo
+from ._types import TERMINAL, AuditEntry, RunDetail, RunInfo, StepInfo
 
 if TYPE_CHECKING:
     from ._app import App
@@ -47,14 +47,45 @@ class Management:
     ) -> bool:
         """Deliver signal ``name`` to a run; its ``wait_for(name)`` gets ``payload`` once.
 
-        Returns False if ``signal_id`` was delivered before (nothing changed).
+        A signal for a run that is not (yet) waiting for ``name`` is kept until a
+        ``wait_for(name)`` takes it; one for a run that has ended is refused. A delivered
+        signal is recorded in the audit log (``signal``, with its name and id).
+
+        Returns:
+            True if it was queued; False if ``signal_id`` was delivered before (nothing
+            changed).
 
         Raises:
             UnknownRunError: no such run.
+            JournalError: the run has ended (succeeded, failed or cancelled): no wait will
+                ever receive the signal; nothing is stored. (A ``signal_id`` delivered
+                before it ended returns False instead: sending it again is harmless.)
             EncodeError: the payload cannot be stored.
         """
         text = codec.dumps(payload, where=f"the payload of signal {name!r}")
-        return self.journal.signal(run_id, name, text, now=self.clock.now(), signal_id=signal_id)
+        row = self.journal.get_run(run_id)
+        if row is None:
+            raise UnknownRunError(run_id, self.url)
+        if row.status in TERMINAL:
+            if signal_id is not None and self._delivered(run_id, signal_id):
+                return False  # a repeated send of a delivered signal: nothing to do
+            raise JournalError(
+                f"run {run_id!r} has ended ({row.status}); no wait_for({name!r}) will receive "
+                "this signal, so nothing was sent"
+            )
+        now = self.clock.now()
+        sent = self.journal.signal(run_id, name, text, now=now, signal_id=signal_id)
+        if sent:
+            detail = codec.dumps({"name": name, "signal_id": signal_id})
+            self.journal.audit(run_id, actor="operator", action="signal", detail=detail, now=now)
+        return sent
+
+    def _delivered(self, run_id: str, signal_id: str) -> bool:
+        """Whether the audit log records signal ``signal_id`` as delivered to ``run_id``."""
+        for a in self.journal.audit_log(run_id):
+            if a.action == "signal" and codec.loads(a.detail).get("signal_id") == signal_id:
+                return True
+        return False
 
     def list_runs(
         self, *, status: str | None = None, workflow: str | None = None, limit: int = 100
@@ -90,6 +121,9 @@ class Management:
     def resume(self, run_id: str) -> RunHandle:
         """Run an unfinished run here now, if nobody else holds it.
 
+        When it takes the run, ``resume`` is recorded in the audit log (with the status it
+        found and this app's worker id).
+
         Raises:
             UnknownRunError: no such run.
             WorkflowNotFoundError: its workflow version is not registered here.
@@ -112,6 +146,10 @@ class Management:
                 force=row.status == "sleeping" or mine,
             )
             if claimed:
+                detail = codec.dumps({"from": row.status, "worker": self.worker_id})
+                self.journal.audit(
+                    run_id, actor="operator", action="resume", detail=detail, now=now
+                )
                 fut = self.executor.submit(run_id, claimed[0][1])
         return self._handle(run_id, fut)
 
@@ -232,11 +270,17 @@ class Management:
         """A new pending run that reuses ``run_id``'s journal before step ``pos``.
 
         Steps before ``pos`` replay from the copied journal; ``pos`` and later run again.
+        The new run's audit log starts with ``forked``; the parent's gets ``fork`` (``as``).
 
         Raises:
             UnknownRunError: no such run. ConfigError: no step at ``pos``.
             RunConflictError: ``new_run_id`` is taken.
         """
         new = new_run_id or f"{run_id}-fork-{uuid.uuid4().hex[:8]}"
-        self.journal.fork(run_id, new, str(pos), now=self.clock.now())
+        now = self.clock.now()
+        self.journal.fork(run_id, new, str(pos), now=now)
+        # the new run's log starts with ``forked`` (written by the journal); the parent's
+        # says where its journal went
+        text = codec.dumps({"as": new, "pos": str(pos), "worker": self.worker_id})
+        self.journal.audit(run_id, actor="operator", action="fork", detail=text, now=now)
         return self._handle(new)

@@ -9,7 +9,7 @@ worker processes can share one SQLite file.
 While idle, a worker on a journal that offers ``wait_for_work`` (PostgreSQL's
 ``LISTEN/NOTIFY``) blocks on it instead of sleeping its poll interval; polling stays the
 fallback (timers, expired leases, a lost notification). When the journal is out of reach
-(``StoreUnavailableError`` and other storage errors), the worker backs off with
+after it started (``StoreUnavailableError`` and other storage errors), the worker backs off with
 ``surefoot.resilience.Backoff`` and keeps trying until it is stopped, logging once when the
 outage starts and once when it ends; the runs it held are fenced by their epoch as usual.
 """
@@ -153,19 +153,29 @@ class Worker:
     def run(self, stop: threading.Event | None = None, *, idle_exit: float | None = None) -> None:
         """Claim and execute runs until ``stop`` is set (or idle for ``idle_exit`` seconds).
 
-        A journal outage does not end the loop: claims back off (``backoff``) until the
-        journal answers again or ``stop`` is set.
+        The journal is opened (and migrated) first: an error there (a file that is not a
+        database, a newer schema, a bad URL, a server that does not answer) is raised at
+        once. An outage after that does not end the loop: claims back off (``backoff``)
+        until the journal answers again, ``stop`` is set, or ``idle_exit`` seconds pass
+        with nothing executing.
+
+        Raises:
+            StoreUnavailableError / SchemaVersionError / ConfigError: the journal cannot
+                be opened.
         """
         app = self.app
         stop = stop or threading.Event()
+        # Start-up is not an outage: a file that is not a database, a schema from a newer
+        # surefoot, a bad URL or a server that never answered end the worker here, with the
+        # error, instead of being retried forever.
+        wake = getattr(app.journal, "wait_for_work", None)
+        if wake is not None:
+            wake(0.0)  # LISTEN before the first claim: no notification falls in between
         app.serving = True
         failures = 0
         down_since = 0.0
         try:
             app.executor.loop()  # starts the heartbeat, which also announces this worker
-            wake = getattr(app.journal, "wait_for_work", None)
-            if wake is not None:
-                wake(0.0)  # LISTEN before the first claim: no notification falls in between
             app._on_beat()
         except _UNAVAILABLE as exc:
             failures, down_since = self._down(exc), time.monotonic()
@@ -181,7 +191,15 @@ class Worker:
                         down_since = time.monotonic()
                     failures += 1
                     self.failed_claims += 1
-                    stop.wait(self.backoff.wait(failures, self.rng))
+                    if any(not f.done() for f in self._futures):
+                        idle_since = time.monotonic()
+                    pause = self.backoff.wait(failures, self.rng)
+                    if idle_exit is not None:  # an outage is idle time too
+                        left = idle_since + idle_exit - time.monotonic()
+                        if left <= 0:
+                            return
+                        pause = min(pause, left)
+                    stop.wait(pause)
                     continue
                 if failures:
                     log.warning(

@@ -51,6 +51,6 @@ def start_agent(
     handle = begin(workflow, question, run_id=run_id, strategy=strategy, **extra)
     if auto_approve:
         approve(app, run_id, by="auto")
-        if not enqueue:
-            handle = app.resume(run_id)
+        if not enqueue:  # the same run again, executed here now (not an operator's resume)
+            handle = app.start(workflow, question, run_id=run_id, strategy=strategy, **extra)
     return handle

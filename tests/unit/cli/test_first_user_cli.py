@@ -1,0 +1,230 @@
+"""What a first real user hit in `surefoot worker`, `runs` and `chaos`: one clear line, exit 1."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from surefoot.cli import main
+from surefoot.durable import App, Worker
+
+SRC = str(Path(__file__).resolve().parents[3] / "src")
+
+
+def run_cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    """Run the CLI in-process; (exit code, stdout, stderr)."""
+    try:
+        main(list(args))
+        code = 0
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+@pytest.fixture(autouse=True)
+def wide(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Wide tables, so cells are not cut in the captured output."""
+    monkeypatch.setenv("COLUMNS", "200")
+
+
+@pytest.fixture
+def journal(tmp_path: Path) -> str:
+    """A journal with 'done' (succeeded) and 'wait' (sleeping in wait_for('approve'))."""
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    app = App(url, poll=0.01)
+
+    @app.workflow
+    async def ask() -> Any:
+        return await app.wait_for("approve")
+
+    app.enqueue(ask, run_id="done")
+    app.enqueue(ask, run_id="wait")
+    app.signal("done", "approve", "yes")
+    w = Worker(app)
+    while w.run_once(timeout=10):
+        pass
+    assert app.show("done").run.status == "succeeded"
+    assert app.show("wait").run.status == "sleeping"
+    app.close()
+    return url
+
+
+# -- 1. worker: a permanent error at start is not an outage ---------------------------------
+
+
+def test_worker_on_a_text_file_exits_1_with_one_line(tmp_path: Path) -> None:
+    """`worker --db sqlite:///notes.txt` stops at once (exit 1, one line), file untouched."""
+    notes = tmp_path / "notes.txt"
+    notes.write_text("shopping: milk, eggs\n" * 20)
+    (tmp_path / "wapp.py").write_text("from surefoot import durable\napp = durable.App()\n")
+    cmd = ["worker", "--db", "sqlite:///notes.txt", "--app", "wapp:app", "--idle-exit", "1"]
+    proc = subprocess.run(
+        [sys.executable, "-c", "from surefoot.cli import main; main()", *cmd],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": SRC},
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert proc.returncode == 1
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "file is not a database" in lines[0], proc.stderr
+    assert "backing off" not in proc.stderr
+    assert notes.read_text() == "shopping: milk, eggs\n" * 20
+
+
+# -- 2. chaos: kills happen, or the run fails; a bad --json folder is refused first --------
+
+
+def _fake_chaos(calls: list[dict[str, Any]], kills: int) -> Any:
+    """A chaos_run stand-in: every run completed cleanly with ``kills`` SIGKILLs."""
+
+    def chaos_run(url: str, **kw: Any) -> Any:
+        calls.append(kw)
+        r = SimpleNamespace(
+            runs=kw["runs"],
+            completed=kw["runs"],
+            completion_rate=1.0,
+            duplicate_effects=0,
+            repeated_after_journal=0,
+            repeated_model_calls=0,
+        )
+        rep = SimpleNamespace(results=[r], kills=kills, elapsed=1.3, params={})
+        return SimpleNamespace(report=rep, restart="not requested", inconsistent=[], problems=[])
+
+    return chaos_run
+
+
+def test_chaos_without_a_kill_fails_and_asks_for_an_in_flight_kill(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--max-kills > 0 asks the harness to kill in flight; 0 kills then is exit 1, said so."""
+    calls: list[dict[str, Any]] = []
+    monkeypatch.setattr("surefoot.lab.scaleout.chaos_run", _fake_chaos(calls, kills=0))
+    db = f"sqlite:///{tmp_path / 'c.db'}"
+    args = ["chaos", "--db", db, "--workers", "2", "--runs", "10", "--no-restart"]
+    code, out, err = run_cli(capsys, *args, "--max-kills", "2")
+    assert code == 1 and calls[0]["kill_in_flight_first"] is True
+    assert "0 of at most 2" in out and "no worker was SIGKILLed" in err
+    monkeypatch.setattr("surefoot.lab.scaleout.chaos_run", _fake_chaos(calls, kills=1))
+    assert run_cli(capsys, *args, "--max-kills", "2")[0] == 0
+    monkeypatch.setattr("surefoot.lab.scaleout.chaos_run", _fake_chaos(calls, kills=0))
+    assert run_cli(capsys, *args, "--max-kills", "0")[0] == 0  # none allowed, none needed
+    assert calls[-1]["kill_in_flight_first"] is False
+
+
+def test_chaos_refuses_a_json_path_in_a_missing_folder_before_running(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--json into a folder that does not exist: one line, exit 1, nothing run."""
+    calls: list[dict[str, Any]] = []
+    monkeypatch.setattr("surefoot.lab.scaleout.chaos_run", _fake_chaos(calls, kills=1))
+    bad = tmp_path / "nonexistent" / "dir" / "x.json"
+    code, _, err = run_cli(
+        capsys, "chaos", "--db", f"sqlite:///{tmp_path / 'c.db'}", "--json", str(bad)
+    )
+    assert code == 1 and calls == []
+    assert err.count("\n") == 1 and "does not exist" in err and "nonexistent" in err
+
+
+def test_a_short_real_chaos_run_kills_a_worker(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A real 6-run SQLite chaos run with --max-kills 1 SIGKILLs one worker and passes."""
+    out = tmp_path / "out.json"
+    db = f"sqlite:///{tmp_path / 'c.db'}"
+    code, _, err = run_cli(
+        capsys,
+        *["chaos", "--db", db, "--workers", "2", "--runs", "6", "--max-kills", "1"],
+        *["--no-restart", "--time-limit", "60", "--json", str(out)],
+    )
+    got = json.loads(out.read_text())
+    assert code == 0, err
+    assert got["kills"] == 1 and got["completed"] == 6 and got["inconsistent_runs"] == []
+
+
+# -- 3. signals to ended runs --------------------------------------------------------------
+
+
+def test_signal_to_a_finished_run_says_it_ended_and_exits_1(
+    journal: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`runs signal` on a succeeded run: 'has ended (succeeded)', exit 1, nothing stored."""
+    code, out, err = run_cli(capsys, "runs", "signal", "done", "approve", '"ok"', "--db", journal)
+    assert code == 1 and "sent" not in out
+    assert err.startswith("surefoot: error:") and "has ended (succeeded)" in err
+    audit = [a.action for a in App(journal).show("done").audit]
+    assert audit == ["created", "signal"]  # the first (delivered) signal only
+
+
+def test_signal_no_wait_takes_now_is_queued_and_said_so(
+    journal: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A signal the sleeping run does not wait for is kept, and the CLI says what it waits for."""
+    code, out, _ = run_cli(capsys, "runs", "signal", "wait", "other", "--db", journal)
+    assert code == 0 and "queued" in out and "'approve'" in out
+    code, out, _ = run_cli(capsys, "runs", "signal", "wait", "approve", '"y"', "--db", journal)
+    assert code == 0 and "signal 'approve' sent to wait" in out
+
+
+# -- 7. read-only commands create nothing ----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["runs", "list"],
+        ["runs", "show", "r"],
+        ["runs", "signal", "r", "approve"],
+        ["runs", "cancel", "r"],
+    ],
+)
+def test_runs_commands_on_a_missing_sqlite_file_create_nothing(
+    args: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A typo in --db is one line ('no database at …; check the path'), exit 1, no file."""
+    typo = tmp_path / "typo.db"
+    code, _, err = run_cli(capsys, *args, "--db", f"sqlite:///{typo}")
+    assert code == 1 and "no database at" in err and "check the path" in err
+    assert err.count("\n") == 1
+    assert list(tmp_path.iterdir()) == []
+
+
+# -- 8. numbers that make no sense are refused ----------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["runs", "list", "--limit", "0"],
+        ["runs", "list", "--limit", "-1"],
+        ["runs", "show", "done", "--width", "-5"],
+    ],
+)
+def test_limit_and_width_must_be_at_least_1(
+    args: list[str], journal: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--limit 0/-1 and --width -5 are usage errors (exit 2), not an empty or full table."""
+    code, out, err = run_cli(capsys, *args, "--db", journal)
+    assert code == 2 and out == "" and "x>=1" in err
+
+
+# -- 9. --app naming a missing attribute ------------------------------------------------------
+
+
+def test_app_with_a_missing_attribute_names_it(
+    journal: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--app surefoot:app says the module has no attribute 'app' and how to point at one."""
+    code, _, err = run_cli(capsys, "runs", "list", "--db", journal, "--app", "surefoot:app")
+    assert code == 1
+    assert "module 'surefoot' has no attribute 'app'" in err
+    assert "pass --app package.module:attribute" in err and "NoneType" not in err
