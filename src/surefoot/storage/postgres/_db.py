@@ -196,9 +196,11 @@ class PostgresDB:
 
     def unavailable(self, exc: BaseException, doing: str = "connect to") -> StoreUnavailableError:
         """A ``StoreUnavailableError`` for ``exc`` naming the URL and what to check."""
-        text = " ".join(str(exc).split())
+        text = " ".join(str(exc).split()).rstrip(" .?!")
+        hint = _hint(text)
         return StoreUnavailableError(
-            self.url, f"cannot {doing} PostgreSQL at {self.url!r}: {text}. {_hint(text)}."
+            self.url,
+            f"cannot {doing} PostgreSQL at {self.url!r}: {text}. {hint[0].upper()}{hint[1:]}.",
         )
 
     def close(self) -> None:
