@@ -177,4 +177,5 @@ def wait_step(name: str, timeout: float | None, default: Any) -> Any:
     pos = scope.next()
     if _in_loop():
         return _await(scope.run, pos, name, timeout, default)
-    return Done(_wait(scope.run, pos, name, timeout, default))
+    # A sync workflow gets the payload itself (``approval = app.wait_for("approve")``).
+    return _wait(scope.run, pos, name, timeout, default)

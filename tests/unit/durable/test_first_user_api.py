@@ -125,3 +125,17 @@ def test_worker_idle_exit_is_honoured_during_an_outage(app: App) -> None:
     t.join(timeout=10)
     assert not alive, "the worker ignored idle_exit during the outage"
     assert down["claims"] >= 2 and w.outages == 1 and w.failed_claims == down["claims"]
+
+
+def test_wait_for_in_a_sync_workflow_returns_the_payload(app: App) -> None:
+    """In a sync workflow `x = app.wait_for(name)` is the signal's payload, not a wrapper."""
+
+    @app.workflow
+    def ask() -> Any:
+        got = app.wait_for("approve")
+        return {"got": got}
+
+    app.enqueue(ask, run_id="sync")
+    app.signal("sync", "approve", {"by": "ann"})
+    Worker(app).run_once(timeout=10)
+    assert app.handle("sync").result(timeout=5) == {"got": {"by": "ann"}}
