@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from ._registry import (
     FAKE_MODEL,
+    NO_MODEL,
     Experiment,
     LabContext,
     LabResult,
@@ -26,6 +27,7 @@ from ._report import to_json, to_markdown
 
 __all__ = [
     "FAKE_MODEL",
+    "NO_MODEL",
     "Experiment",
     "LabContext",
     "LabResult",

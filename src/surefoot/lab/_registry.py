@@ -19,6 +19,7 @@ from ..errors import ConfigError
 
 __all__ = [
     "FAKE_MODEL",
+    "NO_MODEL",
     "Experiment",
     "LabContext",
     "LabResult",
@@ -30,6 +31,7 @@ __all__ = [
 ]
 
 FAKE_MODEL = "FakeLLM (seeded fake model, not a real LLM)"
+NO_MODEL = "none (this experiment makes no model call)"
 
 
 @dataclass(slots=True)
