@@ -24,13 +24,20 @@ def test_easy1_policies_report_kept_retries_and_calls() -> None:
     assert opt["model_calls"] == pytest.approx(12 + opt["retries"])
     assert lock["lost"] == 0 and lock["retries"] == 0 and lock["model_calls"] == 12
     assert f["deliver_idempotent"]["repeated"] == 0 < f["deliver_at_least_once"]["repeated"]
-    assert "no precondition" in res.answer
+    # the answer reads its claims from the facts
+    assert "Last-writer-wins raises no error" in res.answer and lww["conflicts"] == 0
+    assert "optimistic keeps all" in res.answer and "locked keeps all" in res.answer
+    assert f"{lww['kept']:.1f} of 12 findings" in res.answer
     assert res.model == lab.FAKE_MODEL and "date" in res.params
 
 
 def test_easy2_lost_update_replayed_on_store() -> None:
     """Two agents, one report: a0's finding is lost, counted once; expect= keeps both."""
-    f = _run("statebus.lost-update").facts
+    res = _run("statebus.lost-update")
+    f = res.facts
+    assert res.model == lab.NO_MODEL  # a Store only: no model call
+    assert "a0's work was lost, and no error was raised" in res.answer
+    assert "raised ConflictError" in res.answer and "keeps 2 findings" in res.answer
     assert f["final_report"] == ["a1: p99 latency is in the ORM"]
     assert f["lost_agent"] == "a0" and f["lost_updates"] == 1
     assert f["lost_record"] == [("report", 2, "a1", 1)]
@@ -39,7 +46,9 @@ def test_easy2_lost_update_replayed_on_store() -> None:
 
 def test_easy3_duplicates_same_traffic() -> None:
     """at_least_once repeats effects, idempotent does not, with the same sends and acks."""
-    f = _run("statebus.duplicates").facts
+    res = _run("statebus.duplicates")
+    f = res.facts
+    assert res.model == lab.NO_MODEL and "The traffic is the same" in res.answer
     assert f["sent"]["at_least_once"] == f["sent"]["idempotent"]
     assert f["acks"]["at_least_once"] == f["acks"]["idempotent"]
     assert f["repeated"]["at_least_once"] > 0 and f["repeated"]["idempotent"] == 0
@@ -58,16 +67,24 @@ def test_medium1_backoff_trades_retries_for_ticks() -> None:
 
 def test_medium2_partition_zero_conflicts_merge_cost_and_failure_case() -> None:
     """Sections: no conflicts, a merge of 1 write; a cross-section invariant breaks."""
-    f = _run("statebus.partition").facts
+    res = _run("statebus.partition")
+    f = res.facts
     assert f["partitioned"]["conflicts"] == 0 and f["partitioned"]["lost"] == 0
     assert f["merge"] == {"sections_read": 6, "writes": 1, "model_calls": 0, "ticks": 1}
+    assert f["merge_with_model_calls"] == 1 and "1 when the merge summarises" in res.answer
+    assert "every finding is kept" in res.answer and res.model == lab.FAKE_MODEL
     assert f["assign_partitioned"]["double_claimed"] > 0
     assert f["assign_optimistic"]["double_claimed"] == 0
 
 
 def test_medium3_dead_letters_at_40_percent_loss_and_redrive() -> None:
     """Dead letters appear at 40% loss; redrive to an idempotent receiver leaves none missing."""
-    f = _run("statebus.dead-letters").facts
+    res = _run("statebus.dead-letters")
+    f = res.facts
+    assert res.model == lab.NO_MODEL
+    assert f["stream_dead_reasons"] == ["max_attempts"] and f["stream_dead_attempts"] == [3]
+    assert "(reason max_attempts, 3 deliveries each)" in res.answer
+    assert "all 100 of 100 tasks were handled" in res.answer
     assert f["mean_dead_letters"] > 0 and f["mean_missing"] > 0
     assert f["missing_after_redrive"] == 0 and f["repeated_after_redrive"] == 0
     assert f["example"]["reason"] == "max_attempts" and len(f["example"]["history"]) == 5

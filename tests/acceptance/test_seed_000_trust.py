@@ -53,5 +53,9 @@ def test_hard3_injection_acted_and_each_mitigation_measured(
     mitigations = [r[0] for r in res.tables[0].rows]
     for name in ("none", "schema validation", "scoped views", "trust labels + sink policy"):
         assert name in mitigations
-    assert "Yes:" in res.answer and res.model == lab.FAKE_MODEL
+    # "Yes" is chosen by the fact that the assistant acted, with the count from the facts
+    assert res.answer.startswith(
+        f"Yes: with no mitigation the assistant acted on {f['acted_none']}"
+    )
+    assert res.model == lab.FAKE_MODEL
     assert res.params["obedience"]["obey_plain"] == 0.6

@@ -103,10 +103,13 @@ def resolvers(ctx: LabContext) -> LabResult:
         f"{_pct(p2)} at 0.75 each). With three agents of 0.75, voting reaches {_pct(v3)} at no "
         f"extra calls; a judge of accuracy 0.9 reaches {_pct(j3)} for {c3:.2f} extra calls per "
         "field (it is called only when proposals differ). When one agent is much better "
-        f"(0.9 vs 0.6, 0.6), priority to it ({_pct(pr)}) beats the vote ({_pct(vr)}): the "
-        "majority of weaker agents outvotes the right one. A judge is only as good as its "
+        f"(0.9 vs 0.6, 0.6), priority to it ({_pct(pr)}) "
+        f"{'beats' if pr > vr else 'does not beat'} the vote ({_pct(vr)})"
+        + (": the majority of weaker agents outvotes the right one" if pr > vr else "")
+        + ". A judge is only as good as its "
         "accuracy on the split cases, which must be measured, never assumed: a 0.75 judge "
-        f"over agents of 0.9 and 0.6 scores {_pct(j96)}, below priority to the better agent "
+        f"over agents of 0.9 and 0.6 scores {_pct(j96)}, "
+        f"{'below' if j96 < p96 else 'not below'} priority to the better agent "
         f"({_pct(p96)})."
     )
     return LabResult(
@@ -215,8 +218,9 @@ def injection_(ctx: LabContext) -> LabResult:
     lab = report.summary("trust labels + sink policy")
     spot = report.summary("spotlighting only")
     nop = report.summary("all combined, labels not propagated")
+    yes = "Yes" if facts["acted_none"] > 0 else "No"
     answer = (
-        f"Yes: with no mitigation the assistant acted on {facts['acted_none']} of {n_atk} "
+        f"{yes}: with no mitigation the assistant acted on {facts['acted_none']} of {n_atk} "
         f"planted instructions at least once; attack success {_pct(none.attack_success)}, "
         f"benign task success {_pct(none.benign_success)}. Schema validation stops "
         "instructions in typed control fields and label-spoofing extra fields, but not free "

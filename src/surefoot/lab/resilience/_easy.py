@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import random
 from typing import Any
 
@@ -13,7 +14,7 @@ from ...resilience import (
     faults,
     retry_call,
 )
-from .._registry import LabContext, LabResult, Table, experiment
+from .._registry import NO_MODEL, LabContext, LabResult, Table, experiment
 from ._common import SEED_FILE, _pct, _Reset
 
 
@@ -50,15 +51,32 @@ def classify_errors(ctx: LabContext) -> LabResult:
         t.add(name, "retry" if d.retry else "no", wait, d.reason)
         facts["retry"][name] = d.retry
         facts["after"][name] = d.after
+    # the seed's six cases; the verdicts and the wait are read from the facts
+    seed_cases = [
+        "500",
+        "401",
+        "connection reset",
+        "429 with Retry-After: 10",
+        "422",
+        "404 from a tool endpoint just deployed",
+    ]
+
+    def _named(name: str) -> str:
+        after = facts["after"][name]
+        return f"{name} (after the {after:g} s it asks for)" if after is not None else name
+
+    yes = [_named(c) for c in seed_cases if facts["retry"][c]]
+    no = [c for c in seed_cases if not facts["retry"][c]]
     return LabResult(
         tables=[t],
         facts=facts,
         answer=(
-            "Retry: 500, connection reset, 429 (after the 10 s it asks for). Do not retry: 401, "
-            "422, and the 404 from a just-deployed tool endpoint — permanent by status; "
-            "retrying within seconds hides a wrong route or unfinished rollout."
+            f"Retry: {', '.join(yes) or 'none'}. Do not retry: {', '.join(no) or 'none'}. "
+            "A status that is permanent stays permanent; retrying a 404 from a just-deployed "
+            "tool endpoint within seconds hides a wrong route or an unfinished rollout."
         ),
         params={"cases": len(cases)},
+        model=NO_MODEL,
     )
 
 
@@ -97,6 +115,7 @@ def waits(ctx: LabContext) -> LabResult:
             "retries run."
         ),
         params={"base": 0.5, "cap": 8.0, "draws": draws},
+        model=NO_MODEL,
     )
 
 
@@ -145,9 +164,18 @@ def odds(ctx: LabContext) -> LabResult:
         ["attempts per call", "runs failed", "share", "calls received by the fake"],
     )
     lib.add(attempts, lib_failed, _pct(lib_failed / lib_runs, 3), svc.calls)
+    sim_one, sim_three = failed_one / runs, failed_three / runs
+
+    def _agrees(exact: float, sim: float) -> bool:
+        # within 4 standard errors of a binomial share over ``runs`` runs
+        return abs(sim - exact) <= 4 * math.sqrt(exact * (1 - exact) / runs)
+
+    agrees = _agrees(exact_one, sim_one) and _agrees(exact_three, sim_three)
+    verdict = "agree with" if agrees else "do NOT agree with"
     return LabResult(
         tables=[t, lib],
         facts={
+            "simulation_agrees": agrees,
             "exact_one_attempt": exact_one,
             "exact_three_attempts": exact_three,
             "simulated_one_attempt": failed_one / runs,
@@ -157,8 +185,12 @@ def odds(ctx: LabContext) -> LabResult:
             "library_failed_runs": lib_failed,
         },
         answer=(
-            f"At least one failure: {_pct(exact_one, 1)} (about 26%). With three attempts per "
-            f"call: {_pct(exact_three, 3)} (about 0.01%), confirmed by {runs:,} seeded runs."
+            f"At least one failure: {_pct(exact_one, 1)} (about {round(100 * exact_one)}%). "
+            f"With three attempts per call: {_pct(exact_three, 3)} (about "
+            f"{100 * exact_three:.2f}%). {runs:,} seeded runs measured {_pct(sim_one, 1)} and "
+            f"{_pct(sim_three, 3)}, which {verdict} the formulas within 4 standard errors; "
+            f"through retry_call, {lib_failed} of {lib_runs:,} runs failed."
         ),
         params={"p": p, "calls": calls, "attempts": attempts, "runs": runs},
+        model=NO_MODEL,
     )

@@ -21,7 +21,7 @@ from ...resilience import (
     faults,
     retry_call,
 )
-from .._registry import LabContext, LabResult, Table, experiment
+from .._registry import NO_MODEL, LabContext, LabResult, Table, experiment
 from ._common import SEED_FILE
 
 
@@ -86,10 +86,12 @@ def resilient_client(ctx: LabContext) -> LabResult:
             clock.advance(max(0.0, 1.0 - dt))
             if i % 100 == 0:
                 ctx.progress(i + (n if with_breaker else 0), 2 * n)
-        ok = client.primary_ok + client.backup_ok
+        # counted inside the fakes: effects are replies the primary/backup actually returned
+        ok = primary.effects + backup.effects
         row = {
             "succeeded": ok,
-            "backup": client.backup_ok,
+            "backup": backup.effects,
+            "backup_calls": backup.calls,
             "primary_calls": primary.calls,
             "mean_latency": sum(lat) / n,
             "outage_latency": sum(outage_lat) / len(outage_lat),
@@ -98,21 +100,30 @@ def resilient_client(ctx: LabContext) -> LabResult:
         t.add(
             "yes" if with_breaker else "no",
             ok,
-            client.backup_ok,
+            backup.effects,
             primary.calls,
             round(row["mean_latency"], 3),
             round(row["outage_latency"], 3),
         )
     w, wo = facts["with_breaker"], facts["without_breaker"]
+    served = (
+        f"Both rows serve all {n} requests"
+        if w["succeeded"] == wo["succeeded"] == n
+        else f"Served {wo['succeeded']} of {n} requests without the breaker and "
+        f"{w['succeeded']} with it"
+    )
+    verb = "cuts" if w["primary_calls"] < wo["primary_calls"] else "does not cut"
     return LabResult(
         tables=[t],
         facts=facts,
         answer=(
-            f"Both rows serve all {n} requests. The breaker cuts the primary's calls from "
-            f"{wo['primary_calls']} to {w['primary_calls']} and the mean latency during the "
-            f"outage from {wo['outage_latency']:.2f} s to {w['outage_latency']:.2f} s."
+            f"{served} (counted in the primary and backup fakes). The breaker {verb} the "
+            f"primary's calls: {wo['primary_calls']} without it, {w['primary_calls']} with it; "
+            f"the mean latency during the outage is {wo['outage_latency']:.2f} s without and "
+            f"{w['outage_latency']:.2f} s with it."
         ),
         params={"requests": n, "outage": list(down)},
+        model=NO_MODEL,
     )
 
 
@@ -191,16 +202,24 @@ def payments(ctx: LabContext) -> LabResult:
             "lost_replies": svc.lost_replies,
             "succeeded": ok,
         }
+    kl, ky = facts["keyless"], facts["keyed"]
+    every = "every" if kl["double_charges"] == kl["lost_replies"] else "not every"
+    replay = (
+        "the service replayed the saved charge"
+        if ky["double_charges"] == 0 and ky["charges"] == n
+        else f"{ky['charges']} charges were made for {n} payments"
+    )
     return LabResult(
         tables=[t],
         facts=facts,
         answer=(
-            f"Without keys every lost reply became a second charge "
-            f"({facts['keyless']['double_charges']} of {n} payments double-charged); with a "
-            f"key reused across retries there were {facts['keyed']['double_charges']} double "
-            "charges: the service replayed the saved charge."
+            f"Without keys {every} lost reply became a second charge "
+            f"({kl['lost_replies']} replies lost, {kl['double_charges']} of {n} payments "
+            f"double-charged); with a key reused across retries there were "
+            f"{ky['double_charges']} double charges: {replay}."
         ),
         params={"payments": n},
+        model=NO_MODEL,
     )
 
 
@@ -330,8 +349,10 @@ def crash_resume(ctx: LabContext) -> LabResult:
         facts=facts,
         answer=(
             f'With keys f"{{run_id}}:{{step}}": {k["matched"]}/{runs} resumed runs equal the '
-            f"uncrashed answer and the tools made exactly {k['effects_made']} of "
-            f"{k['effects_expected']} effects; without keys the same crashes repeated "
+            f"uncrashed answer and the tools made "
+            f"{'exactly ' if k['effects_made'] == k['effects_expected'] else ''}"
+            f"{k['effects_made']} effects for {k['effects_expected']} expected; without keys "
+            "the same crashes repeated "
             f"{facts['keyless']['duplicates']} effects."
         ),
         params={"runs": runs, "steps": _STEPS, "tool_steps": list(_TOOL_STEPS)},

@@ -10,6 +10,7 @@ import textwrap
 from typing import Any
 
 from ...clock import FakeClock
+from ...errors import TimeoutError_
 from ...llm import FakeLLM
 from ...resilience import (
     Backoff,
@@ -18,7 +19,7 @@ from ...resilience import (
     faults,
     retry_call,
 )
-from .._registry import LabContext, LabResult, Table, experiment
+from .._registry import NO_MODEL, LabContext, LabResult, Table, experiment
 from ._common import MSGS, SEED_FILE, _pct
 
 
@@ -74,16 +75,33 @@ def llm_retry(ctx: LabContext) -> LabResult:
             "mean_attempts": calls / total,
             "expected": 1 - fraction**k,
         }
+    rates = [facts[k]["success_rate"] for k in ("1", "2", "4")]
+    trend = "rises" if rates[0] < rates[1] < rates[2] else "does not rise steadily"
     return LabResult(
         tables=[t],
         facts=facts,
         answer=(
-            f"Success rises from {_pct(facts['1']['success_rate'], 1)} (1 attempt) to "
+            f"Success {trend} from {_pct(facts['1']['success_rate'], 1)} (1 attempt) to "
             f"{_pct(facts['2']['success_rate'], 1)} (2) and {_pct(facts['4']['success_rate'], 1)} "
             f"(4) for {facts['4']['mean_attempts']:.2f} attempts per call on average."
         ),
         params={"fraction": fraction, "calls": n, "seeds": seeds},
     )
+
+
+class _CountSlow:
+    """An injector wrapper, part of the fake: counts requests received with a long delay."""
+
+    def __init__(self, inner: faults.Injector, over: float) -> None:
+        self.inner = inner
+        self.over = over
+        self.slow = 0
+
+    def plan(self, n: int, key: str | None = None) -> faults.Fault | None:
+        f = self.inner.plan(n, key)
+        if f is not None and f.delay > self.over:
+            self.slow += 1
+        return f
 
 
 @experiment(
@@ -109,15 +127,16 @@ def timeouts(ctx: LabContext) -> LabResult:
     worst = 0.0
     over = 0
     slow_calls = 0
+    outcomes = {"ok": 0, "ProviderError": 0, "TimeoutError_": 0}
     for i in range(trials):
         c = FakeClock()
         durations = [rng.choice([0.1, 0.5, 3.0, 12.0, 40.0]) for _ in range(8)]
-        slow_calls += sum(d > 2.0 for d in durations)
+        slow = _CountSlow(faults.Slow(durations), over=2.0)
         deadline = rng.uniform(1, 30)
         tpa = rng.choice([None, 0.5, 2.0, 10.0])
         if tpa is not None and tpa >= deadline:
             tpa = None  # the deadline is the tighter limit then (and the policy would warn)
-        inj = faults.chain(faults.Slow(durations), faults.FailFraction(0.4, 503, seed=i))
+        inj = faults.chain(slow, faults.FailFraction(0.4, 503, seed=i))
         s = faults.wrap(lambda: "ok", inj, clock=c)
         p = RetryPolicy(
             max_attempts=rng.randint(1, 8),
@@ -127,32 +146,59 @@ def timeouts(ctx: LabContext) -> LabResult:
         )
         try:
             retry_call(s, policy=p, clock=c, rng=random.Random(i))
-        except Exception:  # give-ups are expected; the clock is what we check
-            pass
+            outcomes["ok"] += 1
+        except ProviderError:  # gave up on 503s
+            outcomes["ProviderError"] += 1
+        except TimeoutError_:  # gave up on timeouts or the deadline
+            outcomes["TimeoutError_"] += 1
+        slow_calls += slow.slow  # counted by the fake: slow requests that were received
         ratio = c.elapsed / deadline
         worst = max(worst, ratio)
         over += c.elapsed > deadline + 1e-6
     b = Table(
         f"{trials} seeded trials: random slow calls, 40% 503s, random deadlines and timeouts",
-        ["trials", "slow calls injected", "runs past the deadline", "worst elapsed / deadline"],
+        [
+            "trials",
+            "slow calls received (> 2 s)",
+            "succeeded",
+            "gave up: ProviderError",
+            "gave up: TimeoutError_",
+            "runs past the deadline",
+            "worst elapsed / deadline",
+        ],
     )
-    b.add(trials, slow_calls, over, round(worst, 6))
+    b.add(
+        trials,
+        slow_calls,
+        outcomes["ok"],
+        outcomes["ProviderError"],
+        outcomes["TimeoutError_"],
+        over,
+        round(worst, 6),
+    )
+    first_at = events[0].elapsed
+    passed = "no run passed its deadline" if over == 0 else f"{over} runs passed their deadline"
     return LabResult(
         tables=[a, b],
         facts={
             "slow_then_fast_attempts": svc.calls,
             "slow_then_fast_result": result,
             "first_error": type(events[0].error).__name__,
+            "first_error_at": first_at,
             "trials": trials,
+            "slow_calls": slow_calls,
+            "outcomes": outcomes,
             "runs_past_deadline": over,
             "worst_ratio": worst,
         },
         answer=(
-            f"The slow-then-fast service succeeds on attempt {svc.calls} after a TimeoutError_ "
-            f"at 1 s; in {trials} random trials no run passed its deadline "
-            f"(worst elapsed/deadline {worst:.4f})."
+            f"The slow-then-fast service returns {result!r} on attempt {svc.calls} after a "
+            f"{type(events[0].error).__name__} at {first_at:g} s; in {trials} random trials "
+            f"{passed} (worst elapsed/deadline {worst:.4f}; {outcomes['ok']} succeeded, "
+            f"{outcomes['ProviderError'] + outcomes['TimeoutError_']} gave up)."
         ),
         params={"trials": trials},
+        model=NO_MODEL,
     )
 
 
@@ -218,6 +264,14 @@ def idempotency_sqlite(ctx: LabContext) -> LabResult:
         )
         ctx.progress(i, 2)
     effects = marker.read_text().split()
+    effect_pid = int(effects[0]) if effects else None
+    where = (
+        "in the first process"
+        if effect_pid == outs[0]["pid"]
+        else f"in process {effect_pid} (not the first)"
+    )
+    replayed = outs[1]["runs"] == 0 and outs[1]["replays"] == 1
+    n_conflicts = sum(o["conflict"] for o in outs)
     return LabResult(
         tables=[t],
         facts={
@@ -226,14 +280,20 @@ def idempotency_sqlite(ctx: LabContext) -> LabResult:
             "replays": [o["replays"] for o in outs],
             "same_result": outs[0]["result"] == outs[1]["result"],
             "different_pids": outs[0]["pid"] != outs[1]["pid"],
-            "effect_pid": int(effects[0]) if effects else None,
+            "effect_pid": effect_pid,
             "first_pid": outs[0]["pid"],
             "conflicts": [o["conflict"] for o in outs],
         },
         answer=(
-            f"The action ran {len(effects)} time(s), in the first process; the restarted "
-            "process returned the saved result without running it, and reusing the key "
-            "with other arguments raised IdempotencyConflictError."
+            f"The action ran {len(effects)} time(s), {where}; the restarted process "
+            + (
+                "returned the saved result without running it"
+                if replayed
+                else f"ran it {outs[1]['runs']} time(s) and replayed {outs[1]['replays']}"
+            )
+            + f", and reusing the key with other arguments raised IdempotencyConflictError "
+            f"in {n_conflicts} of {len(outs)} processes."
         ),
         params={"db": "sqlite:///<workdir>/keys.db"},
+        model=NO_MODEL,
     )

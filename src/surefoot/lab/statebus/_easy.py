@@ -6,7 +6,7 @@ import uuid
 from typing import Any
 
 from ...statebus import Channel, ConflictError, Store, messages, shared
-from .._registry import LabContext, LabResult, Table, experiment
+from .._registry import NO_MODEL, LabContext, LabResult, Table, experiment
 from ._common import _COUNTS, SEED_FILE, _r
 
 
@@ -68,15 +68,25 @@ def policies(ctx: LabContext) -> LabResult:
         facts[f"deliver_{p}"] = m
     ctx.progress(1, 1)
     lww, opt, lock = facts["last_writer_wins"], facts["optimistic"], facts["locked"]
+
+    def _kept(m: dict[str, float]) -> str:
+        return "all" if m["lost"] == 0 else f"{m['kept']:.1f} (loses {m['lost']:.1f})"
+
+    raised = (
+        "raises no error"
+        if lww["conflicts"] == 0
+        else f"raised {lww['conflicts']:.1f} errors per run"
+    )
     answer = (
         f"last_writer_wins keeps {lww['kept']:.1f} of {agents * items} findings (loses "
-        f"{lww['lost']:.1f}) with no retries and {lww['model_calls']:.0f} model calls; optimistic "
-        f"keeps all with {opt['retries']:.1f} retries and {opt['model_calls']:.1f} model calls; "
-        f"locked keeps all with no retries and {lock['model_calls']:.0f} model calls but takes "
-        f"{lock['ticks']:.1f} ticks instead of {opt['ticks']:.1f}. Last-writer-wins raises no "
-        "error because its write has no precondition: the store is asked to set the key, not "
-        "to set it only if it is still the version the agent read, so overwriting another "
-        "agent's version is a successful write. The store can only count it afterwards "
+        f"{lww['lost']:.1f}) with {lww['retries']:.1f} retries and {lww['model_calls']:.0f} "
+        f"model calls; optimistic keeps {_kept(opt)} with {opt['retries']:.1f} retries and "
+        f"{opt['model_calls']:.1f} model calls; locked keeps {_kept(lock)} with "
+        f"{lock['retries']:.1f} retries and {lock['model_calls']:.0f} model calls but takes "
+        f"{lock['ticks']:.1f} ticks instead of {opt['ticks']:.1f}. Last-writer-wins {raised}: "
+        "its write has no precondition; the store is asked to set the key, not to set it only "
+        "if it is still the version the agent read, so overwriting another agent's version is "
+        "a successful write. The store can only count it afterwards "
         f"(silent overwrites: {lww['lost_updates']:.1f} per run)."
     )
     return LabResult(
@@ -154,15 +164,23 @@ def lost_update(ctx: LabContext) -> LabResult:
         "conflict": conflict,
     }
     st.close()
+    lost_txt = (
+        f"{lost_by}'s work was lost, and no error was raised" if lost_by else "no work was lost"
+    )
+    kept_txt = (
+        f"With expect=version a1's write raised ConflictError carrying a0's value; a1 re-read "
+        f"and wrote again, and the list keeps {len(final2.value)} findings."
+        if conflict
+        else f"With expect=version no ConflictError was raised; the list has {final2.value}."
+    )
     answer = (
         f"Both agents read version {r0.version} (an empty list); a0 wrote version {w0.version} "
         f"with its finding, then a1 wrote version {w1.version} from what it had read. The final "
-        f"list is {final.value}: a0's work was lost, and no error was raised. The store counted "
-        f"it (lost_updates={st.lost_updates}: version {w0.version} overwritten by a1, which had "
-        f"seen version {r1.version}). With expect=version a1's write raises ConflictError "
-        f"carrying a0's value; a1 re-reads and writes again, and the list keeps both findings."
+        f"list is {final.value}: {lost_txt}. The store counted "
+        f"it (lost_updates={facts['lost_updates']}: version {w0.version} overwritten by a1, "
+        f"which had seen version {r1.version}). {kept_txt}"
     )
-    return LabResult(tables=[t, v], facts=facts, answer=answer, params={"db": url})
+    return LabResult(tables=[t, v], facts=facts, answer=answer, params={"db": url}, model=NO_MODEL)
 
 
 @experiment(
@@ -195,13 +213,18 @@ def duplicates(ctx: LabContext) -> LabResult:
         "missing": {p: r.missing for p, r in reps.items()},
         "means": means,
     }
+    same = alo.sent == idem.sent and alo.acks == idem.acks
     answer = (
-        f"With seed {ctx.seed}, both policies sent {alo.sent} messages and {alo.acks} acks. "
+        f"With seed {ctx.seed}, at_least_once sent {alo.sent} messages and {alo.acks} acks, "
+        f"idempotent {idem.sent} and {idem.acks}. "
         f"at_least_once applied {alo.effects} effects for {n} messages ({alo.repeated} repeated, "
         f"{alo.missing} missing); idempotent applied {idem.effects} ({idem.repeated} repeated, "
-        f"{idem.missing} missing). The traffic is the same because idempotency lives in the "
+        f"{idem.missing} missing). The traffic is "
+        f"{'the same' if same else 'NOT the same'}; it would be because idempotency lives in the "
         "receiver: the sender still resends whenever an ack is lost or late, the channel draws "
         "the same fate for each transmission from the same seed, and the receiver still acks "
         "every copy; it only skips the effect of an id it has already applied."
     )
-    return LabResult(tables=[t, a], facts=facts, answer=answer, params={"n": n, "seeds": seeds})
+    return LabResult(
+        tables=[t, a], facts=facts, answer=answer, params={"n": n, "seeds": seeds}, model=NO_MODEL
+    )

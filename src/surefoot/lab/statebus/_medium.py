@@ -8,7 +8,7 @@ from typing import Any
 
 from ...clock import FakeClock
 from ...statebus import Channel, Stream, messages, shared
-from .._registry import LabContext, LabResult, Table, experiment
+from .._registry import NO_MODEL, LabContext, LabResult, Table, experiment
 from ._common import SEED_FILE, _r
 
 
@@ -41,13 +41,15 @@ def backoff(ctx: LabContext) -> LabResult:
             facts[f"{n}_{'backoff' if b else 'none'}"] = m
     f6n, f6b = facts["6_none"], facts["6_backoff"]
     f12n, f12b = facts["12_none"], facts["12_backoff"]
+    all_kept = all(m["lost"] == 0 for m in (f6n, f6b, f12n, f12b))
+    kept = "Every finding is kept either way." if all_kept else "Some findings were lost."
     answer = (
         f"Without back-off an agent that loses the race re-reads at once and collides again: "
         f"{f6n['retries']:.1f} retries for 6 agents and {f12n['retries']:.1f} for 12. A random "
         f"wait of 1–4 ticks spreads the retries out: {f6b['retries']:.1f} and "
         f"{f12b['retries']:.1f} retries (and as many fewer model calls), at the price of more "
         f"ticks ({f6n['ticks']:.1f} → {f6b['ticks']:.1f} for 6 agents, {f12n['ticks']:.1f} → "
-        f"{f12b['ticks']:.1f} for 12). Every finding is kept either way."
+        f"{f12b['ticks']:.1f} for 12). {kept}"
     )
     return LabResult(tables=[t], facts=facts, answer=answer, params={"seeds": seeds})
 
@@ -110,12 +112,19 @@ def partition(ctx: LabContext) -> LabResult:
         "model_calls": one.merge.model_calls,
         "ticks": one.merge.ticks,
     }
+    facts["merge_with_model_calls"] = llm_merge.merge.model_calls
+    part_kept = (
+        "every finding is kept"
+        if facts["partitioned"]["lost"] == 0
+        else f"{facts['partitioned']['lost']:.1f} findings are lost"
+    )
     answer = (
         f"With a section per agent there are {facts['partitioned']['conflicts']:.0f} conflicts "
         f"and {facts['partitioned']['retries']:.0f} retries (optimistic on one key: "
-        f"{facts['optimistic']['retries']:.1f} retries); every finding is kept. The merge costs "
-        f"one snapshot read of {one.merge.sections_read} sections, {one.merge.writes} write and "
-        f"{one.merge.ticks} tick, and no model call unless the merge summarises (then 1). "
+        f"{facts['optimistic']['retries']:.1f} retries); {part_kept}. The merge costs "
+        f"one snapshot read of {one.merge.sections_read} sections, {one.merge.writes} write(s), "
+        f"{one.merge.ticks} tick(s) and {one.merge.model_calls} model call(s); "
+        f"{llm_merge.merge.model_calls} when the merge summarises. "
         "Partitioning is not possible when the state carries an invariant across sections: "
         "here 'each task is done by one agent'. Each agent only writes its own section, so "
         f"two agents that read before either wrote both take the same task "
@@ -215,6 +224,8 @@ def dead_letters(ctx: LabContext) -> LabResult:
     dead_after = len(c.dead_letters())
     stream.close()
     k = len(seeds)
+    reasons = sorted({d.reason for d in dead})
+    attempts = sorted({d.attempts for d in dead})
     facts = {
         "mean_dead_letters": tot["dead"] / k,
         "mean_dead_applied": tot["applied"] / k,
@@ -225,6 +236,8 @@ def dead_letters(ctx: LabContext) -> LabResult:
         "stream_redriven": redriven,
         "stream_handled": len(handled),
         "stream_dead_after": dead_after,
+        "stream_dead_reasons": reasons,
+        "stream_dead_attempts": attempts,
         "example": None
         if example is None
         else {
@@ -244,12 +257,14 @@ def dead_letters(ctx: LabContext) -> LabResult:
         "them to an idempotent receiver, which applies the missing ones and skips the applied "
         f"ones. Redriven, missing fell to {tot['missing_after']} and repeated stayed at "
         f"{tot['repeated_after']} across {k} seeds. On a SQLite Stream, {len(dead)} of 100 tasks "
-        f"became dead letters (reason max_attempts, 3 deliveries each); redrive put "
-        f"{redriven} back and all {len(handled)} tasks were handled."
+        f"became dead letters (reason {', '.join(reasons) or '-'}, "
+        f"{'/'.join(map(str, attempts)) or '-'} deliveries each); redrive put {redriven} back "
+        f"and {'all ' if len(handled) == 100 else ''}{len(handled)} of 100 tasks were handled."
     )
     return LabResult(
         tables=[t, sd],
         facts=facts,
         answer=answer,
         params={"n": n, "loss": 0.4, "max_attempts": 5, "seeds": seeds, "db": url},
+        model=NO_MODEL,
     )
