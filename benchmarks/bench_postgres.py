@@ -4,7 +4,8 @@
   one round trip and one commit, ``synchronous_commit`` as the server has it), surefoot's
   cost per step of a 100-step workflow (``durable.App("postgresql://…")``, whole
   ``start(...).result()`` divided by the steps, so the run's creation and finish are included)
-  and DBOS Transact's on the same server (its own database, ``dbos_bench``). The three
+  and DBOS Transact's on the same server (its own database, ``dbos_bench``, created fresh at
+  the start so its history never grows across runs, and dropped at the end). The three
   alternate block by block (100 inserts, one surefoot workflow, one DBOS workflow) so drift
   of the shared machine hits all alike; medians of the rounds. Targets: surefoot <= 1.5x
   the floor per step and >= 4x faster than DBOS;
@@ -12,14 +13,18 @@
   and 4 worker processes (``python -m surefoot.durable.agent.worker``) on one schema; the
   ledger must show no duplicate effect and no repeated model call;
 * **backends**: versioned writes/s (``StateStore.write(expect=version)``) and stream
-  appends/s with message ids on Redis, PostgreSQL and SQLite (``synchronous=FULL``).
+  appends/s with message ids on Redis, PostgreSQL and SQLite (``synchronous=FULL``). Each
+  backend's durability setting is read back from the server and printed next to its figures
+  (Redis ``CONFIG GET appendonly/appendfsync``, PostgreSQL ``synchronous_commit``, SQLite
+  ``PRAGMA synchronous``): with ``appendonly no`` Redis keeps writes in memory only and is not
+  durable, so its figures do not compare like for like with the other two.
 
 Usage::
 
     .venv/bin/python benchmarks/bench_postgres.py [--rounds 5] [--runs 60] [--json out.json]
 
-Every schema, key prefix and temporary file it creates is removed at the end; worker
-processes it starts are stopped by pid.
+Every schema, key prefix, database (``dbos_bench``) and temporary file it creates is removed
+at the end; worker processes it starts are stopped by pid.
 """
 
 from __future__ import annotations
@@ -65,8 +70,9 @@ def _dbos(pg: str) -> Any:
     except ImportError:
         return None
     admin = psycopg.connect(pg, autocommit=True)
-    if not admin.execute("SELECT 1 FROM pg_database WHERE datname = 'dbos_bench'").fetchone():
-        admin.execute("CREATE DATABASE dbos_bench")
+    # fresh each run: DBOS's workflow history must not grow across runs
+    admin.execute("DROP DATABASE IF EXISTS dbos_bench WITH (FORCE)")
+    admin.execute("CREATE DATABASE dbos_bench")
     admin.close()
     dbos_url = pg.rsplit("/", 1)[0] + "/dbos_bench"
     DBOS(config={"name": "sf-bench", "system_database_url": dbos_url, "log_level": "WARNING"})
@@ -137,6 +143,9 @@ def bench_steps(pg: str, steps: int, rounds: int) -> dict[str, Any]:
         from dbos import DBOS
 
         DBOS.destroy()
+        admin = psycopg.connect(pg, autocommit=True)
+        admin.execute("DROP DATABASE IF EXISTS dbos_bench WITH (FORCE)")
+        admin.close()
     us = {k: statistics.median(v) * 1e6 for k, v in per.items() if v}
     out: dict[str, Any] = {
         "steps_per_workflow": steps,
@@ -279,21 +288,49 @@ def bench_backends(n: int, rounds: int, folder: Path) -> list[dict[str, Any]]:
             for i in range(n):
                 streams[k].append(f"m{seq}-{i}", f'{{"i": {i}}}', now=0.0)
             appends[k].append(n / (time.perf_counter() - t0))
+    try:
+        durability = _durability(urls, opened)
+    finally:
+        for k, st in opened.items():
+            if k == "redis":
+                st.db.delete_prefix()
+            elif k == "postgresql":
+                st.db.drop_schema()
+            st.close()
     rows = [
         {
             "backend": k,
             "versioned_writes_per_s": round(statistics.median(writes[k])),
             "stream_appends_per_s": round(statistics.median(appends[k])),
+            "durability": durability[k],
         }
         for k in urls
     ]
-    for k, st in opened.items():
-        if k == "redis":
-            st.db.delete_prefix()
-        elif k == "postgresql":
-            st.db.drop_schema()
-        st.close()
     return rows
+
+
+def _durability(urls: dict[str, str], opened: dict[str, Any]) -> dict[str, str]:
+    """Each backend's durability setting, read back from the server, not assumed."""
+    import redis
+
+    r = redis.Redis.from_url(urls["redis"].split("?", 1)[0])
+    try:
+        cfg = {**r.config_get("appendonly"), **r.config_get("appendfsync")}
+    finally:
+        r.close()
+    aof = str(cfg.get("appendonly", "?"))
+    redis_label = f"appendonly={aof} appendfsync={cfg.get('appendfsync', '?')}"
+    if aof != "yes":
+        redis_label += " (NOT durable: writes live in memory only)"
+    with psycopg.connect(PG, autocommit=True) as c:
+        row = c.execute("SHOW synchronous_commit").fetchone()
+    level = opened["sqlite"].db.conn().execute("PRAGMA synchronous").fetchone()[0]
+    names = {0: "OFF", 1: "NORMAL", 2: "FULL", 3: "EXTRA"}
+    return {
+        "redis": redis_label,
+        "postgresql": f"synchronous_commit={row[0] if row else '?'}",
+        "sqlite": f"synchronous={names.get(level, level)}",
+    }
 
 
 def main() -> None:
@@ -341,7 +378,8 @@ def main() -> None:
             for row in b:
                 print(
                     f"  {row['backend']:<11} {row['versioned_writes_per_s']:>7} versioned "
-                    f"writes/s  {row['stream_appends_per_s']:>7} appends/s"
+                    f"writes/s  {row['stream_appends_per_s']:>7} appends/s  "
+                    f"[{row['durability']}]"
                 )
     if a.json:
         a.json.write_text(json.dumps(results, indent=2) + "\n")
