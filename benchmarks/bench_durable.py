@@ -6,9 +6,12 @@ All on one disk (a temporary folder under --dir), in one process run, side by si
 * floor: a raw ``INSERT`` + ``COMMIT`` per row, WAL, ``synchronous=FULL`` (sqlite3);
 * surefoot: one run of a 100-step async workflow (µs per step), and its commits per step;
 * DBOS: a 100-step workflow on its SQLite system database, set to WAL + FULL by an
-  SQLAlchemy connect hook (DBOS has no option for it);
-* LangGraph: a 100-node linear graph with ``SqliteSaver`` (WAL + FULL, set by SqliteSaver),
-  ``durability="sync"`` (one checkpoint per node, the durable setting);
+  SQLAlchemy connect hook (DBOS has no option for it); the hook reads both settings back
+  on each of DBOS's connections and the table prints what it read;
+* LangGraph: a 100-node linear graph with ``SqliteSaver`` (SqliteSaver sets WAL;
+  ``synchronous`` stays at SQLite's default, FULL; both are read back on the saver's
+  connection and printed), ``durability="sync"`` (one checkpoint per node, the durable
+  setting);
 * concurrent: 100 surefoot runs of 100 steps started together (group commit), µs per step;
 * memory: RSS added to a worker process by 10,000 runs suspended at a timer, and the
   threads / in-memory runs left while they sleep;
@@ -126,6 +129,11 @@ def surefoot_concurrent(d: Path, n_runs: int = 100) -> tuple[float, float]:
 _DBOS: dict[str, Any] = {}
 
 
+_SYNC_NAMES = {0: "OFF", 1: "NORMAL", 2: "FULL", 3: "EXTRA"}
+_DBOS_SYNC: set[str] = set()  # synchronous as read back on each DBOS connection
+_LG_MODES: set[str] = set()  # journal_mode + synchronous read back on the saver's connection
+
+
 def dbos_steps(d: Path, runs: int = 3) -> float:
     """µs per step of a 100-step DBOS workflow, SQLite system database in WAL + FULL."""
     if not _DBOS:
@@ -137,6 +145,8 @@ def dbos_steps(d: Path, runs: int = 3) -> float:
             if isinstance(dbapi_conn, sqlite3.Connection):
                 dbapi_conn.execute("PRAGMA journal_mode=WAL")
                 dbapi_conn.execute("PRAGMA synchronous=FULL")
+                got = dbapi_conn.execute("PRAGMA synchronous").fetchone()[0]
+                _DBOS_SYNC.add(_SYNC_NAMES.get(got, str(got)))
 
         path = d / "dbos.sqlite"
         DBOS(
@@ -193,6 +203,9 @@ def langgraph_steps(d: Path, runs: int = 3) -> float:
     saver = SqliteSaver(conn)
     graph = g.compile(checkpointer=saver)
     graph.invoke({"total": 0}, {"configurable": {"thread_id": "warm"}}, durability="sync")
+    jm = conn.execute("PRAGMA journal_mode").fetchone()[0]
+    sync = conn.execute("PRAGMA synchronous").fetchone()[0]
+    _LG_MODES.add(f"{jm} + {_SYNC_NAMES.get(sync, str(sync))}")
     times: list[float] = []
     cpus: list[float] = []
     for r in range(runs):
@@ -384,8 +397,17 @@ def main() -> None:
             m["surefoot"],
             cpu["surefoot"],
         ),
-        (f"DBOS 3.4 SQLite ({_DBOS.get('mode', '?')} + FULL)", m["dbos"], cpu["dbos"]),
-        ("LangGraph SqliteSaver, durability=sync", m["langgraph"], cpu["langgraph"]),
+        (
+            f"DBOS 3.4 SQLite ({_DBOS.get('mode', '?')} + "
+            f"{'/'.join(sorted(_DBOS_SYNC)) or '?'}, read back)",
+            m["dbos"],
+            cpu["dbos"],
+        ),
+        (
+            f"LangGraph SqliteSaver, sync ({'/'.join(sorted(_LG_MODES)) or '?'}, read back)",
+            m["langgraph"],
+            cpu["langgraph"],
+        ),
         (f"surefoot, 100 concurrent runs ({conc_commits:.3f} commits/step)", conc, None),
     ]
     for name, v, c in rows:

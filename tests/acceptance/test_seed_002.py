@@ -6,13 +6,15 @@ from typing import Any
 
 from surefoot import lab
 
+_NO_MODEL_CALL = {"durable.effects"}  # reads the workflow's code; calls no model
+
 
 def run(exp_id: str, **kwargs: Any) -> lab.LabResult:
     """Run one experiment in quick mode with seed 0."""
     with lab.context(quick=True, seed=0, **kwargs) as ctx:
         result = lab.get(exp_id).run(ctx)
     assert result.tables and result.answer
-    assert result.model == lab.FAKE_MODEL
+    assert result.model == (lab.NO_MODEL if exp_id in _NO_MODEL_CALL else lab.FAKE_MODEL)
     return result
 
 
@@ -38,6 +40,7 @@ def test_easy2_window() -> None:
         "posts": 1,
         "duplicates": 0,
         "publish_attempts": 2,
+        "keys_received": ["w:7", "w:7"],  # the same key both times, seen by the publisher
     }
     assert f["journal_keys_service_ignores_keys"]["duplicates"] == 1
 
@@ -117,3 +120,72 @@ def test_hard3_saga() -> None:
     assert [u["pos"] for u in f["not_undone"]] == ["7"]
     assert f["status_after"] == "failed" and f["live_after"] == []
     assert "retry" in f["audit_actions"]
+
+
+def test_answers_agree_with_facts() -> None:
+    """Each durable answer states the counts its facts hold, and success only when they show it."""
+    strategies = run("durable.strategies")
+    f, a = strategies.facts, strategies.answer
+    for st in ("restart", "journal", "journal_keys"):
+        dup = f["duplicates"][st]
+        assert f"{st} paid" in a and f"({f['extra_model_calls'][st]} repeated)" in a
+        assert (f"{st} paid" in a) and (
+            "never posted twice" if dup == 0 else f"posted twice {dup} times"
+        ) in a.split(f"{st} paid", 1)[1].split(";")[0]
+
+    window = run("durable.window")
+    f, a = window.facts, window.answer
+    assert f["journal"]["keys_received"] == [None, None]  # observed at the publisher
+    assert all(f["journal_keys"]["keys_received"])
+    assert "journal: 2 publish requests (without a key), 2 posts, 1 duplicate." in a
+    assert "journal_keys: 2 publish requests (with a key), 1 posts, no duplicate." in a
+    assert window.tables[0].rows[0][2] == "no" and window.tables[0].rows[1][2] == "yes"
+
+    effects = run("durable.effects")
+    assert "publish is effect" in effects.answer and "undone by unpublish" in effects.answer
+
+    kill9 = run("durable.kill9")
+    f, a = kill9.facts, kill9.answer
+    k = f["journal_keys"]
+    assert f"journal_keys: the restarted run ended {k['status']}" in a
+    assert f"{k['repeated_for_journalled_steps']} repeated calls for steps journalled" in a
+    assert f"restart: the restarted run ended {f['restart']['status']}" in a
+    assert f"plan={f['restart']['calls_per_step']['plan']}" in a
+
+    versions = run("durable.versions")
+    f, a = versions.facts, versions.answer
+    assert f"ended {f['statuses']['r-old']} on version {f['versions']['r-old']}" in a
+    assert f"claimed {f['v2_worker_claimed']} times" in a
+    assert ("is flagged stranded" if f["stranded"] else "is not flagged stranded") in a
+    assert f"ended {f['edited_status']} with StepMismatchError" in a
+
+    timers = run("durable.timers")
+    f, a = timers.facts, timers.answer
+    n = f["runs"]
+    assert f"{f['sleeping']} of {n} runs" in a
+    assert "held no lease, no coroutine and no run in memory" in a
+    assert f["in_memory_before_deadline"] == 0 and f["tasks_before_deadline"] == 0
+    assert f["succeeded_while_sleeping"] == 0 and f["succeeded_before_deadline"] == 0
+    assert f"claimed {f['claimed_before_deadline']} runs" in a
+    assert f"took {f['claimed_after_deadline']} and {f['succeeded']} of {n} succeeded" in a
+    rows = timers.tables[0].rows
+    assert rows[1][2:4] == [0, 0] and rows[2][6] == n  # measured cells, not typed
+
+    chaos = run("durable.chaos")
+    f, a = chaos.facts, chaos.answer
+    for st in ("restart", "journal", "journal_keys"):
+        r = f[st]
+        assert f"{st}: {r['completed']}/{r['runs']} runs completed" in a
+        dup = r["duplicates"]
+        tail = a.split(f"{st}: ", 1)[1].split(".")[0]
+        assert ("never posted twice" if dup == 0 else f"{dup} duplicate posts") in tail
+
+    saga = run("durable.saga")
+    f, a = saga.facts, saga.answer
+    assert f["unpublish_refused"] == 3
+    assert f"refused {f['unpublish_refused']} times" in a
+    assert f"The run stopped {f['status_before']}" in a
+    assert f"ended the run {f['status_after']} with {len(f['live_after'])} posts still live" in a
+    assert sorted(u["pos"] for u in f["undone_after"]) == ["7", "8"]
+    assert f["not_undone_after"] == []
+    assert saga.tables[0].rows[1][4] == "-"

@@ -178,6 +178,33 @@ def _skipped(exc: MissingExtraError) -> LabResult:
     )
 
 
+def _port_answer(
+    rows: list[tuple[str, str, dict[str, Any]]], d_rep: dict[str, Any], s_rep: dict[str, Any]
+) -> str:
+    """Say what the kill rows and the replacement worker showed, formatted from them."""
+    parts = []
+    for engine in ("dbos", "surefoot"):
+        mine = [r for e, _, r in rows if e == engine]
+        ok = sum(1 for r in mine if r["succeeded"])
+        rep = sum(r["repeated_for_journalled_steps"] for r in mine)
+        dup = sum(r["duplicate_posts"] for r in mine)
+        parts.append(
+            f"{engine}: {ok} of {len(mine)} killed runs finished after a restart, with {rep} "
+            "repeated calls for steps already recorded and "
+            + ("no duplicate post" if dup == 0 else f"{dup} duplicate posts")
+        )
+    return (
+        "Ported to DBOS (model, tool and publish calls in steps, orchestration in the "
+        "workflow) and SIGKILLed mid-run: "
+        + "; ".join(parts)
+        + ". The step in flight may run again in both (at-least-once steps). A worker under "
+        f"a new id: DBOS's run stayed {d_rep['status_while_replacement_ran']} "
+        f"({d_rep['steps_while_replacement_ran']} steps recorded) until a worker under the "
+        f"dead one's executor id was started; surefoot's run ended {s_rep['status']} on the "
+        "other worker after the lease expired."
+    )
+
+
 @experiment(
     id="durable.port",
     seed_file=SEED_FILE,
@@ -274,17 +301,7 @@ def port(ctx: LabContext) -> LabResult:
     return LabResult(
         tables=[t, t2],
         facts=facts,
-        answer=(
-            "Ported to DBOS (model, tool and publish calls in steps, orchestration in the "
-            "workflow), a worker SIGKILLed mid-run and restarted finishes the run with "
-            f"{facts['dbos_repeated_for_journalled_steps']} repeated calls for steps DBOS had "
-            "recorded, like surefoot's agent. The step in flight runs again in both; "
-            "killed after its service answered, its call is paid twice (at-least-once "
-            "steps), and the publish key (workflow id + step id) keeps the post single. "
-            "Where they differ is a machine that never comes back: DBOS recovers a run only "
-            "in a process with the dead one's executor id (or through its commercial "
-            "Conductor); surefoot's lease lets any worker take it over."
-        ),
+        answer=_port_answer(rows, d_rep, s_rep),
         params={
             "latency_s": latency,
             "kill_points": list(points),

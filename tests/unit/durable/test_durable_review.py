@@ -198,17 +198,31 @@ def test_signal_sent_while_the_run_suspends_is_not_left_for_the_poll(pg_url: str
         got, _ = await asyncio.gather(app.wait_for("go"), poke())
         return got
 
+    counts = {"notified": 0, "slices": 0}
+    real = app.journal.wait_for_work  # type: ignore[attr-defined]
+
+    def wait(timeout: float) -> bool:  # count waits ended by NOTIFY and slices timed out
+        got = bool(real(timeout))
+        counts["notified" if got else "slices"] += 1
+        return got
+
+    app.journal.wait_for_work = wait  # type: ignore[attr-defined]
     w = Worker(app, concurrency=2)
     stop = threading.Event()
     t = threading.Thread(target=w.run, args=(stop,), daemon=True)
     t.start()
     try:
-        time.sleep(0.5)  # the worker is idle, waiting on NOTIFY
+        end = time.monotonic() + 10
+        while counts["slices"] < 1 and time.monotonic() < end:
+            time.sleep(0.02)  # until the worker is idle, waiting on NOTIFY
         app.enqueue(racy, run_id="race")
-        end = time.monotonic() + 8
+        before = counts["slices"]
+        end = time.monotonic() + 2 * app.poll  # generous: a poll-driven pickup also fits
         while time.monotonic() < end and app.journal.get_run("race").status != "succeeded":
             time.sleep(0.02)
         assert app.journal.get_run("race").status == "succeeded"
+        # finished before the worker's timed-out 0.5 s slices added up to one 30 s poll
+        assert counts["slices"] - before < int(app.poll / 0.5)
         assert sorted(s.name for s in app.show("race").steps) == ["poke", "signal:go"]
     finally:
         stop.set()

@@ -33,6 +33,20 @@ def _until(cond: Callable[[], bool], timeout: float) -> bool:
     return cond()
 
 
+def _count_wakes(app: App) -> dict[str, int]:
+    """Count waits ended by a NOTIFY and wait slices that timed out, around wait_for_work."""
+    counts = {"notified": 0, "slices": 0}
+    real = app.journal.wait_for_work  # type: ignore[attr-defined]
+
+    def wait(timeout: float) -> bool:
+        got = bool(real(timeout))
+        counts["notified" if got else "slices"] += 1
+        return got
+
+    app.journal.wait_for_work = wait  # type: ignore[attr-defined]
+    return counts
+
+
 def _serve(w: Worker) -> tuple[threading.Event, threading.Thread]:
     stop = threading.Event()
     t = threading.Thread(target=w.run, args=(stop,), daemon=True)
@@ -142,21 +156,30 @@ def test_workers_wake_on_notify_despite_a_long_poll(pg_url: str) -> None:
     def fast(x: int) -> int:
         return quick(x)
 
+    counts = _count_wakes(app)
+    full_poll = int(app.poll / 0.5)  # timed-out 0.5 s slices that make up one poll interval
     w = Worker(app, concurrency=2)
     stop, t = _serve(w)
+
+    def slices_until(cond: Callable[[], bool]) -> int:
+        """Timed-out wait slices the worker spent before ``cond`` held (bounded wait)."""
+        before = counts["slices"]
+        assert _until(cond, 2 * app.poll)  # generous: a poll-driven pickup also fits
+        return counts["slices"] - before
+
     try:
-        time.sleep(0.5)  # the worker has claimed nothing and waits
+        assert _until(lambda: counts["slices"] >= 1, 10)  # the worker has claimed nothing, waits
         app.enqueue(fast, 1, run_id="idle-1")
-        done = _until(lambda: app.journal.get_run("idle-1").status == "succeeded", 5)
+        idle = slices_until(lambda: app.journal.get_run("idle-1").status == "succeeded")
         app.enqueue(slow, 2, run_id="busy-hold")
-        assert _until(lambda: app.journal.get_run("busy-hold").status == "running", 5)
+        slices_until(lambda: app.journal.get_run("busy-hold").status == "running")
         app.enqueue(fast, 3, run_id="busy-2")
-        ended = _until(lambda: app.journal.get_run("busy-2").status == "succeeded", 5)
-        completed = [done, ended].count(True)
-        assert completed == 2
+        busy = slices_until(lambda: app.journal.get_run("busy-2").status == "succeeded")
+        assert counts["notified"] >= 2  # woken by NOTIFY, not by the poll running out
+        assert idle < full_poll and busy < full_poll
         assert app.journal.get_run("busy-hold").status == "running"  # still held: the slot was free
         release.set()
-        assert _until(lambda: app.journal.get_run("busy-hold").status == "succeeded", 5)
+        slices_until(lambda: app.journal.get_run("busy-hold").status == "succeeded")
     finally:
         release.set()
         stop.set()

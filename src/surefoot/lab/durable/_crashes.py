@@ -8,7 +8,7 @@ from typing import Any
 from ...durable import POINTS, CrashPlan, SimulatedCrash
 from ...durable.agent import STEPS, start_agent
 from ...durable.agent.chaos import ChaosConfig, kill_mid_run
-from .._registry import LabContext, LabResult, Table, experiment
+from .._registry import NO_MODEL, LabContext, LabResult, Table, experiment
 from ._common import SEED_FILE, STRATEGIES, _agent, _crash_points
 
 
@@ -109,12 +109,19 @@ def strategies(ctx: LabContext) -> LabResult:
         tables=[summary, by_point],
         facts=facts,
         answer=(
-            "restart pays for every model call before the crash again and repeats the post "
-            "when the crash falls after it; journal replays journalled steps for free but "
-            "repeats the post when the crash falls between the effect and its journal row; "
-            "journal_keys adds an intent row and the key f'{run_id}:{step}', so the "
-            "publisher deduplicates the retry: no duplicate posts, and only the step in "
-            "flight is ever paid twice."
+            "Each strategy, after one crash per run: "
+            + "; ".join(
+                f"{st} paid {facts['cost'][st]['model_calls_per_run']:.3g} model calls/run "
+                f"({facts['extra_model_calls'][st]} repeated) and "
+                + (
+                    "never posted twice"
+                    if facts["duplicates"][st] == 0
+                    else f"posted twice {facts['duplicates'][st]} times"
+                )
+                for st in STRATEGIES
+            )
+            + ". journal_keys passes the key f'{run_id}:{step}' so the publisher can "
+            "deduplicate a resumed publish."
         ),
         params={"seeds": seeds, "runs_per_seed": n, "crash_points": len(pairs)},
     )
@@ -142,6 +149,21 @@ def window(ctx: LabContext) -> LabResult:
     for strategy, honour in (("journal", True), ("journal_keys", True), ("journal_keys", False)):
         name = f"window-{strategy}-{honour}"
         app, svc, wfs = _agent(ctx, name, honour_keys=honour)
+        keys_seen: list[str | None] = []
+        real_publish = svc.publish
+
+        async def publish(
+            run: str,
+            channel: str,
+            content: str,
+            key: str | None,
+            _p: Any = real_publish,
+            _seen: list[str | None] = keys_seen,
+        ) -> int:
+            _seen.append(key)  # what the publisher received, not what the strategy implies
+            return int(await _p(run, channel, content, key))
+
+        svc.publish = publish  # type: ignore[method-assign]
         app.crash = CrashPlan("after_effect", step="publish")
         try:
             start_agent(app, wfs["1"], "q", run_id="w", strategy=strategy).result(timeout=30)
@@ -154,7 +176,7 @@ def window(ctx: LabContext) -> LabResult:
         t.add(
             strategy,
             honour,
-            "yes" if strategy == "journal_keys" else "no",
+            "yes" if keys_seen and all(k is not None for k in keys_seen) else "no",
             tot.publish_calls,
             tot.posts,
             tot.duplicate_posts,
@@ -164,17 +186,29 @@ def window(ctx: LabContext) -> LabResult:
             "posts": tot.posts,
             "duplicates": tot.duplicate_posts,
             "publish_attempts": key,
+            "keys_received": keys_seen,
         }
         app.close()
         svc.ledger.close()
     return LabResult(
         tables=[t],
         facts=facts,
-        answer=(
-            "Without a key the resumed publish creates a second post; with the key the "
-            "publisher sees the same key twice and returns the first post. The key only "
-            "helps if the receiving service deduplicates by it (last row)."
-        ),
+        answer=" ".join(
+            f"{label}: {facts[k]['publish_calls']} publish requests "
+            f"({'with' if any(facts[k]['keys_received']) else 'without'} a key), "
+            f"{facts[k]['posts']} posts, "
+            + (
+                "no duplicate."
+                if facts[k]["duplicates"] == 0
+                else f"{facts[k]['duplicates']} duplicate."
+            )
+            for k, label in (
+                ("journal", "journal"),
+                ("journal_keys", "journal_keys"),
+                ("journal_keys_service_ignores_keys", "journal_keys, service ignores keys"),
+            )
+        )
+        + " The key only helps if the receiving service deduplicates by it.",
     )
 
 
@@ -206,11 +240,19 @@ def effects(ctx: LabContext) -> LabResult:
             ],
         },
         answer=(
-            "plan, summarize and draft (model calls) and search and read (tool reads) are "
-            "pure: journalled, never recomputed. The approval is a wait. publish is the only "
-            "effect: it is undone by unpublish and gets the key f'{run_id}:{step}', reused "
-            "when it is resumed."
+            "Read from the workflow's code: "
+            + ", ".join(f"{s.name} is {s.kind}" for s in specs)
+            + ". "
+            + (
+                " ".join(
+                    f"{s.name} is undone by {s.compensate or 'nothing'} and its key plan "
+                    f"is {s.key_plan}."
+                    for s in effects_
+                )
+                or "No step is an effect."
+            )
         ),
+        model=NO_MODEL,
     )
 
 
@@ -271,10 +313,20 @@ def kill9(ctx: LabContext) -> LabResult:
     return LabResult(
         tables=[t],
         facts=facts,
-        answer=(
-            "With the SQLite journal the restarted worker replays plan and search from the "
-            "journal (one call each in the ledger) and runs only the step that was in "
-            "flight again; restart calls plan and search a second time."
+        answer=" ".join(
+            f"{st}: the restarted run ended {facts[st]['status']}; the ledger counted "
+            + ", ".join(
+                f"{step}={facts[st]['calls_per_step'].get(step, 0)}" for step in ("plan", "search")
+            )
+            + " calls"
+            + (
+                ""
+                if st == "restart"
+                else f" and {facts[st]['repeated_for_journalled_steps']} repeated calls for "
+                "steps journalled before the kill"
+            )
+            + "."
+            for st in ("journal_keys", "restart")
         ),
         params={"latency_s": latency, "lease_s": 2.0},
     )

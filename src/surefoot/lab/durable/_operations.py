@@ -91,13 +91,26 @@ def versions(ctx: LabContext) -> LabResult:
             "edited_status": edited.run.status,
             "mismatch": mismatch,
         },
-        answer=(
-            "r-old began on version 1 and finished on it after version 2 was deployed, while "
-            "r-new ran version 2 (with fact_check). A version-1 run offered only to a v2 "
-            "worker stays sleeping and is flagged stranded. Code edited under the same label "
-            "stops at the first different step with StepMismatchError and waits in "
-            "needs_attention."
+        answer=_versions_answer(
+            t, stranded.stranded, stranded.run.status, picked, edited, mismatch
         ),
+    )
+
+
+def _versions_answer(
+    t: Table, stranded: bool, stranded_status: str, picked: int, edited: Any, mismatch: Any
+) -> str:
+    """Say what the versions table shows, read from its rows, not assumed."""
+    (_, v_old, st_old, steps_old), (_, v_new, st_new, steps_new) = t.rows[0], t.rows[1]
+    mtype = str((mismatch or {}).get("type", "no error")).rsplit(".", 1)[-1]
+    return (
+        f"r-old began on version 1 and ended {st_old} on version {v_old} after version 2 "
+        f"was deployed ({'with' if 'fact_check' in steps_old else 'without'} fact_check); "
+        f"r-new ran version {v_new} and ended {st_new} "
+        f"({'with' if 'fact_check' in steps_new else 'without'} fact_check). A version-1 run "
+        f"offered only to a v2 worker was claimed {picked} times, stayed {stranded_status} "
+        f"and is {'flagged' if stranded else 'not flagged'} stranded. Code edited under the "
+        f"same label ended {edited.run.status} with {mtype}."
     )
 
 
@@ -126,16 +139,20 @@ def timers(ctx: LabContext) -> LabResult:
     for i in range(n):
         app.enqueue(remind, f"q{i}", run_id=f"t{i}")
     worker = Worker(app, concurrency=n)
-    worker.run_once(timeout=60)
+    first = worker.run_once(timeout=60)  # each run starts, reaches the timer and lets go
     threads_sleeping = threading.active_count()
     sleeping = app.list_runs(status="sleeping", limit=n)
     held = sum(1 for r in sleeping if r.owner is not None)
     tasks = _tasks_on(app)
     in_memory = len(app.executor.active)
     wake = max(r.wake_at or 0.0 for r in sleeping) if sleeping else 0.0
+    succeeded_sleeping = len(app.list_runs(status="succeeded", limit=n))
     early = worker.run_once(timeout=10)  # before the deadline: nothing to claim
     sleeping_early = len(app.list_runs(status="sleeping", limit=n))
+    in_memory_early = len(app.executor.active)
+    tasks_early = _tasks_on(app)
     threads_early = threading.active_count()
+    succeeded_early = len(app.list_runs(status="succeeded", limit=n))
     if isinstance(clock, FakeClock):
         clock.advance(delay)
     else:
@@ -156,8 +173,24 @@ def timers(ctx: LabContext) -> LabResult:
             "succeeded",
         ],
     )
-    t.add("all suspended at the timer", len(sleeping), in_memory, tasks, threads_sleeping, 0, 0)
-    t.add("before the deadline", sleeping_early, 0, 0, threads_early, early, 0)
+    t.add(
+        "all suspended at the timer",
+        len(sleeping),
+        in_memory,
+        tasks,
+        threads_sleeping,
+        first,
+        succeeded_sleeping,
+    )
+    t.add(
+        "before the deadline",
+        sleeping_early,
+        in_memory_early,
+        tasks_early,
+        threads_early,
+        early,
+        succeeded_early,
+    )
     t.add(
         "after the deadline",
         len(app.list_runs(status="sleeping", limit=n)),
@@ -169,23 +202,36 @@ def timers(ctx: LabContext) -> LabResult:
     )
     app.close()
     services.ledger.close()
+    facts: dict[str, Any] = {
+        "runs": n,
+        "claimed_to_start": first,
+        "sleeping": len(sleeping),
+        "lease_held_while_sleeping": held,
+        "in_memory_while_sleeping": in_memory,
+        "tasks_while_sleeping": tasks,
+        "succeeded_while_sleeping": succeeded_sleeping,
+        "in_memory_before_deadline": in_memory_early,
+        "tasks_before_deadline": tasks_early,
+        "claimed_before_deadline": early,
+        "succeeded_before_deadline": succeeded_early,
+        "claimed_after_deadline": claimed,
+        "succeeded": len(done),
+        "late_by_s": max(resumed_at - wake, 0.0),
+    }
+    held_nothing = held == 0 and in_memory == 0 and tasks == 0
     return LabResult(
         tables=[t],
-        facts={
-            "runs": n,
-            "sleeping": len(sleeping),
-            "lease_held_while_sleeping": held,
-            "in_memory_while_sleeping": in_memory,
-            "tasks_while_sleeping": tasks,
-            "claimed_before_deadline": early,
-            "claimed_after_deadline": claimed,
-            "succeeded": len(done),
-            "late_by_s": max(resumed_at - wake, 0.0),
-        },
+        facts=facts,
         answer=(
-            f"All {n} runs journalled their wake time and let go: no lease, no coroutine "
-            "and no worker slot while they slept, and the worker had nothing to claim "
-            "before the deadline. Once the clock passed it, one claim resumed them all."
+            f"{len(sleeping)} of {n} runs journalled their wake time and slept; while they "
+            + (
+                "slept they held no lease, no coroutine and no run in memory"
+                if held_nothing
+                else f"slept they held {held} leases, {tasks} coroutines and {in_memory} "
+                "runs in memory"
+            )
+            + f". Before the deadline the worker claimed {early} runs; once the clock "
+            f"passed it, one claim round took {claimed} and {len(done)} of {n} succeeded."
         ),
         params={"delay_s": delay, "clock": type(clock).__name__},
     )
@@ -258,12 +304,22 @@ def chaos(ctx: LabContext) -> LabResult:
     return LabResult(
         tables=[t],
         facts=facts,
-        answer=(
-            "Every kill costs restart the model calls its runs had already made, and a "
-            "post when the kill falls after publish; journal repeats only the steps in "
-            "flight but can still post twice; journal_keys repeats only steps in flight and "
-            "never posts twice. No strategy repeats a model call whose result was journalled."
-        ),
+        answer=" ".join(
+            f"{r.strategy}: {r.completed}/{r.runs} runs completed, "
+            f"{r.repeated_model_calls} repeated model calls"
+            + (
+                ""
+                if r.repeated_after_journal is None
+                else f" ({r.repeated_after_journal} for steps already journalled)"
+            )
+            + (
+                ", never posted twice."
+                if r.duplicate_effects == 0
+                else f", {r.duplicate_effects} duplicate posts."
+            )
+            for r in rep.results
+        )
+        + f" ({rep.kills} SIGKILLs.)",
         params=rep.params,
     )
 
@@ -315,6 +371,15 @@ def saga(ctx: LabContext) -> LabResult:
     except RunFailedError:
         pass
     after = app.show("s1")
+    final: dict[str, Any] = next(
+        (
+            a.detail
+            for a in reversed(after.audit)
+            if isinstance(a.detail, dict) and "not_undone" in a.detail
+        ),
+        {},
+    )
+    unpublish_refused = len(svc.ledger.calls("s1", service="unpublish_refused"))
     live_after = [p["channel"] for p in svc.ledger.posts("s1") if p["removed_at"] is None]
     t = Table(
         "Publishing to blog, social, newsletter; newsletter refuses; unpublish of blog fails",
@@ -328,7 +393,11 @@ def saga(ctx: LabContext) -> LabResult:
         names(attention.get("not_undone", [])),
     )
     t.add(
-        "after the fix and `runs retry`", after.run.status, ", ".join(live_after) or "-", "all", "-"
+        "after the fix and `runs retry`",
+        after.run.status,
+        ", ".join(live_after) or "-",
+        names(final.get("undone", [])),
+        names(final.get("not_undone", [])),
     )
     app.close()
     svc.ledger.close()
@@ -341,12 +410,17 @@ def saga(ctx: LabContext) -> LabResult:
             "live_after": live_after,
             "undone": attention.get("undone", []),
             "not_undone": attention.get("not_undone", []),
+            "undone_after": final.get("undone", []),
+            "not_undone_after": final.get("not_undone", []),
+            "unpublish_refused": unpublish_refused,
             "audit_actions": [a.action for a in after.audit],
         },
         answer=(
-            "The newsletter refused the post, so the run rolled back: social was unpublished "
-            "but unpublishing the blog failed three times, and the run stopped in "
-            "needs_attention with an audit entry listing what was undone and what was not. "
-            "After the fix, `surefoot runs retry` resumed the rollback where it stopped."
+            f"The run stopped {before.run.status} after the newsletter refused the post; "
+            f"undone: {names(attention.get('undone', []))}; not undone: "
+            f"{names(attention.get('not_undone', []))} (the blog's unpublish was refused "
+            f"{unpublish_refused} times). After the fix, `surefoot runs retry` ended the run "
+            f"{after.run.status} with {len(live_after)} posts still live "
+            f"(undone: {names(final.get('undone', []))})."
         ),
     )
