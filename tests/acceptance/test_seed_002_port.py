@@ -13,20 +13,43 @@ from surefoot.durable.agent import STEPS, port_dbos
 from surefoot.errors import ConfigError, MissingExtraError
 
 
-def run(exp_id: str, **kwargs: Any) -> lab.LabResult:
+def run(exp_id: str, model: str = lab.FAKE_MODEL, **kwargs: Any) -> lab.LabResult:
     """Run one experiment in quick mode with seed 0."""
     with lab.context(quick=True, seed=0, **kwargs) as ctx:
         result = lab.get(exp_id).run(ctx)
     assert result.tables and result.answer
-    assert result.model == lab.FAKE_MODEL
+    assert result.model == model
     return result
 
 
 @pytest.fixture(scope="module")
-def facts() -> dict[str, Any]:
+def port_result() -> lab.LabResult:
     """The quick run of durable.port, shared by the tests below (it takes ~20 s)."""
     assert dbos.DBOS is not None
-    return run("durable.port").facts
+    return run("durable.port")
+
+
+@pytest.fixture(scope="module")
+def facts(port_result: lab.LabResult) -> dict[str, Any]:
+    """The facts of the shared quick run of durable.port."""
+    return port_result.facts
+
+
+def test_port_answer_agrees_with_facts(port_result: lab.LabResult) -> None:
+    """The port's answer states the counts and statuses its facts hold."""
+    f, a = port_result.facts, port_result.answer
+    for engine in ("dbos", "surefoot"):
+        rows = list(f[engine].values())
+        ok = sum(1 for r in rows if r["succeeded"])
+        rep = sum(r["repeated_for_journalled_steps"] for r in rows)
+        dup = sum(r["duplicate_posts"] for r in rows)
+        assert f"{engine}: {ok} of {len(rows)} killed runs finished" in a
+        assert f"with {rep} repeated calls" in a.split(f"{engine}: ", 1)[1]
+        tail = a.split(f"{engine}: ", 1)[1].split(";")[0]
+        assert ("no duplicate post" if dup == 0 else f"{dup} duplicate posts") in tail
+    d, s = f["replacement"]["dbos"], f["replacement"]["surefoot"]
+    assert f"DBOS's run stayed {d['status_while_replacement_ran']}" in a
+    assert f"surefoot's run ended {s['status']}" in a
 
 
 def test_hard2_port_kill9(facts: dict[str, Any]) -> None:
@@ -84,5 +107,5 @@ def test_port_without_dbos_says_skipped(monkeypatch: pytest.MonkeyPatch) -> None
     with pytest.raises(MissingExtraError, match=r"surefoot\[engines\]") as info:
         port_dbos.dbos_module()
     assert info.value.extra == "engines"
-    f = run("durable.port").facts
+    f = run("durable.port", model=lab.NO_MODEL).facts  # nothing ran: no model was called
     assert f == {"skipped": str(info.value)}

@@ -19,7 +19,7 @@ from ..durable.agent import STEPS, AgentServices, Ledger, build_agent, start_age
 from ..durable.agent.chaos import ChaosConfig, WorkerProcesses, kill_mid_run
 from ..durable.agent.port_dbos import PortKillReport, dbos_module, kill_dbos_mid_run
 from ..errors import MissingExtraError
-from ._registry import LabContext, LabResult, Table, experiment
+from ._registry import NO_MODEL, LabContext, LabResult, Table, experiment
 
 SEED_FILE = "002_91829255f3db9460.txt"
 KILL_POINTS = STEPS[1:6]
@@ -175,6 +175,7 @@ def _skipped(exc: MissingExtraError) -> LabResult:
         tables=[t],
         facts={"skipped": str(exc)},
         answer=f"Not measured: the DBOS port needs the dbos package ({exc}).",
+        model=NO_MODEL,
     )
 
 

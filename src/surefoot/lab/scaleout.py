@@ -27,7 +27,7 @@ from ..durable import App
 from ..durable.agent import APPROVE, STEPS, Ledger
 from ..durable.agent.chaos import ChaosConfig, ChaosReport, run_chaos
 from ..errors import ConfigError, StoreUnavailableError
-from ._registry import LabContext, LabResult, Table, experiment
+from ._registry import NO_MODEL, LabContext, LabResult, Table, experiment
 
 __all__ = ["PostgresChaos", "chaos_run", "find_restart_command", "run_consistency"]
 
@@ -272,6 +272,7 @@ def chaos_postgres(ctx: LabContext) -> LabResult:
                 "Skipped: this experiment needs a PostgreSQL server and restarts it once. "
                 f"Run `surefoot lab run durable.chaos-postgres --db {DEFAULT_PG}`."
             ),
+            model=NO_MODEL,
         )
     why = _reachable(url)
     if why is not None:
@@ -279,6 +280,7 @@ def chaos_postgres(ctx: LabContext) -> LabResult:
             facts={"skipped": why},
             answer=f"Skipped: {why} Set SUREFOOT_PG_URL or pass --db postgresql://….",
             params={"db": storage.redact(url)},
+            model=NO_MODEL,
         )
     quick = ctx.quick
     out = chaos_run(
