@@ -114,12 +114,19 @@ def dumps(value: Any, *, where: str | None = None) -> str:
         EncodeError: naming the type and where it was found; nothing is half-written.
     """
     try:
-        if isinstance(value, str | int | float | bool) or value is None:
+        t = type(value)
+        if t is int:  # the commonest step result: what the encoder writes, without building one
+            return int.__repr__(value)
+        if value is None or t is str or t is bool or t is float or isinstance(value, _SCALAR):
             return _encoder.encode(value)
         return _encoder.encode(_tuples(value) if _has_tuple(value) else value)
     except (TypeError, ValueError, RecursionError) as exc:
         path, tname = _find_bad(value, "$")
         raise EncodeError(tname or str(exc), path, where) from None
+
+
+_SCALAR = (str, int, float, bool)
+_NESTED = (list, tuple, dict)
 
 
 def _has_tuple(o: Any, depth: int = 0) -> bool:
@@ -128,11 +135,9 @@ def _has_tuple(o: Any, depth: int = 0) -> bool:
     if depth > 64:
         return False
     if isinstance(o, list):
-        return any(isinstance(x, list | tuple | dict) and _has_tuple(x, depth + 1) for x in o)
+        return any(isinstance(x, _NESTED) and _has_tuple(x, depth + 1) for x in o)
     if isinstance(o, dict):
-        return any(
-            isinstance(x, list | tuple | dict) and _has_tuple(x, depth + 1) for x in o.values()
-        )
+        return any(isinstance(x, _NESTED) and _has_tuple(x, depth + 1) for x in o.values())
     return False
 
 

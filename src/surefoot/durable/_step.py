@@ -153,7 +153,9 @@ def run_sync(run: RunState, sd: StepDef, pos: str, args: Any, kwargs: Any) -> An
         prior = row.attempts
     journalled = run.strategy != "restart"
     intent = sd.kind == "effect" and run.strategy == "journal_keys"
-    run.crash_point("before_step", pos, sd.name)
+    crash = run.crash  # None outside crash tests: no check calls per step
+    if crash is not None:
+        crash.check("before_step", run.run_id, pos, sd.name)
     kw = _kwargs(run, sd, pos, kwargs)
     started = run.clock.now()
     attempt, wait = prior, None
@@ -161,8 +163,8 @@ def run_sync(run: RunState, sd: StepDef, pos: str, args: Any, kwargs: Any) -> An
         attempt += 1
         if intent:
             run.write_sync(_row(run, pos, sd, "intent", attempt, started))
-        if sd.kind == "effect":
-            run.crash_point("before_effect", pos, sd.name)
+        if crash is not None and sd.kind == "effect":
+            crash.check("before_effect", run.run_id, pos, sd.name)
         token = current.set(None)  # code inside a step is not journalled
         here = in_step.set(RunContext(run.run_id, run.workflow, run.epoch, sd.name, pos, attempt))
         try:
@@ -183,13 +185,14 @@ def run_sync(run: RunState, sd: StepDef, pos: str, args: Any, kwargs: Any) -> An
             in_step.reset(here)
             current.reset(token)
         break
-    if sd.kind == "effect":
-        run.crash_point("after_effect", pos, sd.name)
+    if crash is not None and sd.kind == "effect":
+        crash.check("after_effect", run.run_id, pos, sd.name)
     text = _encode(run, pos, sd.name, value)
     if journalled:
         run.write_sync(_row(run, pos, sd, "done", attempt, started, text))
     run.steps_run += 1
-    run.crash_point("after_journal", pos, sd.name)
+    if crash is not None:
+        crash.check("after_journal", run.run_id, pos, sd.name)
     if sd.compensate is not None:
         run.saga.append(SagaEntry(pos, sd, args, kwargs, value))
     return value
@@ -206,7 +209,9 @@ async def run_async(run: RunState, sd: StepDef, pos: str, args: Any, kwargs: Any
         prior = row.attempts
     journalled = run.strategy != "restart"
     intent = sd.kind == "effect" and run.strategy == "journal_keys"
-    run.crash_point("before_step", pos, sd.name)
+    crash = run.crash  # None outside crash tests: no check calls per step
+    if crash is not None:
+        crash.check("before_step", run.run_id, pos, sd.name)
     kw = _kwargs(run, sd, pos, kwargs)
     started = run.clock.now()
     attempt, wait = prior, None
@@ -214,8 +219,8 @@ async def run_async(run: RunState, sd: StepDef, pos: str, args: Any, kwargs: Any
         attempt += 1
         if intent:
             await run.write(_row(run, pos, sd, "intent", attempt, started))
-        if sd.kind == "effect":
-            run.crash_point("before_effect", pos, sd.name)
+        if crash is not None and sd.kind == "effect":
+            crash.check("before_effect", run.run_id, pos, sd.name)
         token = current.set(None)
         here = in_step.set(RunContext(run.run_id, run.workflow, run.epoch, sd.name, pos, attempt))
         try:
@@ -236,13 +241,14 @@ async def run_async(run: RunState, sd: StepDef, pos: str, args: Any, kwargs: Any
             in_step.reset(here)
             current.reset(token)
         break
-    if sd.kind == "effect":
-        run.crash_point("after_effect", pos, sd.name)
+    if crash is not None and sd.kind == "effect":
+        crash.check("after_effect", run.run_id, pos, sd.name)
     text = _encode(run, pos, sd.name, value)
     if journalled:
         await run.write(_row(run, pos, sd, "done", attempt, started, text))
     run.steps_run += 1
-    run.crash_point("after_journal", pos, sd.name)
+    if crash is not None:
+        crash.check("after_journal", run.run_id, pos, sd.name)
     if sd.compensate is not None:
         run.saga.append(SagaEntry(pos, sd, args, kwargs, value))
     return value
