@@ -211,6 +211,20 @@ def decide(
         rng: randomness for jitter.
     """
     retry, reason, after, _ = policy.check(error)
+    return _decide_checked(policy, attempt, retry, reason, after, elapsed, previous_wait, rng)
+
+
+def _decide_checked(
+    policy: RetryPolicy,
+    attempt: int,
+    retry: bool,
+    reason: str,
+    after: float | None,
+    elapsed: float,
+    previous_wait: float | None,
+    rng: random.Random,
+) -> Step:
+    """``decide`` once ``policy.check(error)`` has answered (the check runs exactly once)."""
     if not retry:
         return Step(False, 0.0, f"not retryable: {reason}")
     if attempt >= policy.max_attempts:

@@ -25,7 +25,7 @@ from typing import Any, ParamSpec, TypeVar, overload
 
 from ..clock import Clock, SystemClock
 from ..errors import TimeoutError_
-from ._policy import Attempt, RetryEvent, RetryPolicy, Step, decide
+from ._policy import Attempt, RetryEvent, RetryPolicy, _decide_checked
 
 __all__ = ["aretry_call", "retry", "retry_call"]
 
@@ -92,15 +92,16 @@ class _Run:
         on_retry: Callable[[RetryEvent], Any] | None,
     ) -> None:
         self.policy = policy
-        self.clock = clock if clock is not None else _SYSTEM
+        c = clock if clock is not None else _SYSTEM
+        self.clock = c
         self.rng = rng if rng is not None else _RNG
         self.hook = on_retry if on_retry is not None else policy.on_retry
         # plain tuples while running; Attempt records are built only if the call gives up
         self.history: list[tuple[int, type[BaseException], str, str, float | None, float]] = []
         self.prev: float | None = None
         self.attempt = 0
-        self.mono = self.clock.monotonic
-        self.start = self.mono()
+        self.mono = mono = c.monotonic
+        self.start = mono()
         if policy.budget is not None:
             policy.budget.record_request()
 
@@ -116,23 +117,32 @@ class _Run:
     def elapsed(self) -> float:
         return self.mono() - self.start
 
-    def after_failure(self, err: BaseException) -> Step:
+    def after_failure(self, err: BaseException) -> float | None:
+        """Record the failed attempt and decide: the wait before the next one, None to give up.
+
+        On give-up the history and the note are attached to ``err`` before returning.
+        """
         p = self.policy
+        n = self.attempt
         elapsed = self.mono() - self.start
-        step = decide(p, self.attempt, err, elapsed, self.prev, self.rng)
-        retry, wait, reason = step
+        retry, reason, after, _ = p.check(err)  # exactly once: a user's retry_on may count
+        if retry and after is None and p.deadline is None and n < p.max_attempts:
+            # the common case, decide()'s last branch with nothing else to check
+            wait = p.backoff.wait(n, self.rng, self.prev)
+        else:
+            retry, wait, reason = _decide_checked(
+                p, n, retry, reason, after, elapsed, self.prev, self.rng
+            )
         if retry and p.budget is not None and not p.budget.try_retry():
             retry, wait, reason = False, 0.0, "the retry budget is empty (an outage?): not retried"
-            step = Step(retry, wait, reason)
-        self.history.append(
-            (self.attempt, type(err), str(err), reason, wait if retry else None, elapsed)
-        )
+        self.history.append((n, type(err), str(err), reason, wait if retry else None, elapsed))
         if self.hook is not None:
-            self.hook(RetryEvent(self.attempt, err, retry, wait, reason, elapsed))
+            self.hook(RetryEvent(n, err, retry, wait, reason, elapsed))
         if not retry:
             self.give_up(err, reason, elapsed)
+            return None
         self.prev = wait
-        return step
+        return wait
 
     def give_up(self, err: BaseException, reason: str, elapsed: float) -> None:
         try:
@@ -162,11 +172,11 @@ def _retry_sync(
     last: BaseException | None = None
     if first is not None:
         run.attempt = 1
-        step = run.after_failure(first)
-        if not step.retry:
+        wait = run.after_failure(first)
+        if wait is None:
             raise first
-        if step.wait > 0:
-            run.clock.sleep(step.wait)
+        if wait > 0:
+            run.clock.sleep(wait)
         last = first
     timed = run.policy.deadline is not None or run.policy.timeout_per_attempt is not None
     while True:
@@ -182,12 +192,12 @@ def _retry_sync(
         try:
             return fn(*args, **kw)
         except Exception as exc:  # the policy decides
-            step = run.after_failure(exc)
-            if not step.retry:
+            wait = run.after_failure(exc)
+            if wait is None:
                 raise
             last = exc
-        if step.wait > 0:
-            run.clock.sleep(step.wait)
+        if wait > 0:
+            run.clock.sleep(wait)
 
 
 def retry_call(
@@ -266,12 +276,12 @@ async def aretry_call(
                     raise TimeoutError_(limit) from exc
                 raise
         except Exception as exc:
-            step = run.after_failure(exc)
-            if not step.retry:
+            wait = run.after_failure(exc)
+            if wait is None:
                 raise
             last = exc
-        if step.wait > 0:
-            await run.clock.asleep(step.wait)
+        if wait > 0:
+            await run.clock.asleep(wait)
 
 
 @overload
