@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _backends import BACKENDS, backend_url
 from hypothesis import settings
 from hypothesis import strategies as hs
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
@@ -26,33 +27,9 @@ from surefoot.errors import ConflictError, StoreUnavailableError
 from surefoot.statebus import Store
 from surefoot.storage.base import StateStore
 
-BACKENDS = ["memory", "sqlite", "postgresql", "redis"]
-
 
 def _url(kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> str:
-    if kind == "memory":
-        return "memory://"
-    if kind == "sqlite":
-        return f"sqlite:///{tmp_path / f'state-{uuid.uuid4().hex[:8]}.db'}"
-    if kind == "postgresql":
-        return _scratch(str(request.getfixturevalue("pg_url")), "schema", request)
-    return _scratch(str(request.getfixturevalue("redis_url")), "prefix", request)
-
-
-def _scratch(base: str, option: str, request: pytest.FixtureRequest) -> str:
-    """A PostgreSQL schema or Redis key prefix of this test only, dropped afterwards."""
-    url = f"{base}?{option}=sf_t_{uuid.uuid4().hex[:12]}"
-
-    def drop() -> None:
-        st: Any = storage.open(url)
-        if option == "schema":
-            st.db.drop_schema()
-        else:
-            st.db.delete_prefix()
-        st.close()
-
-    request.addfinalizer(drop)
-    return url
+    return backend_url(kind, tmp_path, request, "state")
 
 
 @pytest.fixture(params=BACKENDS)

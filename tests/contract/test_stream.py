@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _backends import BACKENDS, backend_url
 
 from surefoot import storage
 from surefoot.errors import (
@@ -26,33 +27,9 @@ from surefoot.errors import (
 )
 from surefoot.storage.base import StreamLog
 
-BACKENDS = ["memory", "sqlite", "postgresql", "redis"]
-
 
 def _url(kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> str:
-    if kind == "memory":
-        return "memory://"
-    if kind == "sqlite":
-        return f"sqlite:///{tmp_path / 'stream.db'}"
-    if kind == "postgresql":
-        return _scratch(str(request.getfixturevalue("pg_url")), "schema", request)
-    return _scratch(str(request.getfixturevalue("redis_url")), "prefix", request)
-
-
-def _scratch(base: str, option: str, request: pytest.FixtureRequest) -> str:
-    """A PostgreSQL schema or Redis key prefix of this test only, dropped afterwards."""
-    url = f"{base}?{option}=sf_t_{uuid.uuid4().hex[:12]}"
-
-    def drop() -> None:
-        st: Any = storage.open(url)
-        if option == "schema":
-            st.db.drop_schema()
-        else:
-            st.db.delete_prefix()
-        st.close()
-
-    request.addfinalizer(drop)
-    return url
+    return backend_url(kind, tmp_path, request, "stream")
 
 
 @pytest.fixture(params=BACKENDS)
