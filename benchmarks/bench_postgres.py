@@ -10,7 +10,7 @@
   of the shared machine hits all alike; medians of the rounds. Targets: surefoot <= 1.5x
   the floor per step and >= 4x faster than DBOS;
 * **workers**: workflows per second of the 7-step agent (FakeLLM, zero latency) with 1, 2
-  and 4 worker processes (``python -m surefoot.durable.agent.worker``) on one schema; the
+  and 4 worker processes (``python -m surefoot.lab.agent.worker``) on one schema; the
   ledger must show no duplicate effect and no repeated model call;
 * **backends**: versioned writes/s (``StateStore.write(expect=version)``) and stream
   appends/s with message ids on Redis, PostgreSQL and SQLite (``synchronous=FULL``). Each
@@ -44,7 +44,7 @@ from typing import Any
 import psycopg
 
 from surefoot import durable, storage
-from surefoot.durable import agent
+from surefoot.lab import agent
 
 PG = os.environ.get("SUREFOOT_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
 REDIS = os.environ.get("SUREFOOT_REDIS_URL", "redis://127.0.0.1:6379/0")
@@ -180,7 +180,7 @@ def bench_workers(pg: str, runs: int, counts: list[int], folder: Path) -> list[d
                 [
                     sys.executable,
                     "-m",
-                    "surefoot.durable.agent.worker",
+                    "surefoot.lab.agent.worker",
                     "--db",
                     url,
                     "--ledger",

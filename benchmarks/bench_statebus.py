@@ -27,7 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from surefoot import storage
-from surefoot.statebus import Store, Stream, shared
+from surefoot.lab.statebus import shared
+from surefoot.statebus import Store, Stream
 
 
 def _rate(n: int, fn: Callable[[], None]) -> float:

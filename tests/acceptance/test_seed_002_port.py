@@ -9,8 +9,8 @@ import dbos  # installed by `make test` (the `engines` extra): this test must no
 import pytest
 
 from surefoot import lab
-from surefoot.durable.agent import STEPS, port_dbos
 from surefoot.errors import ConfigError, MissingExtraError
+from surefoot.lab.agent import STEPS, port_dbos
 
 
 def run(exp_id: str, model: str = lab.FAKE_MODEL, **kwargs: Any) -> lab.LabResult:

@@ -13,7 +13,8 @@ import pytest
 from click.testing import CliRunner
 
 from surefoot.cli import cli
-from surefoot.lab import context, get, scaleout
+from surefoot.lab import context, get
+from surefoot.lab.durable import scaleout
 
 pytestmark = [pytest.mark.services, pytest.mark.crash]
 

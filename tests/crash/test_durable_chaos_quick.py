@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from surefoot.durable.agent.chaos import ChaosConfig, run_chaos
+from surefoot.lab.agent.chaos import ChaosConfig, run_chaos
 
 pytestmark = pytest.mark.crash
 

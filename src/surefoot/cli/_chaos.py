@@ -71,7 +71,7 @@ def chaos(
     )
     with tempfile.TemporaryDirectory(prefix="surefoot-chaos-") as tmp, status:
         # Imported here so `surefoot --help` and `lab list` don't load the chaos harness.
-        from ..lab.scaleout import chaos_run
+        from ..lab.durable.scaleout import chaos_run
 
         out = chaos_run(
             db,

@@ -142,14 +142,7 @@ def experiment(
 
 
 def _load() -> None:
-    from . import (  # noqa: F401 - registers experiments
-        durable,
-        port,
-        resilience,
-        scaleout,
-        statebus,
-        statebus_trust,
-    )
+    from . import durable, resilience, statebus  # noqa: F401 - registers experiments
 
 
 _GROUPS = ("resilience", "durable", "statebus")

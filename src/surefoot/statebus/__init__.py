@@ -1,10 +1,10 @@
 """Shared state and messages between agents: nothing lost, nothing done twice.
 
 ``Store`` holds versioned keys (per-key versions and a global revision) with each entry's
-author and trust set by the runtime; ``shared`` simulates a team of agents under the policies
-``last_writer_wins``, ``optimistic``, ``locked`` and ``partitioned``; ``messages`` delivers
-over a lossy ``Channel``; ``Stream`` is an append-only log with ids, consumers and dead
-letters (SQLite: many processes on one file).
+author and trust set by the runtime; ``Stream`` is an append-only log with ids, consumers and
+dead letters (SQLite: many processes on one file); ``priority``, ``vote`` and ``judge``
+resolve disagreeing proposals; trust labels and the ``SinkPolicy`` keep untrusted text out
+of consequential calls. The course's simulators moved to ``surefoot.lab.statebus``.
 """
 
 from __future__ import annotations
@@ -16,20 +16,7 @@ from ..errors import (
     ScopeError,
     TrustError,
 )
-from . import messages, shared
-from ._channel import Channel
-from ._realagents import RealAgentsReport, run_real_agents
-from ._resolvers import (
-    Proposal,
-    Resolution,
-    ResolverStats,
-    judge,
-    judge_responder,
-    predicted_accuracy,
-    priority,
-    simulate,
-    vote,
-)
+from ._resolvers import ChatClient, Proposal, Resolution, judge, priority, vote
 from ._store import TRUST_LEVELS, AgentSession, AgentSpec, Entry, Lease, LostUpdate, Store
 from ._stream import Consumer, DeadLetter, Message, Stream, StreamEntry
 from ._trust import (
@@ -50,7 +37,7 @@ __all__ = [
     "TRUST_LEVELS",
     "AgentSession",
     "AgentSpec",
-    "Channel",
+    "ChatClient",
     "ConflictError",
     "Consumer",
     "DeadLetter",
@@ -63,9 +50,7 @@ __all__ = [
     "LostUpdate",
     "Message",
     "Proposal",
-    "RealAgentsReport",
     "Resolution",
-    "ResolverStats",
     "SchemaViolationError",
     "ScopeError",
     "SinkPolicy",
@@ -75,17 +60,11 @@ __all__ = [
     "TrustError",
     "derive",
     "judge",
-    "judge_responder",
     "label_of",
     "labeled",
-    "messages",
-    "predicted_accuracy",
     "priority",
     "reject_label_fields",
     "render",
-    "run_real_agents",
-    "shared",
-    "simulate",
     "trusted",
     "vote",
     "write_labeled",

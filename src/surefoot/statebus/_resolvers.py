@@ -10,9 +10,7 @@ Three rules, each a function of the proposals (the seed's hint):
   the proposals disagree, none when they agree.
 
 Each returns a :class:`Resolution` that says which rule decided, how many model calls it
-made and whether it abstained. :func:`predicted_accuracy` gives the closed-form accuracy and
-call cost of each rule for independent agents of given accuracies, and :func:`simulate`
-measures the same numbers on seeded trials, so the two can be compared side by side.
+made and whether it abstained.
 """
 
 from __future__ import annotations
@@ -21,9 +19,8 @@ import json
 import random
 import re
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from itertools import product
 from typing import Any, Protocol
 
 from ..errors import ConfigError
@@ -32,12 +29,8 @@ __all__ = [
     "ChatClient",
     "Proposal",
     "Resolution",
-    "ResolverStats",
     "judge",
-    "judge_responder",
-    "predicted_accuracy",
     "priority",
-    "simulate",
     "vote",
 ]
 
@@ -198,158 +191,3 @@ def judge(
         return Resolution(None, "judge", calls=1, abstained=True)
     value = candidates[int(m.group()) - 1]
     return Resolution(value, "judge", calls=1, chosen_from=_from(proposals, value))
-
-
-def judge_responder(
-    truth: Callable[[str], Any], accuracy: float, seed: int
-) -> Callable[[list[dict[str, Any]]], str]:
-    """A ``FakeLLM`` responder that judges with an assumed accuracy.
-
-    It reads the field and the numbered candidates from the prompt, looks the right value up
-    with ``truth(field)`` (the simulation's ground truth, which a real judge would not
-    have), and answers its number with probability ``accuracy``, otherwise the number of a
-    wrong candidate. If the right value is not among the candidates it answers at random.
-    """
-    if not 0.0 <= accuracy <= 1.0:
-        raise ConfigError(f"accuracy must be in [0, 1], got {accuracy!r}")
-    rng = random.Random(seed)
-
-    def respond(messages: list[dict[str, Any]]) -> str:
-        text = str(messages[-1]["content"])
-        fld = text.split("\n", 1)[0].removeprefix("Field: ")
-        cands = re.findall(r"^(\d+)\. (.*)$", text, flags=re.M)
-        right = repr(truth(fld))
-        good = [n for n, c in cands if c == right]
-        bad = [n for n, c in cands if c != right]
-        if good and (not bad or rng.random() < accuracy):
-            return str(good[0])
-        return str(rng.choice(bad))
-
-    return respond
-
-
-def _prob(accs: Sequence[float], right: Sequence[bool]) -> float:
-    out = 1.0
-    for a, r in zip(accs, right, strict=True):
-        out *= a if r else 1.0 - a
-    return out
-
-
-def predicted_accuracy(
-    rule: str, accuracies: Sequence[float], judge_accuracy: float = 1.0
-) -> tuple[float, float]:
-    """Closed-form accuracy and expected resolver calls per field.
-
-    The model: agent ``i`` (ranked in the given order) proposes the true value with
-    probability ``accuracies[i]``, independently; a wrong agent proposes *the* wrong value
-    (one shared plausible mistake: the hard case for voting, since wrong agents agree).
-
-    - priority: ``p1``.
-    - vote (ties to the higher rank): the sum, over every right/wrong pattern, of its
-      probability when more agents are right than wrong, or when tied and the top-ranked
-      agent is right. With two agents this equals ``p1``: a 1-1 split is a tie.
-    - judge: ``P(all right) + P(split) * q`` where ``q`` is the judge's accuracy, and one
-      call per split field: ``P(split) = 1 - P(all right) - P(all wrong)``.
-
-    Returns:
-        ``(accuracy, resolver_calls_per_field)``.
-    """
-    if rule not in RULES:
-        raise ConfigError(f"rule must be one of {RULES}, got {rule!r}")
-    if not accuracies or not all(0.0 <= a <= 1.0 for a in accuracies):
-        raise ConfigError(f"accuracies must be probabilities, got {list(accuracies)!r}")
-    if len(accuracies) > 16:
-        raise ConfigError(
-            f"the closed form enumerates 2**n outcomes; n={len(accuracies)} agents is too many "
-            "(at most 16). Use simulate() for larger teams."
-        )
-    if rule == "priority":
-        return accuracies[0], 0.0
-    all_right = _prob(accuracies, [True] * len(accuracies))
-    all_wrong = _prob(accuracies, [False] * len(accuracies))
-    if rule == "judge":
-        split = 1.0 - all_right - all_wrong
-        return all_right + split * judge_accuracy, split
-    acc = 0.0
-    for pattern in product((True, False), repeat=len(accuracies)):
-        n_right = sum(pattern)
-        n_wrong = len(pattern) - n_right
-        if n_right > n_wrong or (n_right == n_wrong and pattern[0]):
-            acc += _prob(accuracies, pattern)
-    return acc, 0.0
-
-
-@dataclass(slots=True)
-class ResolverStats:
-    """Measured outcome of one rule over many fields."""
-
-    rule: str
-    trials: int = 0
-    correct: int = 0
-    abstained: int = 0
-    resolver_calls: int = 0
-    proposal_calls: int = 0
-    agreements: int = 0
-
-    @property
-    def accuracy(self) -> float:
-        return self.correct / self.trials if self.trials else 0.0
-
-    @property
-    def calls_per_field(self) -> float:
-        return self.resolver_calls / self.trials if self.trials else 0.0
-
-
-def simulate(
-    accuracies: Sequence[float],
-    *,
-    trials: int,
-    seed: int,
-    llm: ChatClient | None = None,
-    judge_accuracy: float = 1.0,
-) -> dict[str, ResolverStats]:
-    """Measure every rule on ``trials`` seeded fields with a known right value.
-
-    Each agent proposes the right value with its accuracy, otherwise the field's one wrong
-    value (the model of :func:`predicted_accuracy`). All three rules resolve the same
-    proposals. The judge uses ``llm`` when given (for example a ``FakeLLM`` with
-    :func:`judge_responder`, whose calls are counted inside the fake); otherwise an
-    in-process judge with ``judge_accuracy`` whose every split counts as the one call a
-    model judge would make. Proposal calls count one
-    model call per agent per field, the cost every rule shares.
-
-    Raises:
-        ConfigError: ``trials < 1`` or accuracies outside [0, 1].
-    """
-    if trials < 1:
-        raise ConfigError(f"trials must be >= 1, got {trials}")
-    predicted_accuracy("vote", accuracies)  # validates
-    agents = [f"agent{i}" for i in range(len(accuracies))]
-    rng = random.Random(seed)
-    judge_rng = random.Random(seed + 1)
-    stats = {r: ResolverStats(r) for r in RULES}
-    for t in range(trials):
-        right, wrong = f"v{t}", f"w{t}"
-        props = [
-            Proposal(a, right if rng.random() < acc else wrong)
-            for a, acc in zip(agents, accuracies, strict=True)
-        ]
-        agree = len({p.value for p in props}) == 1
-        results = [priority(props, agents), vote(props, agents)]
-        if llm is not None:
-            results.append(judge(props, llm, field=f"f{t}", rng=judge_rng))
-        elif agree:
-            results.append(Resolution(props[0].value, "judge"))
-        else:
-            # stands for the one call a model judge would make
-            pick = right if judge_rng.random() < judge_accuracy else wrong
-            results.append(Resolution(pick, "judge", calls=1))
-        for res in results:
-            s = stats[res.rule]
-            s.trials += 1
-            s.correct += res.value == right
-            s.abstained += res.abstained
-            s.resolver_calls += res.calls
-            s.proposal_calls += len(props)
-            s.agreements += agree
-    return stats

@@ -108,15 +108,15 @@ def test_chaos_without_a_kill_fails_and_asks_for_an_in_flight_kill(
 ) -> None:
     """--max-kills > 0 asks the harness to kill in flight; 0 kills then is exit 1, said so."""
     calls: list[dict[str, Any]] = []
-    monkeypatch.setattr("surefoot.lab.scaleout.chaos_run", _fake_chaos(calls, kills=0))
+    monkeypatch.setattr("surefoot.lab.durable.scaleout.chaos_run", _fake_chaos(calls, kills=0))
     db = f"sqlite:///{tmp_path / 'c.db'}"
     args = ["chaos", "--db", db, "--workers", "2", "--runs", "10", "--no-restart"]
     code, out, err = run_cli(capsys, *args, "--max-kills", "2")
     assert code == 1 and calls[0]["kill_in_flight_first"] is True
     assert "0 of at most 2" in out and "no worker was SIGKILLed" in err
-    monkeypatch.setattr("surefoot.lab.scaleout.chaos_run", _fake_chaos(calls, kills=1))
+    monkeypatch.setattr("surefoot.lab.durable.scaleout.chaos_run", _fake_chaos(calls, kills=1))
     assert run_cli(capsys, *args, "--max-kills", "2")[0] == 0
-    monkeypatch.setattr("surefoot.lab.scaleout.chaos_run", _fake_chaos(calls, kills=0))
+    monkeypatch.setattr("surefoot.lab.durable.scaleout.chaos_run", _fake_chaos(calls, kills=0))
     assert run_cli(capsys, *args, "--max-kills", "0")[0] == 0  # none allowed, none needed
     assert calls[-1]["kill_in_flight_first"] is False
 
@@ -126,7 +126,7 @@ def test_chaos_refuses_a_json_path_in_a_missing_folder_before_running(
 ) -> None:
     """--json into a folder that does not exist: one line, exit 1, nothing run."""
     calls: list[dict[str, Any]] = []
-    monkeypatch.setattr("surefoot.lab.scaleout.chaos_run", _fake_chaos(calls, kills=1))
+    monkeypatch.setattr("surefoot.lab.durable.scaleout.chaos_run", _fake_chaos(calls, kills=1))
     bad = tmp_path / "nonexistent" / "dir" / "x.json"
     code, _, err = run_cli(
         capsys, "chaos", "--db", f"sqlite:///{tmp_path / 'c.db'}", "--json", str(bad)

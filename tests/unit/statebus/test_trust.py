@@ -11,6 +11,7 @@ from hypothesis import strategies as st_
 
 from surefoot.codec import dumps, loads
 from surefoot.errors import ConfigError, TrustError
+from surefoot.lab.statebus.injection import visible_entries
 from surefoot.statebus import (
     Endorser,
     Entry,
@@ -26,7 +27,6 @@ from surefoot.statebus import (
     trusted,
     write_labeled,
 )
-from surefoot.statebus.injection import visible_entries
 
 
 def _team(url: str = "memory://") -> Store:

@@ -9,8 +9,8 @@ from typing import Any
 
 from ...clock import Clock, FakeClock
 from ...durable import POINTS, App
-from ...durable.agent import STEPS, AgentServices, build_agent
 from .._registry import LabContext
+from ..agent import STEPS, AgentServices, build_agent
 
 __all__ = ["SEED_FILE", "STRATEGIES", "_agent", "_crash_points", "_tasks_on", "_until"]
 

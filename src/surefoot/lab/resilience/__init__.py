@@ -10,9 +10,9 @@ The modules are imported in the course's order (Easy, Medium, Hard): that is the
 from __future__ import annotations
 
 # isort: off
-from . import _easy  # noqa: F401 - registers the experiments
-from . import _medium  # noqa: F401
-from . import _hard  # noqa: F401
+from . import waits  # noqa: F401 - registers the experiments
+from . import timeouts  # noqa: F401
+from . import outages  # noqa: F401
 # isort: on
 
 __all__: list[str] = []

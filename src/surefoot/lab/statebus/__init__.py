@@ -1,36 +1,28 @@
 """Lab experiments for surefoot.statebus (seed 000), registered on import.
 
-Each experiment answers one exercise's "Done when" with measured tables, using only the
-public API of ``surefoot.statebus``. The model is the seeded FakeLLM unless said otherwise.
-The modules are imported in the course's order (Easy, Medium, Hard 1 = real agents), which
-is the order the experiments register and run in; the resolver and trust experiments (Hard 2
-and 3) live in ``surefoot.lab.statebus_trust`` and register after them.
+Each experiment answers one exercise's "Done when" with measured tables, using the public
+API of ``surefoot.statebus`` and the course's simulators, which live here too: ``shared``
+(the tick simulator of a team under ``last_writer_wins``, ``optimistic``, ``locked`` and
+``partitioned``; its engine is ``simulator``), ``messages`` (delivery over the lossy
+``channel.Channel``), ``real_agents`` (real agent processes), ``resolvers`` (the resolver
+simulation and its closed form) and ``injection`` (the attack corpus, its harness and models).
+The model is the seeded FakeLLM unless said otherwise.
+
+The modules are imported in the course's order (Easy: ``policies``; Medium: ``delivery``;
+Hard 1-3: ``real_agents``, ``resolvers``, ``injection``), which is the order the experiments
+register and run in, so the imports below must not be sorted.
 """
 
 from __future__ import annotations
 
-import importlib
+# isort: off
+from . import policies  # noqa: F401 - registers the experiments
+from . import delivery  # noqa: F401
+from . import real_agents  # noqa: F401
+from . import resolvers  # noqa: F401
+from . import injection  # noqa: F401
 
+# isort: on
 from ._common import SEED_FILE
-from ._easy import duplicates, lost_update, policies
-from ._medium import backoff, dead_letters, partition
-from ._real_agents import real_agents
 
-__all__ = [
-    "SEED_FILE",
-    "backoff",
-    "dead_letters",
-    "duplicates",
-    "lost_update",
-    "partition",
-    "policies",
-    "real_agents",
-]
-
-
-def _load_trust() -> None:
-    """Register the trust and resolver experiments, which live in their own module."""
-    importlib.import_module("surefoot.lab.statebus_trust")
-
-
-_load_trust()
+__all__ = ["SEED_FILE"]

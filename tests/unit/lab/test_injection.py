@@ -13,8 +13,7 @@ from typing import Any
 import pytest
 
 from surefoot.errors import ConfigError
-from surefoot.llm import ChatCompletion, Choice, Message, ProviderError, Usage
-from surefoot.statebus.injection import (
+from surefoot.lab.statebus.injection import (
     ATTACKS,
     MISSES,
     MITIGATIONS,
@@ -29,6 +28,7 @@ from surefoot.statebus.injection import (
     run_corpus,
     visible_entries,
 )
+from surefoot.llm import ChatCompletion, Choice, Message, ProviderError, Usage
 
 BY_NAME = {m.name: m for m in MITIGATIONS}
 NONE, SCHEMA, SCOPED, SPOT = (

@@ -3,7 +3,7 @@
 ::
 
     SUREFOOT_AGENT_LEDGER=ledger.db surefoot worker --db sqlite:///runs.db \
-        --app surefoot.durable.agent.app:app
+        --app surefoot.lab.agent.app:app
 
 The journal URL comes from the worker's ``--db`` (or ``SUREFOOT_DB``); the services read
 ``SUREFOOT_AGENT_*`` on first use (see ``AgentServices.from_env``).
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 
-from .._app import App
+from ...durable import App
 from ._services import AgentServices
 from ._workflow import build_agent
 

@@ -23,9 +23,9 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ..clock import FakeClock
-from ..errors import ConfigError, ConflictError
-from ._store import AgentSession, Lease, Store
+from ...clock import FakeClock
+from ...errors import ConfigError, ConflictError
+from ...statebus import AgentSession, Lease, Store
 
 __all__ = [
     "POLICIES",
@@ -166,7 +166,7 @@ def run(
     """
     _check(policy, agents, items, think)
     if llm is None:
-        from ..llm import FakeLLM
+        from ...llm import FakeLLM
 
         llm = FakeLLM(seed=seed)
     if store is None:
@@ -378,7 +378,7 @@ def assign(
     if policy not in ("partitioned", "optimistic"):
         raise ConfigError(f"assign supports 'partitioned' and 'optimistic', got {policy!r}")
     if llm is None:
-        from ..llm import FakeLLM
+        from ...llm import FakeLLM
 
         llm = FakeLLM(seed=seed)
     rng = random.Random(seed)

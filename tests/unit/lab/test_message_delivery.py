@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from surefoot.errors import ConfigError
-from surefoot.statebus import Channel, messages
+from surefoot.lab.statebus import messages
+from surefoot.lab.statebus.channel import Channel
 
 
 def test_at_most_once_sends_once_and_loses_some() -> None:

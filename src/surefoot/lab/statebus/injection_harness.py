@@ -29,12 +29,29 @@ from typing import Any
 
 from ...errors import ConfigError, SchemaViolationError, ScopeError, TrustError
 from ...llm import FakeLLM
-from .._resolvers import ChatClient
-from .._store import Entry, Store
-from .._trust import Label, Labeled, SinkPolicy, label_of, reject_label_fields, render
-from ._corpus import AGENTS, ATTACKS, BACKGROUND, CONSEQUENTIAL, MISSES, SCHEMAS, TASKS, Attack
-from ._corpus import Task as TaskSpec
-from ._model import ObedientModel, parse_calls, visible_entries
+from ...statebus import (
+    ChatClient,
+    Entry,
+    Label,
+    Labeled,
+    SinkPolicy,
+    Store,
+    label_of,
+    reject_label_fields,
+    render,
+)
+from .injection_corpus import (
+    AGENTS,
+    ATTACKS,
+    BACKGROUND,
+    CONSEQUENTIAL,
+    MISSES,
+    SCHEMAS,
+    TASKS,
+    Attack,
+)
+from .injection_corpus import Task as TaskSpec
+from .injection_model import ObedientModel, parse_calls, visible_entries
 
 __all__ = [
     "MITIGATIONS",

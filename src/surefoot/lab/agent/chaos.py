@@ -27,9 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ...durable import STRATEGIES, TERMINAL, App
 from ...errors import ConfigError
-from .._app import App
-from .._types import STRATEGIES, TERMINAL
 from ._ledger import Ledger
 from ._run import start_agent
 from ._services import AgentServices
@@ -69,7 +68,7 @@ class ChaosConfig:
         lease: the workers' lease in seconds.
         latency / reply_latency: the fake services' delays (seconds).
         worker_cmd: ``f(worker_id) -> argv`` to start a worker another way (e.g.
-            ``surefoot worker --app surefoot.durable.agent.app:app``); the ledger and
+            ``surefoot worker --app surefoot.lab.agent.app:app``); the ledger and
             latencies are passed in ``SUREFOOT_AGENT_*`` environment variables too.
         logdir: where worker output goes (default: next to the ledger).
     """
@@ -175,7 +174,7 @@ class WorkerProcesses:
         return [
             sys.executable,
             "-m",
-            "surefoot.durable.agent.worker",
+            "surefoot.lab.agent.worker",
             "--db",
             c.db,
             "--ledger",

@@ -14,10 +14,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from ...durable import App, Workflow, current_run
 from ...errors import ConfigError
-from .._app import App
-from .._current import current_run
-from .._versions import Workflow
 from ._services import AgentServices
 
 __all__ = ["APPROVE", "STEPS", "VERSIONS", "WORKFLOW", "build_agent"]

@@ -7,9 +7,11 @@ import uuid
 from typing import Any
 
 from ...clock import FakeClock
-from ...statebus import Channel, Stream, messages, shared
+from ...statebus import Stream
 from .._registry import NO_MODEL, LabContext, LabResult, Table, experiment
+from . import messages, shared
 from ._common import SEED_FILE, _r
+from .channel import Channel
 
 
 @experiment(

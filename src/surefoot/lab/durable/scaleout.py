@@ -22,12 +22,12 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from .. import storage
-from ..durable import App
-from ..durable.agent import APPROVE, STEPS, Ledger
-from ..durable.agent.chaos import ChaosConfig, ChaosReport, run_chaos
-from ..errors import ConfigError, StoreUnavailableError
-from ._registry import NO_MODEL, LabContext, LabResult, Table, experiment
+from ... import storage
+from ...durable import App
+from ...errors import ConfigError, StoreUnavailableError
+from .._registry import NO_MODEL, LabContext, LabResult, Table, experiment
+from ..agent import APPROVE, STEPS, Ledger
+from ..agent.chaos import ChaosConfig, ChaosReport, run_chaos
 
 __all__ = ["PostgresChaos", "chaos_run", "find_restart_command", "run_consistency"]
 

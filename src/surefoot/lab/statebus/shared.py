@@ -10,8 +10,8 @@ The names of the course's ``mini-statebus``::
 
 from __future__ import annotations
 
-from ._sim import POLICIES, MergeCost, RunReport, assign, averaged, merge_sections, run
-from ._store import Entry, Store
+from ...statebus import Entry, Store
+from .simulator import POLICIES, MergeCost, RunReport, assign, averaged, merge_sections, run
 
 __all__ = [
     "POLICIES",

@@ -1,4 +1,4 @@
-"""A worker process for the agent: ``python -m surefoot.durable.agent.worker --db URL …``.
+"""A worker process for the agent: ``python -m surefoot.lab.agent.worker --db URL …``.
 
 It builds a ``durable.App`` on the journal URL, registers the agent (both versions) with
 services that record into ``--ledger``, and runs a ``durable.Worker`` until SIGTERM/SIGINT
@@ -15,8 +15,7 @@ import sys
 import threading
 from typing import Any
 
-from .._app import App
-from .._worker import Worker
+from ...durable import App, Worker
 from ._services import AgentServices
 from ._workflow import build_agent
 
@@ -25,7 +24,7 @@ __all__ = ["main", "parser"]
 
 def parser() -> argparse.ArgumentParser:
     """The command line of an agent worker."""
-    p = argparse.ArgumentParser(prog="python -m surefoot.durable.agent.worker")
+    p = argparse.ArgumentParser(prog="python -m surefoot.lab.agent.worker")
     p.add_argument("--db", required=True, help="journal URL (sqlite:///runs.db, postgresql://…)")
     p.add_argument("--ledger", required=True, help="the fake services' ledger file")
     p.add_argument("--worker-id", default=None, help="name in leases (default host:pid)")

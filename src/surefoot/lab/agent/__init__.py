@@ -3,7 +3,7 @@
 ::
 
     from surefoot import durable
-    from surefoot.durable import agent
+    from surefoot.lab import agent
 
     app = durable.App("sqlite:///runs.db")
     services = agent.AgentServices("ledger.db")      # counts what the fakes receive
@@ -12,7 +12,7 @@
     print(handle.result(timeout=30))
     print(services.ledger.totals())                  # model calls, tokens, duplicate posts
 
-``surefoot.durable.agent.chaos`` runs the agent in real worker processes and kills them.
+``surefoot.lab.agent.chaos`` runs the agent in real worker processes and kills them.
 """
 
 from __future__ import annotations

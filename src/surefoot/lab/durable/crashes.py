@@ -6,9 +6,9 @@ import random
 from typing import Any
 
 from ...durable import POINTS, CrashPlan, SimulatedCrash
-from ...durable.agent import STEPS, start_agent
-from ...durable.agent.chaos import ChaosConfig, kill_mid_run
 from .._registry import NO_MODEL, LabContext, LabResult, Table, experiment
+from ..agent import STEPS, start_agent
+from ..agent.chaos import ChaosConfig, kill_mid_run
 from ._common import SEED_FILE, STRATEGIES, _agent, _crash_points
 
 

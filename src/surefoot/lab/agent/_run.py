@@ -4,9 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._app import App
-from .._handle import RunHandle
-from .._versions import Workflow
+from ...durable import App, RunHandle, Workflow
 from ._workflow import APPROVE
 
 __all__ = ["approve", "start_agent"]

@@ -20,8 +20,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import ConfigError
-from ._channel import Channel
+from ...errors import ConfigError
+from .channel import Channel
 
 __all__ = [
     "POLICIES",

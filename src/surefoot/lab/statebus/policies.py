@@ -5,9 +5,11 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from ...statebus import Channel, ConflictError, Store, messages, shared
+from ...statebus import ConflictError, Store
 from .._registry import NO_MODEL, LabContext, LabResult, Table, experiment
+from . import messages, shared
 from ._common import _COUNTS, SEED_FILE, _r
+from .channel import Channel
 
 
 @experiment(

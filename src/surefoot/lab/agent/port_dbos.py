@@ -10,7 +10,7 @@ the services received is counted outside the worker exactly as for surefoot's ag
 
 A worker process::
 
-    python -m surefoot.durable.agent.port_dbos --sysdb sqlite:////tmp/dbos.db \
+    python -m surefoot.lab.agent.port_dbos --sysdb sqlite:////tmp/dbos.db \
         --ledger /tmp/ledger.db --start r-1 --question "why is the sky blue?"
 
 launches DBOS (which recovers this executor's pending workflows), starts run ``r-1`` if
@@ -170,7 +170,7 @@ def register(services: Callable[[], AgentServices]) -> Any:
 
 def parser() -> argparse.ArgumentParser:
     """The command line of a DBOS agent worker."""
-    p = argparse.ArgumentParser(prog="python -m surefoot.durable.agent.port_dbos")
+    p = argparse.ArgumentParser(prog="python -m surefoot.lab.agent.port_dbos")
     p.add_argument("--sysdb", required=True, help="DBOS system database URL (sqlite:///…)")
     p.add_argument("--ledger", required=True, help="the fake services' ledger file")
     p.add_argument("--start", default=None, help="start this run id after launch")
@@ -375,7 +375,7 @@ def kill_dbos_mid_run(
     dbos = dbos_module()
     url = "sqlite:///" + os.fspath(sysdb_path)
     ledger = Ledger(ledger_path)
-    argv = [sys.executable, "-m", "surefoot.durable.agent.port_dbos", "--sysdb", url]
+    argv = [sys.executable, "-m", "surefoot.lab.agent.port_dbos", "--sysdb", url]
     argv += ["--ledger", os.fspath(ledger_path), "--seed", str(seed)]
     argv += ["--latency", str(latency), "--reply-latency", str(reply_latency)]
     worker = _Worker(argv, Path(os.fspath(ledger_path) + ".worker.log"))

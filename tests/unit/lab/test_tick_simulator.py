@@ -9,8 +9,10 @@ import pytest
 
 from surefoot.clock import FakeClock
 from surefoot.errors import ConfigError
+from surefoot.lab.statebus import shared
+from surefoot.lab.statebus.real_agents import run_real_agents
 from surefoot.llm import FakeLLM
-from surefoot.statebus import Store, run_real_agents, shared
+from surefoot.statebus import Store
 
 
 def test_last_writer_wins_loses_findings_without_an_error() -> None:

@@ -14,12 +14,12 @@ import random
 import time
 from typing import Any
 
-from ..durable import App
-from ..durable.agent import STEPS, AgentServices, Ledger, build_agent, start_agent
-from ..durable.agent.chaos import ChaosConfig, WorkerProcesses, kill_mid_run
-from ..durable.agent.port_dbos import PortKillReport, dbos_module, kill_dbos_mid_run
-from ..errors import MissingExtraError
-from ._registry import NO_MODEL, LabContext, LabResult, Table, experiment
+from ...durable import App
+from ...errors import MissingExtraError
+from .._registry import NO_MODEL, LabContext, LabResult, Table, experiment
+from ..agent import STEPS, AgentServices, Ledger, build_agent, start_agent
+from ..agent.chaos import ChaosConfig, WorkerProcesses, kill_mid_run
+from ..agent.port_dbos import PortKillReport, dbos_module, kill_dbos_mid_run
 
 SEED_FILE = "002_91829255f3db9460.txt"
 KILL_POINTS = STEPS[1:6]

@@ -8,10 +8,10 @@ from typing import Any
 
 from ...clock import Clock, FakeClock, SystemClock
 from ...durable import App, Worker
-from ...durable.agent import AgentServices, approve, build_agent, start_agent
-from ...durable.agent.chaos import ChaosConfig, run_chaos
 from ...errors import RunFailedError
 from .._registry import LabContext, LabResult, Table, experiment
+from ..agent import AgentServices, approve, build_agent, start_agent
+from ..agent.chaos import ChaosConfig, run_chaos
 from ._common import SEED_FILE, _agent, _tasks_on, _until
 
 

@@ -9,7 +9,8 @@ import pytest
 
 from surefoot import FakeClock
 from surefoot.durable import App, CrashPlan, SimulatedCrash
-from surefoot.durable.agent import (
+from surefoot.errors import ConfigError, RunConflictError, TimeoutError_
+from surefoot.lab.agent import (
     STEPS,
     AgentServices,
     Ledger,
@@ -17,8 +18,7 @@ from surefoot.durable.agent import (
     build_agent,
     start_agent,
 )
-from surefoot.durable.agent.chaos import ChaosConfig, repeated_after_journal
-from surefoot.errors import ConfigError, RunConflictError, TimeoutError_
+from surefoot.lab.agent.chaos import ChaosConfig, repeated_after_journal
 
 
 @pytest.fixture
