@@ -147,6 +147,14 @@ def agent_process(cfg: dict[str, Any]) -> dict[str, Any]:
     return {"agent": agent, "retries": retries, "model_calls": llm.calls, "dedup_hits": dedup}
 
 
+# Not ``python -m`` on this module: that would import it twice (as the package's submodule
+# and as ``__main__``) and register the experiment twice.
+_AGENT_MAIN = (
+    "import json, sys; from surefoot.lab.statebus.real_agents import agent_process; "
+    "print(json.dumps(agent_process(json.loads(sys.argv[1]))))"
+)
+
+
 def run_real_agents(
     mode: str,
     workdir: str | Path,
@@ -256,14 +264,6 @@ def run_real_agents(
         seconds=seconds,
         per_agent=results,
     )
-
-
-# Not ``python -m`` on this module: that would import it twice (as the package's submodule
-# and as ``__main__``) and register the experiment twice.
-_AGENT_MAIN = (
-    "import json, sys; from surefoot.lab.statebus.real_agents import agent_process; "
-    "print(json.dumps(agent_process(json.loads(sys.argv[1]))))"
-)
 
 
 @experiment(
