@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test lint typecheck unit bench clean
+.PHONY: run test lint typecheck unit bench dist clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -44,5 +44,9 @@ bench: $(VENV)/.bench-installed
 	$(BIN)/python benchmarks/bench_statebus.py
 	$(BIN)/python benchmarks/bench_postgres.py
 
+dist: | $(BIN)/python
+	$(BIN)/python -m pip wheel --no-deps --quiet -w dist .
+	@ls dist/*.whl
+
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache lab-report.md lab-report.json
+	rm -rf $(VENV) dist .mypy_cache .ruff_cache .pytest_cache lab-report.md lab-report.json
