@@ -25,6 +25,7 @@ import json
 import types
 import typing
 import uuid
+import weakref
 from typing import Any
 
 from .codec import TAG, _hook, error_from_data, type_name
@@ -60,13 +61,22 @@ def _is_namedtuple(tp: Any) -> bool:
     return isinstance(tp, type) and issubclass(tp, tuple) and hasattr(tp, "_fields")
 
 
+_hint_cache: weakref.WeakKeyDictionary[type, dict[str, Any]] = weakref.WeakKeyDictionary()
+
+
 def _hints(tp: type, where: str | None) -> dict[str, Any]:
+    """The resolved field annotations of a class (cached: ``get_type_hints`` is slow)."""
+    hints = _hint_cache.get(tp)
+    if hints is not None:
+        return hints
     try:
-        return typing.get_type_hints(tp, include_extras=True)
+        hints = typing.get_type_hints(tp, include_extras=True)
     except Exception as exc:  # NameError for a forward reference that does not resolve
         raise UnsupportedTypeError(
             _text(tp), tp.__qualname__, f"its annotations cannot be resolved ({exc})", where
         ) from None
+    _hint_cache[tp] = hints
+    return hints
 
 
 def _strip(ann: Any) -> Any:

@@ -304,10 +304,20 @@ class Script:
         return Fault(delay=float(step))
 
 
+def _injector(value: Any) -> None:
+    if not isinstance(value, Injector):
+        raise ConfigError(
+            f"an injector needs a plan(n, key=None) method (FailFraction, Outage, Slow, "
+            f"DropReply, Script or chain(...)), got {value!r}"
+        )
+
+
 class Chain:
     """Several injectors at once: the first error wins, delays add up, any drop drops."""
 
     def __init__(self, *injectors: Injector) -> None:
+        for inj in injectors:
+            _injector(inj)
         self.injectors = injectors
 
     def plan(self, n: int, key: str | None = None) -> Fault | None:
@@ -404,4 +414,6 @@ def wrap(
     """Put ``fn`` behind ``injector``; the result counts calls, effects and lost replies."""
     if not callable(fn):
         raise TypeError(f"wrap() needs a callable, got {fn!r}")
+    if injector is not None:
+        _injector(injector)
     return FaultyCall(fn, injector, clock if clock is not None else FakeClock())

@@ -71,6 +71,8 @@ BAD: list[tuple[str, Callable[[], Any], str]] = [
     ("script True", lambda: faults.Script([None, True]), "script step 1"),
     ("script str", lambda: faults.Script(["503"]), "script step 0"),
     ("script status", lambda: faults.Script([42]), "42"),
+    ("chain of a number", lambda: faults.chain(faults.Slow(1.0), 0.3), "plan"),  # type: ignore[arg-type]
+    ("wrap a list", lambda: faults.wrap(len, [503]), "plan"),  # type: ignore[arg-type]
 ]
 
 
