@@ -110,11 +110,19 @@ def check_annotation(annotation: Any, *, where: str | None = None) -> None:
     try:
         if _checked.get(annotation):
             return
+        hashable = True
     except TypeError:  # unhashable metadata inside Annotated
+        hashable = False
+    try:
         _check(annotation, "", where, set())
-        return
-    _check(annotation, "", where, set())
-    _checked[annotation] = True
+    except UnsupportedTypeError as exc:
+        whole = _text(annotation)
+        if exc.annotation == whole:
+            raise
+        path = exc.path or exc.annotation  # name the part inside the whole annotation
+        raise UnsupportedTypeError(whole, path, exc.reason, where) from None
+    if hashable:
+        _checked[annotation] = True
 
 
 def _check(ann: Any, path: str, where: str | None, seen: set[int]) -> None:

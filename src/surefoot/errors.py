@@ -77,13 +77,15 @@ class UnsupportedTypeError(ConfigError):
 
     Attributes:
         annotation: the annotation refused, as text.
-        path: where inside it, like ``Finding.owner`` or ``list[...]`` (``""`` at the top).
+        path: where inside it, like ``Finding.owner`` or ``[...]`` (``""`` at the top).
+        reason: why that part cannot be rebuilt.
         where: what it annotates (a step, a workflow), when known.
     """
 
     def __init__(self, annotation: str, path: str, reason: str, where: str | None = None) -> None:
         self.annotation = annotation
         self.path = path
+        self.reason = reason
         self.where = where
         inside = f" (at {path})" if path else ""
         at = f" in {where}" if where else ""

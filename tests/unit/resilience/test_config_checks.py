@@ -27,7 +27,7 @@ BAD: list[tuple[str, Callable[[], Any], str]] = [
     ("deadline=nan", lambda: RetryPolicy(deadline=NAN), "NaN"),
     ("deadline=True", lambda: RetryPolicy(deadline=True), "True"),
     ("timeout=inf", lambda: RetryPolicy(timeout_per_attempt=INF), "pass None for no limit"),
-    ("timeout=td.max", lambda: RetryPolicy(timeout_per_attempt="1"), "'1'"),
+    ("timeout='1'", lambda: RetryPolicy(timeout_per_attempt="1"), "'1'"),
     ("max_retry_after=inf", lambda: RetryPolicy(max_retry_after=INF), "finite"),
     ("max_retry_after=nan", lambda: RetryPolicy(max_retry_after=NAN), "NaN"),
     ("jitter=nan", lambda: RetryPolicy(retry_after_jitter=NAN), "finite"),
