@@ -6,12 +6,18 @@ Plain JSON types pass through. A small tagged extension covers what agents retur
     {"$sf": "datetime", "v": "2026-11-30T14:00:00+00:00"}
     {"$sf": "bytes", "v": "<base64>"}
     {"$sf": "obj", "t": "pkg.mod.Finding", "v": {...fields...}}   dataclasses, pydantic models
+    {"$sf": "enum", "t": "pkg.mod.Color", "v": "red"}            enums not based on str/int
     {"$sf": "set", "v": [...]}  {"$sf": "tuple", "v": [...]}
     {"$sf": "date" | "time" | "timedelta" | "decimal" | "uuid", "v": ...}
 
 A tagged object decodes back to its class only if the class was registered with
 :func:`register` (decoding never imports a module named by the data); otherwise it decodes to
 the dict of its fields. The key ``"$sf"`` is reserved in dicts you store.
+
+To get back exactly the type the code declared, whether registered or not, read by the
+annotation: :func:`decode_as` (``decode_as(loads(text), list[Finding])``), :func:`loads_as`,
+and :func:`check_annotation` to refuse at decoration time an annotation that cannot be
+rebuilt safely. The type always comes from the annotation, never from the data.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ import builtins
 import dataclasses
 import datetime as dt
 import decimal
+import enum
 import json
 import uuid
 from collections.abc import Callable
@@ -30,11 +37,15 @@ from . import errors as _errors
 from .errors import EncodeError, RecordedError
 
 __all__ = [
+    "check_annotation",
+    "decode_as",
     "dumps",
     "error_from_data",
     "error_to_data",
     "loads",
+    "loads_as",
     "register",
+    "return_annotation",
     "type_name",
 ]
 
@@ -48,7 +59,7 @@ def type_name(tp: type) -> str:
 
 
 def register(cls: type) -> type:
-    """Let tagged values of ``cls`` (a dataclass or pydantic model) decode back to ``cls``.
+    """Let tagged values of ``cls`` (a dataclass, pydantic model or enum) decode to ``cls``.
 
     Usable as a class decorator. Returns ``cls`` unchanged.
     """
@@ -63,6 +74,8 @@ def _default(o: Any) -> Any:
     dump = getattr(o, "model_dump", None)
     if dump is not None and callable(dump) and hasattr(type(o), "model_fields"):
         return {TAG: "obj", "t": type_name(type(o)), "v": dump(mode="json")}
+    if isinstance(o, enum.Enum):  # str- and int-based enums never get here: JSON writes them
+        return {TAG: "enum", "t": type_name(type(o)), "v": o.value}
     if isinstance(o, dt.datetime):
         return {TAG: "datetime", "v": o.isoformat()}
     if isinstance(o, dt.date):
@@ -189,6 +202,9 @@ def _hook(d: dict[str, Any]) -> Any:
         if validate is not None:
             return validate(v)
         return cls(**v)
+    if tag == "enum":
+        cls = _registry.get(d.get("t", ""))
+        return cls(v) if cls is not None else v
     if tag == "datetime":
         return dt.datetime.fromisoformat(v)
     if tag == "date":
@@ -286,3 +302,12 @@ def error_from_data(d: dict[str, Any]) -> BaseException:
 
 
 Encoder = Callable[[Any], str]
+
+
+# reading by annotation lives in its own module; imported last, it uses the names above
+from ._codec_as import (  # noqa: E402
+    check_annotation,
+    decode_as,
+    loads_as,
+    return_annotation,
+)

@@ -4,7 +4,9 @@
 
     SurefootError
     ├── ConfigError                 bad parameter or URL (also ValueError)
+    │   └── UnsupportedTypeError        an annotation the codec cannot rebuild values of safely
     ├── EncodeError                 a value the JSON codec cannot store (also TypeError)
+    ├── DecodeError                 stored data does not fit its annotation (also TypeError)
     ├── MissingExtraError           an optional driver is not installed (also ImportError)
     ├── TimeoutError_               one attempt ran past its per-attempt timeout (also TimeoutError)
     ├── RecordedError               an error read back from a journal whose type is not importable
@@ -64,6 +66,59 @@ class EncodeError(SurefootError, TypeError):
             f"cannot encode a value of type {type_name} at {path}{at}: surefoot stores JSON "
             "(with dataclasses, pydantic models, datetimes and bytes). Return plain data, "
             "or a dataclass registered with surefoot.codec.register()."
+        )
+
+
+class UnsupportedTypeError(ConfigError):
+    """An annotation names a type the codec cannot rebuild from JSON safely.
+
+    Raised when a function is decorated (or a value is read) with such an annotation,
+    instead of handing back a different type later.
+
+    Attributes:
+        annotation: the annotation refused, as text.
+        path: where inside it, like ``Finding.owner`` or ``[...]`` (``""`` at the top).
+        reason: why that part cannot be rebuilt.
+        where: what it annotates (a step, a workflow), when known.
+    """
+
+    def __init__(self, annotation: str, path: str, reason: str, where: str | None = None) -> None:
+        self.annotation = annotation
+        self.path = path
+        self.reason = reason
+        self.where = where
+        inside = f" (at {path})" if path else ""
+        at = f" in {where}" if where else ""
+        super().__init__(
+            f"cannot rebuild values of {annotation}{inside}{at} from JSON safely: {reason}. "
+            "Annotate a dataclass, a pydantic model, a NamedTuple, an enum, a datetime, bytes, "
+            "a plain JSON type or a list/tuple/set/dict/Optional of these; or annotate Any "
+            "to get the value as decoded."
+        )
+
+
+class DecodeError(SurefootError, TypeError):
+    """Stored data does not match the annotation it is read as; no value is handed back.
+
+    Attributes:
+        annotation: the expected type, as text.
+        path: where in the value, like ``$.items[2]``.
+        got: the type of the stored data found there.
+        where: what was being read (a step, a workflow result), when known.
+    """
+
+    def __init__(
+        self, annotation: str, path: str, got: str, reason: str, where: str | None = None
+    ) -> None:
+        self.annotation = annotation
+        self.path = path
+        self.got = got
+        self.where = where
+        at = f" in {where}" if where else ""
+        super().__init__(
+            f"stored data at {path}{at} is {got}, which cannot be read as {annotation}: "
+            f"{reason}. If the type changed since the value was stored, keep the old shape "
+            "readable (a Union of old and new, a default for a new field) or annotate Any."
         )
 
 

@@ -11,8 +11,9 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, ParamSpec, TypeVar
 
-from ..clock import Clock, SystemClock, seconds
+from ..clock import Clock, SystemClock
 from ..errors import CircuitOpenError, ConfigError
+from ._checks import count, duration, fraction
 from ._classify import is_retryable
 
 __all__ = ["BreakerStats", "CircuitBreaker"]
@@ -87,28 +88,32 @@ class CircuitBreaker:
         clock: Clock | None = None,
         on_state_change: Callable[[str, str], Any] | None = None,
     ) -> None:
-        if not isinstance(failure_threshold, int) or failure_threshold < 1:
-            raise ConfigError(f"failure_threshold must be an int >= 1, got {failure_threshold!r}")
-        if failure_rate is not None and not 0 < failure_rate <= 1:
-            raise ConfigError(f"failure_rate must be in (0, 1] or None, got {failure_rate!r}")
-        if window < 1 or min_calls < 1 or min_calls > window:
+        count(failure_threshold, "failure_threshold")
+        if failure_rate is not None:
+            failure_rate = fraction(failure_rate, "failure_rate", zero=False)
+        count(window, "window")
+        count(min_calls, "min_calls")
+        if min_calls > window:
             raise ConfigError(
                 f"need 1 <= min_calls <= window, got min_calls={min_calls!r} window={window!r}"
             )
-        if not isinstance(half_open_probes, int) or half_open_probes < 1:
-            raise ConfigError(f"half_open_probes must be an int >= 1, got {half_open_probes!r}")
+        count(half_open_probes, "half_open_probes")
         self.name = name
         self.failure_threshold = failure_threshold
         self.failure_rate = failure_rate
         self.window = window
         self.min_calls = min_calls
-        self.reset_timeout = seconds(reset_timeout, "reset_timeout")
+        self.reset_timeout: float = duration(reset_timeout, "reset_timeout") or 0.0
         self.half_open_probes = half_open_probes
-        self.slow_call_threshold = (
-            None
-            if slow_call_threshold is None
-            else seconds(slow_call_threshold, "slow_call_threshold")
+        self.slow_call_threshold = duration(
+            slow_call_threshold, "slow_call_threshold", positive=True, none_means="off"
         )
+        if is_failure is not None and not callable(is_failure):
+            raise ConfigError(f"is_failure must be callable(exc) -> bool, got {is_failure!r}")
+        if on_state_change is not None and not callable(on_state_change):
+            raise ConfigError(
+                f"on_state_change must be callable(old, new), got {on_state_change!r}"
+            )
         self.is_failure = is_failure if is_failure is not None else is_retryable
         self.clock: Clock = clock if clock is not None else SystemClock()
         self.on_state_change = on_state_change

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 
 from ..errors import ConfigError
+from ._checks import fraction, real
 
 __all__ = ["RetryBudget"]
 
@@ -42,8 +43,9 @@ class RetryBudget:
     def __init__(
         self, ratio: float = 0.1, *, initial: float = 10.0, max_tokens: float = 100.0
     ) -> None:
-        if not 0 < ratio <= 1:
-            raise ConfigError(f"retry budget ratio must be in (0, 1], got {ratio!r}")
+        ratio = fraction(ratio, "retry budget ratio", zero=False)
+        initial = real(initial, "retry budget initial", "a number of tokens")
+        max_tokens = real(max_tokens, "retry budget max_tokens", "a number of tokens")
         if initial < 0 or max_tokens < max(initial, 1):
             raise ConfigError(
                 f"retry budget needs 0 <= initial <= max_tokens and max_tokens >= 1, got "

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from ..errors import CircuitOpenError, IdempotencyInProgressError, TimeoutError_
+from ..errors import CircuitOpenError, ConfigError, IdempotencyInProgressError, TimeoutError_
 
 __all__ = [
     "DEFAULT_CLASSIFIER",
@@ -118,6 +118,99 @@ NAME_RULES: dict[str, tuple[bool, str]] = {
 }
 
 
+_RULE_SHAPE = "a (retry: bool, reason: str) pair, like (True, '409 conflict: retry')"
+
+
+def _rule(table: str, key: Any, value: Any) -> tuple[bool, str]:
+    """Check one ``(retry, reason)`` rule of a table; the error names the table and key."""
+    if (
+        not isinstance(value, tuple | list)
+        or len(value) != 2
+        or not isinstance(value[0], bool)
+        or not isinstance(value[1], str)
+    ):
+        raise ConfigError(
+            f"Classifier {table} rule for {key!r} must be {_RULE_SHAPE}, got {value!r}"
+        )
+    return (value[0], value[1])
+
+
+def _status_table(rules: Any) -> dict[int, tuple[bool, str]]:
+    if not isinstance(rules, Mapping):
+        raise ConfigError(
+            f"Classifier status rules must be a mapping of int -> rule, got {rules!r}"
+        )
+    out: dict[int, tuple[bool, str]] = {}
+    for k, v in rules.items():
+        if isinstance(k, bool) or not isinstance(k, int) or not 100 <= k <= 599:
+            hint = (
+                f"; write {int(k)} instead of {k!r}" if isinstance(k, str) and k.isdigit() else ""
+            )
+            raise ConfigError(
+                f"Classifier status rule keys must be HTTP status ints 100..599, got {k!r}{hint}"
+            )
+        out[k] = _rule("status", k, v)
+    return out
+
+
+def _names_table(rules: Any) -> dict[str, tuple[bool, str]]:
+    if not isinstance(rules, Mapping):
+        raise ConfigError(f"Classifier names rules must be a mapping of str -> rule, got {rules!r}")
+    out: dict[str, tuple[bool, str]] = {}
+    for k, v in rules.items():
+        if not isinstance(k, str) or not k.isidentifier():
+            fix = f"; use its name {k.__name__!r}" if isinstance(k, type) else ""
+            raise ConfigError(
+                f"Classifier names rule keys must be exception class names (str), got {k!r}"
+                f"{fix} (or put the type itself in types=)"
+            )
+        out[k] = _rule("names", k, v)
+    return out
+
+
+def _body_table(rules: Any) -> tuple[tuple[int | None, str, bool, str], ...]:
+    out = []
+    for r in rules:
+        ok = isinstance(r, tuple | list) and len(r) == 4
+        if ok:
+            st, needle, retry, reason = r
+            ok = (
+                (st is None or (isinstance(st, int) and not isinstance(st, bool)))
+                and isinstance(needle, str)
+                and needle != ""
+                and isinstance(retry, bool)
+                and isinstance(reason, str)
+            )
+        if not ok:
+            raise ConfigError(
+                "Classifier body rules must be (status int or None, non-empty substring, "
+                f"retry: bool, reason: str), got {r!r}"
+            )
+        out.append((r[0], r[1].lower(), r[2], r[3]))
+    return tuple(out)
+
+
+def _types_table(rules: Any) -> tuple[tuple[type[BaseException], bool, str], ...]:
+    out = []
+    for r in rules:
+        ok = isinstance(r, tuple | list) and len(r) == 3
+        if ok:
+            tp, retry, reason = r
+            ok = (
+                isinstance(tp, type)
+                and issubclass(tp, BaseException)
+                and isinstance(retry, bool)
+                and isinstance(reason, str)
+            )
+        if not ok:
+            raise ConfigError(
+                "Classifier types rules must be (exception type, retry: bool, reason: str), "
+                f"got {r!r}"
+            )
+        out.append((r[0], r[1], r[2]))
+    return tuple(out)
+
+
 def _lower(headers: Any) -> dict[str, str]:
     try:
         return {str(k).lower(): str(v) for k, v in headers.items()}
@@ -214,6 +307,14 @@ class Classifier:
     names: Mapping[str, tuple[bool, str]] = field(default_factory=lambda: dict(NAME_RULES))
     types: tuple[tuple[type[BaseException], bool, str], ...] = ()
 
+    def __post_init__(self) -> None:
+        """Check every rule when it is given: a wrong key or value is an error now, not later."""
+        set_ = object.__setattr__
+        set_(self, "status", _status_table(self.status))
+        set_(self, "body", _body_table(self.body))
+        set_(self, "names", _names_table(self.names))
+        set_(self, "types", _types_table(self.types))
+
     def extend(
         self,
         *,
@@ -222,12 +323,17 @@ class Classifier:
         names: Mapping[str, tuple[bool, str]] | None = None,
         types: Iterable[tuple[type[BaseException], bool, str]] = (),
     ) -> Classifier:
-        """A copy with more rules; new rules win over the old ones."""
+        """A copy with more rules; new rules win over the old ones.
+
+        Raises:
+            ConfigError: a rule of the wrong shape (a status given as ``"409"``, a verdict
+                that is not a bool, a reason that is not a str), naming the rule.
+        """
         return Classifier(
-            status={**self.status, **(status or {})},
-            body=(*tuple(body), *self.body),
-            names={**self.names, **(names or {})},
-            types=(*tuple(types), *self.types),
+            status={**self.status, **_status_table(status or {})},
+            body=(*_body_table(body), *self.body),
+            names={**self.names, **_names_table(names or {})},
+            types=(*_types_table(types), *self.types),
         )
 
     def for_status(

@@ -9,10 +9,10 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, NamedTuple, cast
 
-from ..clock import seconds
 from ..errors import ConfigError
 from ._backoff import Backoff
 from ._budget import RetryBudget
+from ._checks import duration, real
 from ._classify import (
     DEFAULT_CLASSIFIER,
     Classifier,
@@ -22,7 +22,17 @@ from ._classify import (
     parse_retry_after,
 )
 
-__all__ = ["Attempt", "RetryEvent", "RetryPolicy", "Step", "attempts_of", "decide"]
+__all__ = [
+    "TIMEOUT_MODES",
+    "Attempt",
+    "RetryEvent",
+    "RetryPolicy",
+    "Step",
+    "attempts_of",
+    "decide",
+]
+
+TIMEOUT_MODES = ("auto", "thread")
 
 
 class Attempt(NamedTuple):
@@ -71,12 +81,17 @@ class Step(NamedTuple):
 
 
 def _opt_seconds(value: float | timedelta | None, name: str) -> float | None:
-    if value is None:
-        return None
-    s = seconds(value, name)
-    if s <= 0:
-        raise ConfigError(f"{name} must be > 0 seconds (or None for no limit), got {value!r}")
-    return s
+    return duration(value, name, positive=True, none_means="no limit")
+
+
+def _jitter(value: Any) -> float:
+    out = real(value, "retry_after_jitter", "a fraction of the server's wait, 0..1")
+    if not 0 <= out <= 1:
+        raise ConfigError(
+            f"retry_after_jitter must be a fraction of the server's wait between 0 and 1 "
+            f"(0 obeys Retry-After exactly), got {value!r}"
+        )
+    return out
 
 
 def _make_check(retry_on: RetryOn | None) -> Callable[[BaseException], Decision]:
@@ -137,11 +152,28 @@ class RetryPolicy:
             exception types, or ``callable(exc) -> bool | Decision``.
         budget: a shared ``RetryBudget``; when it is empty the call gives up instead of
             retrying.
-        max_retry_after: the longest ``Retry-After`` obeyed; a longer one fails at once.
+        max_retry_after: the longest ``Retry-After`` obeyed (finite seconds); a longer one
+            fails at once.
+        retry_after_jitter: how far above the server's ``Retry-After`` a wait may land, as a
+            fraction of it: the wait is drawn from ``[after, after * (1 + jitter)]``, never
+            below what the server asked. Default 0.1, so clients rate-limited at the same
+            moment do not all come back at the same instant; 0 obeys it exactly. Under a
+            deadline the jitter is cut so the wait ends at most halfway between the server's
+            wait and the deadline (a ``Retry-After`` that does not fit fails at once).
+        timeout_mode: how ``timeout_per_attempt`` is enforced on a *sync* function:
+            ``"auto"`` (default) passes the limit to a ``timeout`` parameter if the function
+            has one and otherwise cannot interrupt it; ``"thread"`` runs each timed attempt
+            in a worker thread and stops waiting at the limit with ``TimeoutError_`` (the
+            call is not killed and its late result is discarded). Async functions are
+            always cancelled at the limit.
         on_retry: called with a ``RetryEvent`` for every decision.
 
+    Infinity is never accepted as a duration: None means "no limit" for ``deadline`` and
+    ``timeout_per_attempt``.
+
     Raises:
-        ConfigError: ``max_attempts < 1``, ``deadline <= 0`` and the like, naming the value.
+        ConfigError: ``max_attempts < 1``, ``deadline <= 0``, ``deadline=inf`` and the like,
+            naming the value.
     """
 
     max_attempts: int = 3
@@ -151,6 +183,8 @@ class RetryPolicy:
     retry_on: RetryOn | None = None
     budget: RetryBudget | None = None
     max_retry_after: float = 60.0
+    retry_after_jitter: float = 0.1
+    timeout_mode: str = "auto"
     on_retry: Callable[[RetryEvent], Any] | None = None
     check: Callable[[BaseException], Decision] = field(init=False, repr=False, compare=False)
     plain: bool = field(init=False, repr=False, compare=False)
@@ -168,7 +202,14 @@ class RetryPolicy:
             "timeout_per_attempt",
             _opt_seconds(self.timeout_per_attempt, "timeout_per_attempt"),
         )
-        set_(self, "max_retry_after", seconds(self.max_retry_after, "max_retry_after"))
+        set_(self, "max_retry_after", duration(self.max_retry_after, "max_retry_after"))
+        set_(self, "retry_after_jitter", _jitter(self.retry_after_jitter))
+        if self.timeout_mode not in TIMEOUT_MODES:
+            raise ConfigError(
+                f"timeout_mode must be one of {', '.join(map(repr, TIMEOUT_MODES))}, got "
+                f"{self.timeout_mode!r}: 'auto' passes timeout= to functions that take it, "
+                "'thread' runs sync attempts in a worker thread and stops waiting at the limit"
+            )
         tpa, deadline = self.timeout_per_attempt, self.deadline
         if tpa is not None and deadline is not None and tpa >= deadline:
             warnings.warn(
@@ -251,6 +292,11 @@ def _decide_checked(
             f"the {source} wait of {wait:.3g} s does not fit in the "
             f"{max(deadline - elapsed, 0.0):.3g} s left before the {deadline:g} s deadline",
         )
+    if after is not None and policy.retry_after_jitter > 0 and after > 0:
+        spread = after * policy.retry_after_jitter
+        if deadline is not None:  # end at most halfway to the deadline: time for an attempt
+            spread = min(spread, (deadline - elapsed - after) / 2)
+        wait = after + rng.random() * spread
     return _step(True, wait, reason)
 
 

@@ -9,9 +9,15 @@ What ``timeout_per_attempt`` enforces, exactly:
   a ``FakeClock`` (``FakeLLM``, ``faults.wrap``) use it to cut a slow call at the limit,
   advancing the clock by the smaller of call time and timeout; HTTP clients use it as their
   socket timeout.
-- **sync** functions without a ``timeout`` parameter are **not** interrupted: Python cannot
-  stop a running call safely. Their result is returned even if it came late; the deadline
-  is still checked before every later attempt and every sleep.
+- **sync** functions without a ``timeout`` parameter are **not** interrupted under the
+  default ``timeout_mode="auto"``: Python cannot stop a running call safely. Their result is
+  returned even if it came late; the deadline is still checked before every later attempt
+  and every sleep.
+- ``timeout_mode="thread"``: each timed attempt of a sync function runs in a fresh daemon
+  thread; the caller waits at most the attempt's limit (real time), then the attempt fails
+  with ``TimeoutError_``. The thread is **not** killed: the call runs on, and its result or
+  error is discarded. Use it only for calls that are safe to abandon (reads, or effects
+  guarded by an idempotency key).
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ import asyncio
 import functools
 import inspect
 import random
+import threading
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any, ParamSpec, TypeVar, overload
@@ -74,6 +81,39 @@ def _with_timeout(
     if limit is None or "timeout" in kwargs:
         return kwargs
     return {**kwargs, "timeout": limit} if _accepts_timeout(fn) else kwargs
+
+
+def _call_in_thread(
+    fn: Callable[..., T], args: tuple[Any, ...], kwargs: dict[str, Any], limit: float
+) -> T:
+    """``fn(*args, **kwargs)`` in a daemon thread; ``TimeoutError_`` if it outlives ``limit``.
+
+    The thread is abandoned, not killed, at the limit: what it returns or raises later is
+    dropped. A daemon thread, so a hung call never keeps the interpreter from exiting.
+    """
+    done = threading.Event()
+    box: list[Any] = []
+
+    def work() -> None:
+        try:
+            box.append((True, fn(*args, **kwargs)))
+        except BaseException as exc:  # handed to the caller, or dropped after the limit
+            box.append((False, exc))
+        finally:
+            done.set()
+
+    name = getattr(fn, "__qualname__", type(fn).__name__)
+    threading.Thread(target=work, name=f"surefoot-attempt:{name}", daemon=True).start()
+    if not done.wait(limit):
+        raise TimeoutError_(
+            limit,
+            f"the attempt did not return within {limit:g} s (timeout_mode='thread'); its "
+            "thread was left running and its result will be discarded",
+        )
+    ok, value = box[0]
+    if ok:
+        return value  # type: ignore[no-any-return]
+    raise value
 
 
 def _describe(tp: type[BaseException], text: str) -> str:
@@ -181,9 +221,11 @@ def _retry_sync(
             run.clock.sleep(wait)
         last = first
     timed = run.policy.deadline is not None or run.policy.timeout_per_attempt is not None
+    threaded = timed and run.policy.timeout_mode == "thread"
     while True:
         run.attempt += 1
         kw = kwargs
+        limit = None
         if timed:
             limit = run.limit()
             if limit is not None and limit <= 0 and last is not None:
@@ -192,6 +234,8 @@ def _retry_sync(
                 raise last
             kw = _with_timeout(fn, kwargs, limit)
         try:
+            if threaded and limit is not None:
+                return _call_in_thread(fn, args, kw, max(limit, 0.0))
             return fn(*args, **kw)
         except Exception as exc:  # the policy decides
             wait = run.after_failure(exc)

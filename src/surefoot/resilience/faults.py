@@ -23,6 +23,8 @@ from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 
 from ..clock import Clock, FakeClock
 from ..errors import ConfigError, TimeoutError_
+from ._checks import count, duration
+from ._checks import fraction as _checked_fraction
 
 __all__ = [
     "Chain",
@@ -92,6 +94,9 @@ class Fault:
     delay: float = 0.0
     drop_reply: bool = False
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "delay", duration(self.delay, "Fault delay"))
+
 
 @runtime_checkable
 class Injector(Protocol):
@@ -101,9 +106,13 @@ class Injector(Protocol):
 
 
 def _fraction(value: float, name: str = "fraction") -> float:
-    if not isinstance(value, int | float) or not 0.0 <= value <= 1.0:
-        raise ConfigError(f"{name} must be between 0 and 1, got {value!r}")
-    return float(value)
+    return _checked_fraction(value, name)
+
+
+def _status(value: Any, name: str = "status") -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 100 <= value <= 599:
+        raise ConfigError(f"{name} must be an HTTP status code (an int 100..599), got {value!r}")
+    return value
 
 
 class _Seeded:
@@ -140,7 +149,7 @@ class FailFraction(_Seeded):
     ) -> None:
         super().__init__(seed)
         self.fraction = _fraction(fraction)
-        self.status = status
+        self.status = _status(status)
         self.headers = dict(headers or {})
         self.body = body
         self.timeout = timeout
@@ -177,14 +186,13 @@ class Outage:
         delay: float = 0.0,
         counter: Callable[[], int] | None = None,
     ) -> None:
-        if delay < 0:
-            raise ConfigError(f"outage delay must be >= 0 seconds, got {delay!r}")
-        if start < 1 or end < start:
+        checked_delay = duration(delay, "outage delay")
+        if count(start, "outage start") > count(end, "outage end"):
             raise ConfigError(f"an outage needs 1 <= start <= end, got start={start!r} end={end!r}")
-        self.start, self.end, self.status = start, end, status
+        self.start, self.end, self.status = start, end, _status(status)
         self.headers = dict(headers or {})
         self.counter = counter
-        self.delay = float(delay)
+        self.delay = float(checked_delay or 0.0)
 
     def plan(self, n: int, key: str | None = None) -> Fault | None:
         if self.counter is not None:
@@ -209,10 +217,10 @@ class Slow(_Seeded):
         self, seconds: float | Sequence[float], *, fraction: float = 1.0, seed: int = 0
     ) -> None:
         super().__init__(seed)
-        values = [float(seconds)] if isinstance(seconds, int | float) else list(seconds)
-        if not values or any(v < 0 for v in values):
-            raise ConfigError(f"slow seconds must be >= 0 and not empty, got {seconds!r}")
-        self.values = values
+        raw = [seconds] if isinstance(seconds, int | float) else list(seconds)
+        if not raw:
+            raise ConfigError(f"slow seconds must not be empty, got {seconds!r}")
+        self.values = [float(duration(v, "slow seconds") or 0.0) for v in raw]
         self.fraction = _fraction(fraction)
 
     def plan(self, n: int, key: str | None = None) -> Fault | None:
@@ -261,6 +269,18 @@ class Script:
 
     def __init__(self, steps: Sequence[Fault | BaseException | int | float | None]) -> None:
         self.steps = list(steps)
+        for i, step in enumerate(self.steps):
+            if isinstance(step, bool):
+                raise ConfigError(f"script step {i} must not be a bool, got {step!r}")
+            if isinstance(step, int):
+                _status(step, f"script step {i} (an HTTP status)")
+            elif isinstance(step, float):
+                duration(step, f"script step {i} (simulated seconds)")
+            elif step is not None and not isinstance(step, Fault | BaseException):
+                raise ConfigError(
+                    f"script step {i} must be a Fault, an exception, an HTTP status, seconds "
+                    f"(a float) or None, got {step!r}"
+                )
 
     def plan(self, n: int, key: str | None = None) -> Fault | None:
         if n > len(self.steps):
@@ -279,17 +299,25 @@ class Script:
             except Exception:  # an exception type with an unusual __init__: reuse it
                 err = step
             return Fault(error=err)
-        if isinstance(step, bool):
-            raise ConfigError(f"script step must not be a bool, got {step!r}")
         if isinstance(step, int):
             return Fault(error=ProviderError(step, None, "scripted"))
         return Fault(delay=float(step))
+
+
+def _injector(value: Any) -> None:
+    if not isinstance(value, Injector):
+        raise ConfigError(
+            f"an injector needs a plan(n, key=None) method (FailFraction, Outage, Slow, "
+            f"DropReply, Script or chain(...)), got {value!r}"
+        )
 
 
 class Chain:
     """Several injectors at once: the first error wins, delays add up, any drop drops."""
 
     def __init__(self, *injectors: Injector) -> None:
+        for inj in injectors:
+            _injector(inj)
         self.injectors = injectors
 
     def plan(self, n: int, key: str | None = None) -> Fault | None:
@@ -386,4 +414,6 @@ def wrap(
     """Put ``fn`` behind ``injector``; the result counts calls, effects and lost replies."""
     if not callable(fn):
         raise TypeError(f"wrap() needs a callable, got {fn!r}")
+    if injector is not None:
+        _injector(injector)
     return FaultyCall(fn, injector, clock if clock is not None else FakeClock())
