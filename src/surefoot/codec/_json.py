@@ -1,24 +1,4 @@
-"""JSON codec for everything surefoot stores. Never pickle: reading a journal or a shared
-store can never execute code.
-
-Plain JSON types pass through. A small tagged extension covers what agents return::
-
-    {"$sf": "datetime", "v": "2026-11-30T14:00:00+00:00"}
-    {"$sf": "bytes", "v": "<base64>"}
-    {"$sf": "obj", "t": "pkg.mod.Finding", "v": {...fields...}}   dataclasses, pydantic models
-    {"$sf": "enum", "t": "pkg.mod.Color", "v": "red"}            enums not based on str/int
-    {"$sf": "set", "v": [...]}  {"$sf": "tuple", "v": [...]}
-    {"$sf": "date" | "time" | "timedelta" | "decimal" | "uuid", "v": ...}
-
-A tagged object decodes back to its class only if the class was registered with
-:func:`register` (decoding never imports a module named by the data); otherwise it decodes to
-the dict of its fields. The key ``"$sf"`` is reserved in dicts you store.
-
-To get back exactly the type the code declared, whether registered or not, read by the
-annotation: :func:`decode_as` (``decode_as(loads(text), list[Finding])``), :func:`loads_as`,
-and :func:`check_annotation` to refuse at decoration time an annotation that cannot be
-rebuilt safely. The type always comes from the annotation, never from the data.
-"""
+"""The JSON encoder and decoder with surefoot's tags (see the package docstring)."""
 
 from __future__ import annotations
 
@@ -33,19 +13,18 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from . import errors as _errors
-from .errors import EncodeError, RecordedError
+from .. import errors as _errors
+from ..errors import EncodeError, RecordedError
 
 __all__ = [
-    "check_annotation",
-    "decode_as",
+    "TAG",
+    "Encoder",
     "dumps",
     "error_from_data",
     "error_to_data",
     "loads",
-    "loads_as",
+    "object_hook",
     "register",
-    "return_annotation",
     "type_name",
 ]
 
@@ -189,7 +168,7 @@ def _find_bad(o: Any, path: str, depth: int = 0) -> tuple[str, str | None]:
 _INF = float("inf")
 
 
-def _hook(d: dict[str, Any]) -> Any:
+def object_hook(d: dict[str, Any]) -> Any:
     tag = d.get(TAG)
     if tag is None:
         return d
@@ -228,7 +207,7 @@ def _hook(d: dict[str, Any]) -> Any:
     return d
 
 
-_decoder = json.JSONDecoder(object_hook=_hook)
+_decoder = json.JSONDecoder(object_hook=object_hook)
 
 
 def loads(text: str | bytes) -> Any:
@@ -302,12 +281,3 @@ def error_from_data(d: dict[str, Any]) -> BaseException:
 
 
 Encoder = Callable[[Any], str]
-
-
-# reading by annotation lives in its own module; imported last, it uses the names above
-from ._codec_as import (  # noqa: E402
-    check_annotation,
-    decode_as,
-    loads_as,
-    return_annotation,
-)

@@ -28,8 +28,8 @@ import uuid
 import weakref
 from typing import Any
 
-from .codec import TAG, _hook, error_from_data, type_name
-from .errors import DecodeError, UnsupportedTypeError
+from ..errors import DecodeError, UnsupportedTypeError
+from ._json import TAG, error_from_data, object_hook, type_name
 
 __all__ = ["check_annotation", "decode_as", "loads_as", "return_annotation"]
 
@@ -265,7 +265,7 @@ def _plain(raw: Any) -> Any:
     if isinstance(raw, tuple):
         return tuple(_plain(x) for x in raw)
     if isinstance(raw, dict):
-        return _hook({k: _plain(v) for k, v in raw.items()})
+        return object_hook({k: _plain(v) for k, v in raw.items()})
     return raw
 
 
@@ -282,7 +282,7 @@ def _untag(node: Any) -> Any:
     if tag == "enum":
         return v
     try:
-        return error_from_data(_plain(node)) if tag == "error" else _hook(node)
+        return error_from_data(_plain(node)) if tag == "error" else object_hook(node)
     except (ValueError, TypeError, ArithmeticError):  # a damaged tag: fails as a mismatch
         return node
 
