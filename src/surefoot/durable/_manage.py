@@ -11,12 +11,12 @@ from ..clock import Clock
 from ..errors import JournalError, UnknownRunError
 from ..storage.base import Journal, StepWrite
 from ._handle import RunHandle
+from ._registry import Registry
 from ._types import TERMINAL, AuditEntry, RunDetail, RunInfo, StepInfo
 
 if TYPE_CHECKING:
     from ._app import App
     from ._runner import Executor
-    from ._versions import Workflow
 
 __all__ = ["Management"]
 
@@ -30,13 +30,10 @@ class Management:
     lease: float
     url: str
     executor: Executor
-    _workflows: dict[tuple[str, str], Workflow]
+    registry: Registry
 
     @property
     def journal(self) -> Journal:
-        raise NotImplementedError
-
-    def _workflow_for(self, name: str, version: str) -> Workflow:
         raise NotImplementedError
 
     def _handle(self, run_id: str, future: Any = None) -> RunHandle:
@@ -108,7 +105,7 @@ class Management:
         waiting = row.status in ("pending", "sleeping") or (
             row.status == "running" and (row.lease_until or 0) < self.clock.now()
         )
-        wf = self._workflows.get(key)
+        wf = self.registry.get(*key)
         return RunDetail(
             run=RunInfo.from_row(row),
             steps=[StepInfo.from_row(s) for s in self.journal.steps(run_id)],
@@ -131,7 +128,7 @@ class Management:
         row = self.journal.get_run(run_id)
         if row is None:
             raise UnknownRunError(run_id, self.url)
-        self._workflow_for(row.workflow, row.version)
+        self.registry.workflow_for(row.workflow, row.version)
         fut = None
         if row.status in ("pending", "sleeping", "running"):
             now = self.clock.now()

@@ -191,7 +191,7 @@ class Executor:
         row = journal.get_run(run_id)
         if row is None or row.epoch != epoch:
             return "lost"
-        wf = app._workflow_for(row.workflow, row.version)
+        wf = app.registry.workflow_for(row.workflow, row.version)
         args, kwargs = codec.loads(row.args)
         run = RunState(
             run_id=run_id,

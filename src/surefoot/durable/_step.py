@@ -12,9 +12,7 @@ declared ``idempotent``), otherwise the run goes to ``needs_attention``.
 from __future__ import annotations
 
 import functools
-import inspect
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from .. import codec
@@ -22,43 +20,9 @@ from ..errors import EncodeError, StepMismatchError
 from ..storage.base import StepRow, StepWrite
 from ._context import STEP_CODES, NeedsAttention, RunState, SagaEntry, current
 from ._current import RunContext, in_step
-from ._retry import StepRetry
+from ._defs import StepDef
 
-__all__ = ["CompDef", "StepDef", "make_step"]
-
-
-def _accepts(fn: Callable[..., Any], name: str) -> bool:
-    try:
-        params = inspect.signature(fn).parameters
-    except (TypeError, ValueError):
-        return False
-    return name in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
-
-
-@dataclass(slots=True, eq=False)
-class CompDef:
-    """A compensation: what undoes an effect."""
-
-    name: str
-    fn: Callable[..., Any]
-    is_async: bool
-    takes_key: bool
-    takes_result: bool
-    retry: StepRetry
-
-
-@dataclass(slots=True, eq=False)
-class StepDef:
-    """A registered step."""
-
-    name: str
-    fn: Callable[..., Any]
-    kind: str  # pure | effect
-    is_async: bool
-    takes_key: bool
-    idempotent: bool
-    retry: StepRetry
-    compensate: CompDef | None
+__all__ = ["make_step", "run_async", "run_sync"]
 
 
 # -- decisions ---------------------------------------------------------------------------

@@ -95,7 +95,7 @@ class Worker:
         for info in app.list_runs(status="running", limit=10_000):
             if info.owner != app.worker_id or info.run_id in app.executor.active:
                 continue
-            if (info.workflow, info.version) not in app._workflows:
+            if app.registry.get(info.workflow, info.version) is None:
                 continue
             now = app.clock.now()
             got = app.journal.claim(
