@@ -25,7 +25,7 @@ from ._manage import Management
 from ._registry import Registry
 from ._runner import Executor
 from ._step import make_step
-from ._types import STRATEGIES, TERMINAL, WAIT_SEP, StepSpec
+from ._types import STRATEGIES, WAIT_SEP, StepSpec
 from ._versions import Workflow, describe
 from ._waits import sleep_step, wait_step
 
@@ -102,7 +102,7 @@ class App(Management):
         self._journal: Journal | None = None
         self._open_lock = threading.Lock()
         self.registry = Registry()
-        self.executor = Executor(self)
+        self.executor = Executor(self.registry, self)
         self.serving = False
 
     # -- configuration -----------------------------------------------------------------
@@ -338,7 +338,7 @@ class App(Management):
             return RunHandle(
                 self, row.run_id, drive=True, future=self.executor.submit(row.run_id, 1)
             )
-        return RunHandle(self, row.run_id, drive=True, future=self._drive(row))
+        return RunHandle(self, row.run_id, drive=True, future=self.executor.drive(row))
 
     def enqueue(
         self,
@@ -401,27 +401,6 @@ class App(Management):
             )
         return stored, created
 
-    def _drive(self, row: RunRow) -> Any:
-        """Claim and execute ``row`` here if it is claimable now; the future, or None."""
-        if row.status in TERMINAL or row.status == "needs_attention":
-            return None
-        if self.registry.get(row.workflow, row.version) is None:
-            return None
-        now = self.clock.now()
-        mine = row.owner == self.worker_id and row.run_id not in self.executor.active
-        claimed = self.journal.claim(
-            self.worker_id,
-            now=now,
-            lease_until=now + self.lease,
-            workflows=[],
-            limit=1,
-            run_id=row.run_id,
-            force=mine and row.status == "running",
-        )
-        if not claimed:
-            return None
-        return self.executor.submit(row.run_id, claimed[0][1])
-
     def handle(self, run_id: str) -> RunHandle:
         """A handle that watches an existing run (from any process).
 
@@ -431,7 +410,3 @@ class App(Management):
         if self.journal.get_run(run_id) is None:
             raise UnknownRunError(run_id, self.url)
         return RunHandle(self, run_id, drive=False)
-
-    def _on_beat(self) -> None:
-        if self.serving:
-            self.journal.register_worker(self.worker_id, self.registered(), now=self.clock.now())

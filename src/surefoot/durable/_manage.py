@@ -4,7 +4,7 @@ a signal is recorded in the journal's signals table and the step that consumed i
 from __future__ import annotations
 
 import uuid
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any
 
 from .. import codec
 from ..clock import Clock
@@ -12,11 +12,8 @@ from ..errors import JournalError, UnknownRunError
 from ..storage.base import Journal, StepWrite
 from ._handle import RunHandle
 from ._registry import Registry
+from ._runner import Executor
 from ._types import TERMINAL, AuditEntry, RunDetail, RunInfo, StepInfo
-
-if TYPE_CHECKING:
-    from ._app import App
-    from ._runner import Executor
 
 __all__ = ["Management"]
 
@@ -29,6 +26,7 @@ class Management:
     worker_id: str
     lease: float
     url: str
+    poll: float
     executor: Executor
     registry: Registry
 
@@ -37,7 +35,7 @@ class Management:
         raise NotImplementedError
 
     def _handle(self, run_id: str, future: Any = None) -> RunHandle:
-        return RunHandle(cast("App", self), run_id, drive=True, future=future)
+        return RunHandle(self, run_id, drive=True, future=future)
 
     def signal(
         self, run_id: str, name: str, payload: Any = None, *, signal_id: str | None = None

@@ -17,7 +17,7 @@ from .. import codec
 from ..storage.base import StepWrite
 from ._context import RunState, SagaEntry, current
 from ._current import RunContext, in_step
-from ._step import _error_text, _recorded
+from ._decide import error_text, recorded
 
 __all__ = ["compensate"]
 
@@ -36,7 +36,7 @@ async def _undo(run: RunState, e: SagaEntry) -> bool:
     comp = e.step.compensate
     assert comp is not None
     pos = f"{e.pos}.undo"
-    row = _recorded(run, pos, comp.name)
+    row = recorded(run, pos, comp.name)
     if row is not None and row.status == "done":
         return False
     if row is not None and row.status == "error":
@@ -69,7 +69,7 @@ async def _undo(run: RunState, e: SagaEntry) -> bool:
                         "compensate",
                         "error",
                         None,
-                        _error_text(exc),
+                        error_text(exc),
                         attempt,
                         started,
                         run.clock.now(),

@@ -15,92 +15,12 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
-from .. import codec
-from ..errors import EncodeError, StepMismatchError
-from ..storage.base import StepRow, StepWrite
-from ._context import STEP_CODES, NeedsAttention, RunState, SagaEntry, current
+from ._context import STEP_CODES, RunState, SagaEntry, current
 from ._current import RunContext, in_step
+from ._decide import encode, error_text, recorded, replay, step_kwargs, step_row, unknown_outcome
 from ._defs import StepDef
 
 __all__ = ["make_step", "run_async", "run_sync"]
-
-
-# -- decisions ---------------------------------------------------------------------------
-
-
-def _recorded(run: RunState, pos: str, name: str) -> StepRow | None:
-    """The journalled row at ``pos`` (after checking it is the same step), or None."""
-    if run.lost:
-        from ..errors import LeaseLostError
-
-        raise LeaseLostError(run.run_id, run.epoch)
-    row = run.recorded.get(pos)
-    if row is not None and row.name != name:
-        raise StepMismatchError(run.run_id, pos, row.name, name)
-    return row
-
-
-def _unknown_outcome(run: RunState, sd: StepDef, pos: str, row: StepRow) -> None:
-    """An effect began and its outcome was never journalled: rerun only if that is safe."""
-    if sd.idempotent or (sd.takes_key and run.strategy == "journal_keys"):
-        return
-    raise NeedsAttention(
-        "outcome_unknown",
-        {
-            "pos": pos,
-            "step": sd.name,
-            "attempts": row.attempts,
-            "why": (
-                f"effect {sd.name!r} (step {pos}) was started and its outcome was never "
-                "journalled; it takes no idempotency key, so rerunning it could do it twice. "
-                "Check whether it happened, then `surefoot runs retry` to run it again."
-            ),
-        },
-    )
-
-
-def _kwargs(run: RunState, sd: StepDef, pos: str, kwargs: dict[str, Any]) -> dict[str, Any]:
-    """The step's keyword arguments, plus its idempotency key if it is an effect taking one."""
-    if not sd.takes_key:  # only effects take keys (see App.step)
-        return kwargs
-    key = f"{run.run_id}:{pos}" if run.strategy == "journal_keys" else None
-    return {**kwargs, "key": key}
-
-
-def _encode(run: RunState, pos: str, name: str, value: Any) -> str:
-    try:
-        return codec.dumps(value)
-    except EncodeError:  # again, to say where (only on the error path)
-        return codec.dumps(value, where=f"the result of step {pos} {name!r} (run {run.run_id!r})")
-
-
-def _error_text(exc: BaseException) -> str:
-    return codec.dumps(codec.error_to_data(exc))
-
-
-def _row(
-    run: RunState,
-    pos: str,
-    sd: StepDef,
-    status: str,
-    attempts: int,
-    started: float,
-    result: str | None = None,
-    error: str | None = None,
-) -> StepWrite:
-    done = None if status == "intent" else run.clock.now()
-    return StepWrite(
-        run.run_id, run.epoch, pos, sd.name, sd.kind, status, result, error, attempts, started, done
-    )
-
-
-def _replay(run: RunState, sd: StepDef, pos: str, row: StepRow, args: Any, kw: Any) -> Any:
-    if row.status == "error":
-        raise codec.loads(row.error or "null")
-    value = codec.loads(row.result or "null")
-    if sd.compensate is not None:
-        run.saga.append(SagaEntry(pos, sd, args, kw, value))
-    return value
 
 
 # -- drivers -----------------------------------------------------------------------------
@@ -108,25 +28,25 @@ def _replay(run: RunState, sd: StepDef, pos: str, row: StepRow, args: Any, kw: A
 
 def run_sync(run: RunState, sd: StepDef, pos: str, args: Any, kwargs: Any) -> Any:
     """Run (or replay) a sync step in a sync context."""
-    row = _recorded(run, pos, sd.name)
+    row = recorded(run, pos, sd.name)
     prior = 0
     if row is not None:
         if row.status != "intent":
-            return _replay(run, sd, pos, row, args, kwargs)
-        _unknown_outcome(run, sd, pos, row)
+            return replay(run, sd, pos, row, args, kwargs)
+        unknown_outcome(run, sd, pos, row)
         prior = row.attempts
     journalled = run.strategy != "restart"
     intent = sd.kind == "effect" and run.strategy == "journal_keys"
     crash = run.crash  # None outside crash tests: no check calls per step
     if crash is not None:
         crash.check("before_step", run.run_id, pos, sd.name)
-    kw = _kwargs(run, sd, pos, kwargs)
+    kw = step_kwargs(run, sd, pos, kwargs)
     started = run.clock.now()
     attempt, wait = prior, None
     while True:
         attempt += 1
         if intent:
-            run.write_sync(_row(run, pos, sd, "intent", attempt, started))
+            run.write_sync(step_row(run, pos, sd, "intent", attempt, started))
         if crash is not None and sd.kind == "effect":
             crash.check("before_effect", run.run_id, pos, sd.name)
         token = current.set(None)  # code inside a step is not journalled
@@ -140,7 +60,7 @@ def run_sync(run: RunState, sd: StepDef, pos: str, args: Any, kwargs: Any) -> An
             if wait is None:
                 if journalled:
                     run.write_sync(
-                        _row(run, pos, sd, "error", attempt, started, None, _error_text(exc))
+                        step_row(run, pos, sd, "error", attempt, started, None, error_text(exc))
                     )
                 raise
             run.clock.sleep(wait)
@@ -151,9 +71,9 @@ def run_sync(run: RunState, sd: StepDef, pos: str, args: Any, kwargs: Any) -> An
         break
     if crash is not None and sd.kind == "effect":
         crash.check("after_effect", run.run_id, pos, sd.name)
-    text = _encode(run, pos, sd.name, value)
+    text = encode(run, pos, sd.name, value)
     if journalled:
-        run.write_sync(_row(run, pos, sd, "done", attempt, started, text))
+        run.write_sync(step_row(run, pos, sd, "done", attempt, started, text))
     run.steps_run += 1
     if crash is not None:
         crash.check("after_journal", run.run_id, pos, sd.name)
@@ -164,25 +84,25 @@ def run_sync(run: RunState, sd: StepDef, pos: str, args: Any, kwargs: Any) -> An
 
 async def run_async(run: RunState, sd: StepDef, pos: str, args: Any, kwargs: Any) -> Any:
     """Run (or replay) an async step; the same decisions as ``run_sync``."""
-    row = _recorded(run, pos, sd.name)
+    row = recorded(run, pos, sd.name)
     prior = 0
     if row is not None:
         if row.status != "intent":
-            return _replay(run, sd, pos, row, args, kwargs)
-        _unknown_outcome(run, sd, pos, row)
+            return replay(run, sd, pos, row, args, kwargs)
+        unknown_outcome(run, sd, pos, row)
         prior = row.attempts
     journalled = run.strategy != "restart"
     intent = sd.kind == "effect" and run.strategy == "journal_keys"
     crash = run.crash  # None outside crash tests: no check calls per step
     if crash is not None:
         crash.check("before_step", run.run_id, pos, sd.name)
-    kw = _kwargs(run, sd, pos, kwargs)
+    kw = step_kwargs(run, sd, pos, kwargs)
     started = run.clock.now()
     attempt, wait = prior, None
     while True:
         attempt += 1
         if intent:
-            await run.write(_row(run, pos, sd, "intent", attempt, started))
+            await run.write(step_row(run, pos, sd, "intent", attempt, started))
         if crash is not None and sd.kind == "effect":
             crash.check("before_effect", run.run_id, pos, sd.name)
         token = current.set(None)
@@ -196,7 +116,7 @@ async def run_async(run: RunState, sd: StepDef, pos: str, args: Any, kwargs: Any
             if wait is None:
                 if journalled:
                     await run.write(
-                        _row(run, pos, sd, "error", attempt, started, None, _error_text(exc))
+                        step_row(run, pos, sd, "error", attempt, started, None, error_text(exc))
                     )
                 raise
             await run.clock.asleep(wait)
@@ -207,9 +127,9 @@ async def run_async(run: RunState, sd: StepDef, pos: str, args: Any, kwargs: Any
         break
     if crash is not None and sd.kind == "effect":
         crash.check("after_effect", run.run_id, pos, sd.name)
-    text = _encode(run, pos, sd.name, value)
+    text = encode(run, pos, sd.name, value)
     if journalled:
-        await run.write(_row(run, pos, sd, "done", attempt, started, text))
+        await run.write(step_row(run, pos, sd, "done", attempt, started, text))
     run.steps_run += 1
     if crash is not None:
         crash.check("after_journal", run.run_id, pos, sd.name)

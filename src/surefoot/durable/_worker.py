@@ -176,7 +176,7 @@ class Worker:
         down_since = 0.0
         try:
             app.executor.loop()  # starts the heartbeat, which also announces this worker
-            app._on_beat()
+            app.executor.announce()
         except _UNAVAILABLE as exc:
             failures, down_since = self._down(exc), time.monotonic()
             wake = None
