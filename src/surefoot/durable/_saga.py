@@ -16,7 +16,7 @@ from typing import Any
 from .. import codec
 from ..storage.base import StepWrite
 from ._context import RunState, SagaEntry, current
-from ._current import RunContext, in_step
+from ._current import in_step
 from ._decide import error_text, recorded
 
 __all__ = ["compensate"]
@@ -51,7 +51,7 @@ async def _undo(run: RunState, e: SagaEntry) -> bool:
     while True:
         attempt += 1
         token = current.set(None)
-        here = in_step.set(RunContext(run.run_id, run.workflow, run.epoch, comp.name, pos, attempt))
+        here = in_step.set((run, comp.name, pos, attempt))
         try:
             if comp.is_async:
                 await comp.fn(*e.args, **kw)

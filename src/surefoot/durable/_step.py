@@ -1,7 +1,15 @@
 """Steps: the journal decides whether a step runs, replays or stops the run.
 
-The decisions live in ``_recorded`` and ``_unknown_outcome`` (pure); the sync and async
-drivers below them only do the I/O, side by side so they stay alike.
+``step_flow`` is the whole of a step, with no I/O: it decides (with ``_decide``) and
+yields what to do, one request at a time; ``run_sync`` and ``run_async`` below it do what
+it asks, the same lines with and without ``await``. A request is a tuple ``(op, a, b)``:
+
+``(WRITE, record, None)``  commit ``record`` (the answer is None; a refusal raises)
+``(CALL, args, kwargs)``   call the step's function; the answer is its value
+``(SLEEP, seconds, None)`` wait before the next attempt
+
+An error while doing a request is thrown into the flow at that request, so the flow's own
+``except``/``finally`` see it as if the I/O were inline (a failed call is retried there).
 
 Per step: a pure step commits one row after it ran. An effect commits an *intent* row
 before it runs and its result row after (strategy ``journal_keys``), so a crash in between
@@ -12,130 +20,126 @@ declared ``idempotent``), otherwise the run goes to ``needs_attention``.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from typing import Any
 
 from ._context import STEP_CODES, RunState, SagaEntry, current
-from ._current import RunContext, in_step
+from ._current import in_step
 from ._decide import encode, error_text, recorded, replay, step_kwargs, step_row, unknown_outcome
 from ._defs import StepDef
 
-__all__ = ["make_step", "run_async", "run_sync"]
+__all__ = ["CALL", "SLEEP", "WRITE", "make_step", "run_async", "run_sync", "step_flow"]
+
+WRITE, CALL, SLEEP = "write", "call", "sleep"
+Request = tuple[str, Any, Any]
 
 
-# -- drivers -----------------------------------------------------------------------------
+def step_flow(
+    run: RunState, sd: StepDef, pos: str, args: Any, kwargs: Any
+) -> Generator[Request, Any, Any]:
+    """Run (or replay) one step: yields requests, returns the step's value."""
+    row = recorded(run, pos, sd.name)
+    prior = 0
+    if row is not None:
+        if row.status != "intent":
+            return replay(run, sd, pos, row, args, kwargs)
+        unknown_outcome(run, sd, pos, row)
+        prior = row.attempts
+    journalled = run.strategy != "restart"
+    intent = sd.kind == "effect" and run.strategy == "journal_keys"
+    crash = run.crash  # None outside crash tests: no check calls per step
+    if crash is not None:
+        crash.check("before_step", run.run_id, pos, sd.name)
+    kw = step_kwargs(run, sd, pos, kwargs)
+    started = run.clock.now()
+    attempt, wait = prior, None
+    while True:
+        attempt += 1
+        if intent:
+            yield WRITE, step_row(run, pos, sd, "intent", attempt, started), None
+        if crash is not None and sd.kind == "effect":
+            crash.check("before_effect", run.run_id, pos, sd.name)
+        token = current.set(None)  # code inside a step is not journalled
+        here = in_step.set((run, sd.name, pos, attempt))
+        try:
+            value = yield CALL, args, kw
+        except Exception as exc:
+            wait = sd.retry.next_wait(
+                attempt - prior, exc, run.clock.now() - started, wait, run.rng
+            )
+            if wait is None:
+                if journalled:
+                    err = step_row(run, pos, sd, "error", attempt, started, None, error_text(exc))
+                    yield WRITE, err, None
+                raise
+            yield SLEEP, wait, None
+            continue
+        finally:
+            in_step.reset(here)
+            current.reset(token)
+        break
+    if crash is not None and sd.kind == "effect":
+        crash.check("after_effect", run.run_id, pos, sd.name)
+    text = encode(run, pos, sd.name, value)
+    if journalled:
+        yield WRITE, step_row(run, pos, sd, "done", attempt, started, text), None
+    run.steps_run += 1
+    if crash is not None:
+        crash.check("after_journal", run.run_id, pos, sd.name)
+    if sd.compensate is not None:
+        run.saga.append(SagaEntry(pos, sd, args, kwargs, value))
+    return value
+
+
+# -- drivers: the same lines, with and without await -------------------------------------
 
 
 def run_sync(run: RunState, sd: StepDef, pos: str, args: Any, kwargs: Any) -> Any:
     """Run (or replay) a sync step in a sync context."""
-    row = recorded(run, pos, sd.name)
-    prior = 0
-    if row is not None:
-        if row.status != "intent":
-            return replay(run, sd, pos, row, args, kwargs)
-        unknown_outcome(run, sd, pos, row)
-        prior = row.attempts
-    journalled = run.strategy != "restart"
-    intent = sd.kind == "effect" and run.strategy == "journal_keys"
-    crash = run.crash  # None outside crash tests: no check calls per step
-    if crash is not None:
-        crash.check("before_step", run.run_id, pos, sd.name)
-    kw = step_kwargs(run, sd, pos, kwargs)
-    started = run.clock.now()
-    attempt, wait = prior, None
-    while True:
-        attempt += 1
-        if intent:
-            run.write_sync(step_row(run, pos, sd, "intent", attempt, started))
-        if crash is not None and sd.kind == "effect":
-            crash.check("before_effect", run.run_id, pos, sd.name)
-        token = current.set(None)  # code inside a step is not journalled
-        here = in_step.set(RunContext(run.run_id, run.workflow, run.epoch, sd.name, pos, attempt))
-        try:
-            value = sd.fn(*args, **kw)
-        except Exception as exc:
-            wait = sd.retry.next_wait(
-                attempt - prior, exc, run.clock.now() - started, wait, run.rng
-            )
-            if wait is None:
-                if journalled:
-                    run.write_sync(
-                        step_row(run, pos, sd, "error", attempt, started, None, error_text(exc))
-                    )
-                raise
-            run.clock.sleep(wait)
-            continue
-        finally:
-            in_step.reset(here)
-            current.reset(token)
-        break
-    if crash is not None and sd.kind == "effect":
-        crash.check("after_effect", run.run_id, pos, sd.name)
-    text = encode(run, pos, sd.name, value)
-    if journalled:
-        run.write_sync(step_row(run, pos, sd, "done", attempt, started, text))
-    run.steps_run += 1
-    if crash is not None:
-        crash.check("after_journal", run.run_id, pos, sd.name)
-    if sd.compensate is not None:
-        run.saga.append(SagaEntry(pos, sd, args, kwargs, value))
-    return value
+    flow = step_flow(run, sd, pos, args, kwargs)
+    fn = sd.fn
+    try:
+        op, a, b = next(flow)
+        while True:
+            try:
+                if op is CALL:
+                    got = fn(*a, **b)
+                elif op is WRITE:
+                    run.write_sync(a)
+                    got = None
+                else:
+                    run.clock.sleep(a)
+                    got = None
+            except BaseException as exc:
+                op, a, b = flow.throw(exc)
+                continue
+            op, a, b = flow.send(got)
+    except StopIteration as done:
+        return done.value
 
 
 async def run_async(run: RunState, sd: StepDef, pos: str, args: Any, kwargs: Any) -> Any:
-    """Run (or replay) an async step; the same decisions as ``run_sync``."""
-    row = recorded(run, pos, sd.name)
-    prior = 0
-    if row is not None:
-        if row.status != "intent":
-            return replay(run, sd, pos, row, args, kwargs)
-        unknown_outcome(run, sd, pos, row)
-        prior = row.attempts
-    journalled = run.strategy != "restart"
-    intent = sd.kind == "effect" and run.strategy == "journal_keys"
-    crash = run.crash  # None outside crash tests: no check calls per step
-    if crash is not None:
-        crash.check("before_step", run.run_id, pos, sd.name)
-    kw = step_kwargs(run, sd, pos, kwargs)
-    started = run.clock.now()
-    attempt, wait = prior, None
-    while True:
-        attempt += 1
-        if intent:
-            await run.write(step_row(run, pos, sd, "intent", attempt, started))
-        if crash is not None and sd.kind == "effect":
-            crash.check("before_effect", run.run_id, pos, sd.name)
-        token = current.set(None)
-        here = in_step.set(RunContext(run.run_id, run.workflow, run.epoch, sd.name, pos, attempt))
-        try:
-            value = await sd.fn(*args, **kw)
-        except Exception as exc:
-            wait = sd.retry.next_wait(
-                attempt - prior, exc, run.clock.now() - started, wait, run.rng
-            )
-            if wait is None:
-                if journalled:
-                    await run.write(
-                        step_row(run, pos, sd, "error", attempt, started, None, error_text(exc))
-                    )
-                raise
-            await run.clock.asleep(wait)
-            continue
-        finally:
-            in_step.reset(here)
-            current.reset(token)
-        break
-    if crash is not None and sd.kind == "effect":
-        crash.check("after_effect", run.run_id, pos, sd.name)
-    text = encode(run, pos, sd.name, value)
-    if journalled:
-        await run.write(step_row(run, pos, sd, "done", attempt, started, text))
-    run.steps_run += 1
-    if crash is not None:
-        crash.check("after_journal", run.run_id, pos, sd.name)
-    if sd.compensate is not None:
-        run.saga.append(SagaEntry(pos, sd, args, kwargs, value))
-    return value
+    """Run (or replay) an async step; the same flow as ``run_sync``."""
+    flow = step_flow(run, sd, pos, args, kwargs)
+    fn = sd.fn
+    try:
+        op, a, b = next(flow)
+        while True:
+            try:
+                if op is CALL:
+                    got = await fn(*a, **b)
+                elif op is WRITE:
+                    await run.write(a)
+                    got = None
+                else:
+                    await run.clock.asleep(a)
+                    got = None
+            except BaseException as exc:
+                op, a, b = flow.throw(exc)
+                continue
+            op, a, b = flow.send(got)
+    except StopIteration as done:
+        return done.value
 
 
 STEP_CODES.add(run_async.__code__)
