@@ -15,6 +15,7 @@ from ._context import NeedsAttention, RunState, SagaEntry
 from ._defs import StepDef
 
 __all__ = [
+    "begin",
     "encode",
     "error_text",
     "recorded",
@@ -33,6 +34,24 @@ def recorded(run: RunState, pos: str, name: str) -> StepRow | None:
     if row is not None and row.name != name:
         raise StepMismatchError(run.run_id, pos, row.name, name)
     return row
+
+
+def begin(run: RunState, sd: StepDef, pos: str, args: Any, kwargs: Any) -> tuple[bool, Any]:
+    """Replay or run: ``(True, value)`` to replay the journalled value, ``(False, attempts)``
+    to run the step, counting ``attempts`` already made (an effect of unknown outcome that
+    may safely run again).
+
+    Raises:
+        LeaseLostError / StepMismatchError / NeedsAttention: see ``recorded`` and
+            ``unknown_outcome``; a journalled error is raised again.
+    """
+    row = recorded(run, pos, sd.name)
+    if row is None:
+        return False, 0
+    if row.status != "intent":
+        return True, replay(run, sd, pos, row, args, kwargs)
+    unknown_outcome(run, sd, pos, row)
+    return False, row.attempts
 
 
 def unknown_outcome(run: RunState, sd: StepDef, pos: str, row: StepRow) -> None:
