@@ -22,6 +22,7 @@ __all__ = [
     "replay",
     "step_kwargs",
     "step_row",
+    "undo_row",
     "unknown_outcome",
 ]
 
@@ -105,6 +106,32 @@ def step_row(
     done = None if status == "intent" else run.clock.now()
     return StepWrite(
         run.run_id, run.epoch, pos, sd.name, sd.kind, status, result, error, attempts, started, done
+    )
+
+
+def undo_row(
+    run: RunState,
+    pos: str,
+    name: str,
+    status: str,
+    attempts: int,
+    started: float,
+    error: str | None = None,
+) -> StepWrite:
+    """The journal row of compensation ``name`` at ``pos`` (``<effect pos>.undo``)."""
+    result = "null" if status == "done" else None
+    return StepWrite(
+        run.run_id,
+        run.epoch,
+        pos,
+        name,
+        "compensate",
+        status,
+        result,
+        error,
+        attempts,
+        started,
+        run.clock.now(),
     )
 
 

@@ -14,10 +14,9 @@ import asyncio
 from typing import Any
 
 from .. import codec
-from ..storage.base import StepWrite
 from ._context import RunState, SagaEntry, current
 from ._current import in_step
-from ._decide import error_text, recorded
+from ._decide import error_text, recorded, undo_row
 
 __all__ = ["compensate"]
 
@@ -61,19 +60,7 @@ async def _undo(run: RunState, e: SagaEntry) -> bool:
             wait = comp.retry.next_wait(attempt, exc, run.clock.now() - started, wait, run.rng)
             if wait is None:
                 await run.write(
-                    StepWrite(
-                        run.run_id,
-                        run.epoch,
-                        pos,
-                        comp.name,
-                        "compensate",
-                        "error",
-                        None,
-                        error_text(exc),
-                        attempt,
-                        started,
-                        run.clock.now(),
-                    )
+                    undo_row(run, pos, comp.name, "error", attempt, started, error_text(exc))
                 )
                 raise
             await run.clock.asleep(wait)
@@ -82,21 +69,7 @@ async def _undo(run: RunState, e: SagaEntry) -> bool:
             in_step.reset(here)
             current.reset(token)
         break
-    await run.write(
-        StepWrite(
-            run.run_id,
-            run.epoch,
-            pos,
-            comp.name,
-            "compensate",
-            "done",
-            "null",
-            None,
-            attempt,
-            started,
-            run.clock.now(),
-        )
-    )
+    await run.write(undo_row(run, pos, comp.name, "done", attempt, started))
     return True
 
 
