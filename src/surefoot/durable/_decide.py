@@ -46,9 +46,16 @@ def begin(run: RunState, sd: StepDef, pos: str, args: Any, kwargs: Any) -> tuple
         LeaseLostError / StepMismatchError / NeedsAttention: see ``recorded`` and
             ``unknown_outcome``; a journalled error is raised again.
     """
-    row = recorded(run, pos, sd.name)
+    # ``recorded`` inlined: every step passes here, and the call cost a replayed step ~5 %
+    # (driver alone, replayed sync step: 993-1,002 ns with the call, 943-976 ns without;
+    # 934-964 ns before the step flow existed; medians of 7 x 20,000 steps, 2026-12-01).
+    if run.lost:
+        raise LeaseLostError(run.run_id, run.epoch)
+    row = run.recorded.get(pos)
     if row is None:
         return False, 0
+    if row.name != sd.name:
+        raise StepMismatchError(run.run_id, pos, row.name, sd.name)
     if row.status != "intent":
         return True, replay(run, sd, pos, row, args, kwargs)
     unknown_outcome(run, sd, pos, row)

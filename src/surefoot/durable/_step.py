@@ -92,8 +92,8 @@ def step_flow(
 def run_sync(run: RunState, sd: StepDef, pos: str, args: Any, kwargs: Any) -> Any:
     """Run (or replay) a sync step in a sync context."""
     # Replay needs no flow: deciding first spares a replayed step the generator (driver
-    # alone, replayed sync step: 1,239-1,267 ns inside the flow, 977-988 ns like this;
-    # 935-973 ns before the flow existed; medians of 7 x 20,000 steps, 2026-12-01).
+    # alone, replayed sync step: 1,239-1,267 ns inside the flow, 943-976 ns like this;
+    # 934-964 ns before the flow existed; medians of 7 x 20,000 steps, 2026-12-01).
     replayed, got = begin(run, sd, pos, args, kwargs)
     if replayed:
         return got
@@ -122,8 +122,8 @@ def run_sync(run: RunState, sd: StepDef, pos: str, args: Any, kwargs: Any) -> An
 async def run_async(run: RunState, sd: StepDef, pos: str, args: Any, kwargs: Any) -> Any:
     """Run (or replay) an async step; the same flow as ``run_sync``."""
     # Replay needs no flow: deciding first spares a replayed step the generator (driver
-    # alone, replayed sync step: 1,239-1,267 ns inside the flow, 977-988 ns like this;
-    # 935-973 ns before the flow existed; medians of 7 x 20,000 steps, 2026-12-01).
+    # alone, replayed sync step: 1,239-1,267 ns inside the flow, 943-976 ns like this;
+    # 934-964 ns before the flow existed; medians of 7 x 20,000 steps, 2026-12-01).
     replayed, got = begin(run, sd, pos, args, kwargs)
     if replayed:
         return got
