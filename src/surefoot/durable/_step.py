@@ -99,6 +99,7 @@ def run_sync(run: RunState, sd: StepDef, pos: str, args: Any, kwargs: Any) -> An
         return got
     flow = step_flow(run, sd, pos, args, kwargs, got)
     fn = sd.fn
+    stopped: StopIteration | None = None
     try:
         op, a, b = next(flow)
         while True:
@@ -112,11 +113,19 @@ def run_sync(run: RunState, sd: StepDef, pos: str, args: Any, kwargs: Any) -> An
                     run.clock.sleep(a)
                     got = None
             except BaseException as exc:
+                if isinstance(exc, StopIteration):
+                    stopped = exc
                 op, a, b = flow.throw(exc)
                 continue
             op, a, b = flow.send(got)
     except StopIteration as done:
         return done.value
+    except RuntimeError as err:
+        if stopped is None or err.__cause__ is not stopped:
+            raise
+        # The step's own StopIteration, which the flow (a generator) cannot raise: raise
+        # it as a plain call would (an async step's is a RuntimeError already).
+        raise stopped from None
 
 
 async def run_async(run: RunState, sd: StepDef, pos: str, args: Any, kwargs: Any) -> Any:

@@ -126,3 +126,27 @@ def test_begin_replays_a_journalled_row_without_a_flow() -> None:
     intent = StepRow("r", "2", "charge", "effect", "intent", None, None, 2, 3, 0.0, None)
     run.recorded = {"2": intent}
     assert begin(run, _sd(charge), "2", (1,), {}) == (False, 2)
+
+
+def test_a_sync_step_raising_stopiteration_raises_it_in_the_workflow() -> None:
+    """A sync step's own StopIteration reaches the workflow as is, and is journalled."""
+    app = App("sqlite://", clock=FakeClock())
+
+    @app.step
+    def stops() -> None:
+        raise StopIteration("out")
+
+    @app.workflow
+    def wf() -> str:
+        try:
+            stops()
+        except StopIteration as exc:
+            return f"caught {exc}"
+        return "no error"
+
+    try:
+        assert app.start(wf, run_id="s").result(timeout=30) == "caught out"
+        (row,) = app.show("s").steps
+        assert row.status == "error" and "StopIteration" in str(row.error)
+    finally:
+        app.close()
