@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime as dt
-import inspect
 import os
 import socket
 import threading
@@ -18,16 +17,15 @@ from ..errors import (
     ConfigError,
     RunConflictError,
     UnknownRunError,
-    WorkflowNotFoundError,
 )
 from ..storage.base import Journal, RunRow
 from ._crash import CrashPlan
 from ._handle import RunHandle
 from ._manage import Management
-from ._retry import StepRetry
+from ._registry import Registry
 from ._runner import Executor
-from ._step import CompDef, StepDef, _accepts, make_step
-from ._types import STRATEGIES, TERMINAL, WAIT_SEP, StepSpec
+from ._step import make_step
+from ._types import STRATEGIES, WAIT_SEP, StepSpec
 from ._versions import Workflow, describe
 from ._waits import sleep_step, wait_step
 
@@ -103,10 +101,8 @@ class App(Management):
         self._storage: storage.Storage | None = None
         self._journal: Journal | None = None
         self._open_lock = threading.Lock()
-        self._workflows: dict[tuple[str, str], Workflow] = {}
-        self._latest: dict[str, Workflow] = {}
-        self._steps: dict[str, StepDef] = {}
-        self.executor = Executor(self)
+        self.registry = Registry()
+        self.executor = Executor(self.registry, self)
         self.serving = False
 
     # -- configuration -----------------------------------------------------------------
@@ -224,35 +220,15 @@ class App(Management):
         """
 
         def register(f: Any) -> Any:
-            sname = name or f.__name__
-            if compensate is not None and not effect:
-                raise ConfigError(
-                    f"step {sname!r} has compensate= but is not an effect; only effects are "
-                    "undone. Add effect=True or drop compensate."
-                )
-            if sname in self._steps:
-                raise ConfigError(f"step name {sname!r} is registered twice; pass name=")
-            comp = None
-            if compensate is not None:
-                comp = CompDef(
-                    getattr(compensate, "__name__", repr(compensate)),
-                    compensate,
-                    inspect.iscoroutinefunction(compensate),
-                    _accepts(compensate, "key"),
-                    _accepts(compensate, "result"),
-                    StepRetry(compensate_retry),
-                )
-            sd = StepDef(
-                sname,
+            sd = self.registry.add_step(
                 f,
-                "effect" if effect else "pure",
-                inspect.iscoroutinefunction(f),
-                effect and _accepts(f, "key"),
-                idempotent,
-                StepRetry(retry),
-                comp,
+                name=name,
+                effect=effect,
+                compensate=compensate,
+                retry=retry,
+                compensate_retry=compensate_retry,
+                idempotent=idempotent,
             )
-            self._steps[sname] = sd
             return make_step(sd)
 
         return register(fn) if fn is not None else register
@@ -286,44 +262,17 @@ class App(Management):
         """
 
         def register(f: Callable[..., Any]) -> Workflow:
-            wname = name or f.__name__
-            if (wname, str(version)) in self._workflows:
-                raise ConfigError(f"workflow {wname!r} version {version!r} is registered twice")
-            wf = Workflow(f, wname, str(version))
-            self._workflows[(wname, wf.version)] = wf
-            self._latest[wname] = wf
-            return wf
+            return self.registry.add_workflow(f, name=name, version=str(version))
 
         return register(fn) if fn is not None else register
 
     def registered(self) -> list[tuple[str, str]]:
         """(name, version) of every workflow registered here."""
-        return sorted(self._workflows)
+        return self.registry.registered()
 
     def describe(self, workflow: Workflow | str) -> list[StepSpec]:
         """Each step of ``workflow`` as pure, effect or wait, with its compensation and key plan."""
-        return describe(self._resolve(workflow))
-
-    def _resolve(self, workflow: Workflow | str) -> Workflow:
-        if isinstance(workflow, Workflow):
-            return workflow
-        if isinstance(workflow, str) and workflow in self._latest:
-            return self._latest[workflow]
-        known = ", ".join(sorted(self._latest)) or "none"
-        raise WorkflowNotFoundError(
-            f"no workflow {workflow!r} is registered with this app (registered: {known}); "
-            "decorate it with @app.workflow"
-        )
-
-    def _workflow_for(self, name: str, version: str) -> Workflow:
-        wf = self._workflows.get((name, version))
-        if wf is None:
-            have = ", ".join(v for (n, v) in self._workflows if n == name) or "none"
-            raise WorkflowNotFoundError(
-                f"workflow {name!r} version {version!r} is not registered here (versions "
-                f"here: {have}); keep the old version registered until its runs finish"
-            )
-        return wf
+        return describe(self.registry.resolve(workflow))
 
     # -- waits (inside workflows) ------------------------------------------------------
 
@@ -389,7 +338,7 @@ class App(Management):
             return RunHandle(
                 self, row.run_id, drive=True, future=self.executor.submit(row.run_id, 1)
             )
-        return RunHandle(self, row.run_id, drive=True, future=self._drive(row))
+        return RunHandle(self, row.run_id, drive=True, future=self.executor.drive(row))
 
     def enqueue(
         self,
@@ -417,7 +366,7 @@ class App(Management):
         *,
         embedded: bool,
     ) -> tuple[RunRow, bool]:
-        wf = self._resolve(workflow)
+        wf = self.registry.resolve(workflow)
         strat = strategy or self.strategy
         if strat not in STRATEGIES:
             raise ConfigError(f"strategy must be one of {', '.join(STRATEGIES)}; got {strat!r}")
@@ -452,27 +401,6 @@ class App(Management):
             )
         return stored, created
 
-    def _drive(self, row: RunRow) -> Any:
-        """Claim and execute ``row`` here if it is claimable now; the future, or None."""
-        if row.status in TERMINAL or row.status == "needs_attention":
-            return None
-        if (row.workflow, row.version) not in self._workflows:
-            return None
-        now = self.clock.now()
-        mine = row.owner == self.worker_id and row.run_id not in self.executor.active
-        claimed = self.journal.claim(
-            self.worker_id,
-            now=now,
-            lease_until=now + self.lease,
-            workflows=[],
-            limit=1,
-            run_id=row.run_id,
-            force=mine and row.status == "running",
-        )
-        if not claimed:
-            return None
-        return self.executor.submit(row.run_id, claimed[0][1])
-
     def handle(self, run_id: str) -> RunHandle:
         """A handle that watches an existing run (from any process).
 
@@ -482,7 +410,3 @@ class App(Management):
         if self.journal.get_run(run_id) is None:
             raise UnknownRunError(run_id, self.url)
         return RunHandle(self, run_id, drive=False)
-
-    def _on_beat(self) -> None:
-        if self.serving:
-            self.journal.register_worker(self.worker_id, self.registered(), now=self.clock.now())

@@ -23,7 +23,7 @@ from ..storage.base import Journal, RunWrite, StepRow, StepWrite
 from ._crash import CrashPlan
 
 if TYPE_CHECKING:
-    from ._runner import Writer
+    from ._writer import Writer
 
 __all__ = [
     "DOWN",

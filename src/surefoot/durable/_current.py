@@ -11,7 +11,7 @@ import contextvars
 from dataclasses import dataclass
 
 from ..errors import ConfigError
-from ._context import current
+from ._context import RunState, current
 
 __all__ = ["RunContext", "current_run", "in_step"]
 
@@ -42,9 +42,17 @@ class RunContext:
         return None if self.pos is None else f"{self.run_id}:{self.pos}"
 
 
-in_step: contextvars.ContextVar[RunContext | None] = contextvars.ContextVar(
+in_step: contextvars.ContextVar[tuple[RunState, str, str, int] | None] = contextvars.ContextVar(
     "surefoot_durable_step", default=None
 )
+"""(run, step name, position, attempt) of the step executing in this context.
+
+A tuple, not a ``RunContext``: building the frozen dataclass costs ~480 ns per step
+attempt and most steps never ask, so ``current_run()`` builds it. This pays for the
+generator of ``_step.step_flow``. The step driver alone (a journal whose commit does
+nothing), a pure sync step, medians of 7 x 20,000 steps (2026-12-01): 1,804-1,829 ns
+before the flow, 2,219 ns with it, 1,631-1,749 ns with it and this tuple.
+"""
 
 
 def current_run() -> RunContext:
@@ -63,7 +71,8 @@ def current_run() -> RunContext:
     """
     got = in_step.get()
     if got is not None:
-        return got
+        run, step, pos, attempt = got
+        return RunContext(run.run_id, run.workflow, run.epoch, step, pos, attempt)
     scope = current.get()
     if scope is not None:
         run = scope.run

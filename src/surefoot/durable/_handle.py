@@ -5,16 +5,28 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from .. import codec
+from ..clock import Clock
 from ..errors import RunFailedError, TimeoutError_, UnknownRunError
+from ..storage.base import Journal
+from ._runner import Executor
 from ._types import RunInfo
 
-if TYPE_CHECKING:
-    from ._app import App
+__all__ = ["RunHandle", "RunSource"]
 
-__all__ = ["RunHandle"]
+
+class RunSource(Protocol):
+    """What a handle reads from its app (an ``App``): the journal, the clock, the executor."""
+
+    url: str
+    clock: Clock
+    poll: float
+    executor: Executor
+
+    @property
+    def journal(self) -> Journal: ...
 
 
 class RunHandle:
@@ -31,7 +43,7 @@ class RunHandle:
 
     def __init__(
         self,
-        app: App,
+        app: RunSource,
         run_id: str,
         *,
         drive: bool,
@@ -104,7 +116,7 @@ class RunHandle:
             if row.status in ("failed", "cancelled", "needs_attention"):
                 raise RunFailedError(self.run_id, row.status, RunInfo.from_row(row).error)
             if self._drive:
-                self._future = app._drive(row)
+                self._future = app.executor.drive(row)
                 if self._future is not None:
                     continue
             if (

@@ -4,19 +4,16 @@ a signal is recorded in the journal's signals table and the step that consumed i
 from __future__ import annotations
 
 import uuid
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any
 
 from .. import codec
 from ..clock import Clock
 from ..errors import JournalError, UnknownRunError
 from ..storage.base import Journal, StepWrite
 from ._handle import RunHandle
+from ._registry import Registry
+from ._runner import Executor
 from ._types import TERMINAL, AuditEntry, RunDetail, RunInfo, StepInfo
-
-if TYPE_CHECKING:
-    from ._app import App
-    from ._runner import Executor
-    from ._versions import Workflow
 
 __all__ = ["Management"]
 
@@ -29,18 +26,16 @@ class Management:
     worker_id: str
     lease: float
     url: str
+    poll: float
     executor: Executor
-    _workflows: dict[tuple[str, str], Workflow]
+    registry: Registry
 
     @property
     def journal(self) -> Journal:
         raise NotImplementedError
 
-    def _workflow_for(self, name: str, version: str) -> Workflow:
-        raise NotImplementedError
-
     def _handle(self, run_id: str, future: Any = None) -> RunHandle:
-        return RunHandle(cast("App", self), run_id, drive=True, future=future)
+        return RunHandle(self, run_id, drive=True, future=future)
 
     def signal(
         self, run_id: str, name: str, payload: Any = None, *, signal_id: str | None = None
@@ -108,7 +103,7 @@ class Management:
         waiting = row.status in ("pending", "sleeping") or (
             row.status == "running" and (row.lease_until or 0) < self.clock.now()
         )
-        wf = self._workflows.get(key)
+        wf = self.registry.get(*key)
         return RunDetail(
             run=RunInfo.from_row(row),
             steps=[StepInfo.from_row(s) for s in self.journal.steps(run_id)],
@@ -131,7 +126,7 @@ class Management:
         row = self.journal.get_run(run_id)
         if row is None:
             raise UnknownRunError(run_id, self.url)
-        self._workflow_for(row.workflow, row.version)
+        self.registry.workflow_for(row.workflow, row.version)
         fut = None
         if row.status in ("pending", "sleeping", "running"):
             now = self.clock.now()

@@ -1,11 +1,9 @@
 """Executes runs: one event loop thread per app, a group-commit writer, lease heartbeats.
 
 Async workflows run as tasks on the app's loop; sync workflows run in a thread pool and
-journal directly. The :class:`Writer` batches the step records of every run on the loop:
-records submitted while the loop works through one iteration are committed together in the
-next, in one ``BEGIN IMMEDIATE`` transaction (one fsync), each still fenced by its own
-run's epoch. One run alone pays one commit per step; a hundred runs stepping together share
-one.
+journal directly; the :class:`~._writer.Writer` batches the step records of every run on
+the loop. The executor is given what it needs: the registry (which workflow a run needs)
+and a :class:`Host` (the journal and the settings, read live).
 """
 
 from __future__ import annotations
@@ -14,11 +12,12 @@ import asyncio
 import concurrent.futures
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from .. import codec
+from ..clock import Clock
 from ..errors import EncodeError, LeaseLostError, StepMismatchError
-from ..storage.base import RunWrite, StepWrite
+from ..storage.base import Journal, RunRow, RunWrite
 from ._context import (
     DOWN,
     JournalDown,
@@ -29,57 +28,27 @@ from ._context import (
     current,
     task_factory,
 )
+from ._crash import CrashPlan
+from ._registry import Registry
 from ._saga import compensate
-from ._types import WAIT_SEP
+from ._types import TERMINAL, WAIT_SEP
+from ._writer import Writer
 
-if TYPE_CHECKING:
-    from ._app import App
-
-__all__ = ["Executor", "Writer"]
+__all__ = ["Executor", "Host"]
 
 
-class Writer:
-    """Group commit: records submitted in one loop iteration share one transaction."""
+class Host(Protocol):
+    """What the executor reads from its app, at each use (``crash`` may change between runs)."""
 
-    def __init__(
-        self, commit: Callable[[list[StepWrite | RunWrite]], list[bool]], executor: Executor
-    ) -> None:
-        self._commit = commit
-        self._executor = executor
-        self._pending: list[tuple[StepWrite | RunWrite, asyncio.Future[bool]]] = []
-        self._scheduled = False
-        self.batches = 0
+    clock: Clock
+    worker_id: str
+    lease: float
+    crash: CrashPlan | None
+    max_claims: int
+    serving: bool
 
-    def alone(self) -> bool:
-        """True when a single run executes here: it may commit at once, inline."""
-        ex = self._executor
-        return len(ex.active) <= 1 and not ex.starting and not self._pending
-
-    def submit(self, rec: StepWrite | RunWrite) -> asyncio.Future[bool]:
-        loop = asyncio.get_running_loop()
-        fut: asyncio.Future[bool] = loop.create_future()
-        self._pending.append((rec, fut))
-        if not self._scheduled:
-            self._scheduled = True
-            loop.call_soon(self._flush)
-        return fut
-
-    def _flush(self) -> None:
-        self._scheduled = False
-        batch, self._pending = self._pending, []
-        if not batch:
-            return
-        self.batches += 1
-        try:
-            oks = self._commit([r for r, _ in batch])
-        except BaseException as exc:  # the whole transaction failed: tell every waiter
-            for _, f in batch:
-                if not f.done():
-                    f.set_exception(exc)
-            return
-        for (_, f), ok in zip(batch, oks, strict=True):
-            if not f.done():
-                f.set_result(ok)
+    @property
+    def journal(self) -> Journal: ...
 
 
 def _call_sync(scope: Scope, fn: Callable[..., Any], args: Any, kwargs: Any) -> Any:
@@ -93,15 +62,15 @@ def _call_sync(scope: Scope, fn: Callable[..., Any], args: Any, kwargs: Any) -> 
 class Executor:
     """Runs claimed runs for one app: a loop thread, a pool for sync workflows, heartbeats."""
 
-    def __init__(self, app: App) -> None:
-        self.app = app
+    def __init__(self, registry: Registry, host: Host) -> None:
+        self.registry = registry
+        self.host = host
         self.active: dict[str, RunState] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
         self._lock = threading.Lock()
         self.writer: Writer | None = None
-        self.starting = 0  # submitted runs whose execution has not begun yet
         self._stop_beat = threading.Event()
 
     # -- lifecycle ---------------------------------------------------------------------
@@ -130,7 +99,7 @@ class Executor:
                     daemon=True,
                 ).start()
                 ready.wait()
-                self.writer = Writer(self.app.journal.commit, self)
+                self.writer = Writer(self.host.journal.commit, self.active)
                 self._pool = concurrent.futures.ThreadPoolExecutor(
                     max_workers=32, thread_name_prefix="surefoot-workflow"
                 )
@@ -153,19 +122,50 @@ class Executor:
         """Execute a claimed run on the loop; the future gives the status it reached."""
         loop = self.loop()
         with self._lock:
-            self.starting += 1  # a run executing alone now shares its next commits
+            assert self.writer is not None
+            self.writer.starting += 1  # a run executing alone now shares its next commits
         return asyncio.run_coroutine_threadsafe(self._execute(run_id, epoch), loop)
+
+    def drive(self, row: RunRow) -> concurrent.futures.Future[str] | None:
+        """Claim and execute ``row`` here if it is claimable now; the future, or None."""
+        if row.status in TERMINAL or row.status == "needs_attention":
+            return None
+        if self.registry.get(row.workflow, row.version) is None:
+            return None
+        host = self.host
+        now = host.clock.now()
+        mine = row.owner == host.worker_id and row.run_id not in self.active
+        claimed = host.journal.claim(
+            host.worker_id,
+            now=now,
+            lease_until=now + host.lease,
+            workflows=[],
+            limit=1,
+            run_id=row.run_id,
+            force=mine and row.status == "running",
+        )
+        if not claimed:
+            return None
+        return self.submit(row.run_id, claimed[0][1])
 
     # -- heartbeat ---------------------------------------------------------------------
 
+    def announce(self) -> None:
+        """Tell the journal which workflows this worker serves (while it serves)."""
+        host = self.host
+        if host.serving:
+            host.journal.register_worker(
+                host.worker_id, self.registry.registered(), now=host.clock.now()
+            )
+
     def _beats(self, stop: threading.Event) -> None:
-        while not stop.wait(max(self.app.lease / 3.0, 0.05)):
-            if self.active or self.app.serving:
+        while not stop.wait(max(self.host.lease / 3.0, 0.05)):
+            if self.active or self.host.serving:
                 self._beat()
 
     def _beat(self) -> None:
         """Renew the leases of the runs executing here; flag the ones taken over."""
-        app = self.app
+        app = self.host
         try:
             held = [(r.run_id, r.epoch) for r in tuple(self.active.values())]
             if held:
@@ -177,7 +177,7 @@ class Executor:
                     run = self.active.get(run_id)
                     if run is not None:
                         run.lost = True
-            app._on_beat()
+            self.announce()
         except Exception:  # a busy database must not kill the heartbeat; try again next beat
             pass
 
@@ -185,13 +185,14 @@ class Executor:
 
     async def _execute(self, run_id: str, epoch: int) -> str:
         with self._lock:
-            self.starting -= 1
-        app = self.app
+            if self.writer is not None:
+                self.writer.starting -= 1
+        app = self.host
         journal = app.journal
         row = journal.get_run(run_id)
         if row is None or row.epoch != epoch:
             return "lost"
-        wf = app._workflow_for(row.workflow, row.version)
+        wf = self.registry.workflow_for(row.workflow, row.version)
         args, kwargs = codec.loads(row.args)
         run = RunState(
             run_id=run_id,
@@ -325,7 +326,7 @@ class Executor:
         the run in flight; a run that kills its worker every time would otherwise be
         retried forever. The run keeps its journal; ``surefoot runs retry`` resumes it.
         """
-        limit = self.app.max_claims
+        limit = self.host.max_claims
         detail = codec.dumps(
             {
                 "reason": "max_claims",
@@ -341,7 +342,7 @@ class Executor:
     def _note_lost(self, run: RunState, exc: LeaseLostError) -> None:
         """A zombie's write was refused: say so in the audit log (append-only, unfenced)."""
         try:
-            self.app.journal.audit(
+            self.host.journal.audit(
                 run.run_id,
                 actor=run.actor,
                 action="lease_lost",

@@ -14,10 +14,9 @@ import asyncio
 from typing import Any
 
 from .. import codec
-from ..storage.base import StepWrite
 from ._context import RunState, SagaEntry, current
-from ._current import RunContext, in_step
-from ._step import _error_text, _recorded
+from ._current import in_step
+from ._decide import error_text, recorded, undo_row
 
 __all__ = ["compensate"]
 
@@ -36,7 +35,7 @@ async def _undo(run: RunState, e: SagaEntry) -> bool:
     comp = e.step.compensate
     assert comp is not None
     pos = f"{e.pos}.undo"
-    row = _recorded(run, pos, comp.name)
+    row = recorded(run, pos, comp.name)
     if row is not None and row.status == "done":
         return False
     if row is not None and row.status == "error":
@@ -51,7 +50,7 @@ async def _undo(run: RunState, e: SagaEntry) -> bool:
     while True:
         attempt += 1
         token = current.set(None)
-        here = in_step.set(RunContext(run.run_id, run.workflow, run.epoch, comp.name, pos, attempt))
+        here = in_step.set((run, comp.name, pos, attempt))
         try:
             if comp.is_async:
                 await comp.fn(*e.args, **kw)
@@ -61,19 +60,7 @@ async def _undo(run: RunState, e: SagaEntry) -> bool:
             wait = comp.retry.next_wait(attempt, exc, run.clock.now() - started, wait, run.rng)
             if wait is None:
                 await run.write(
-                    StepWrite(
-                        run.run_id,
-                        run.epoch,
-                        pos,
-                        comp.name,
-                        "compensate",
-                        "error",
-                        None,
-                        _error_text(exc),
-                        attempt,
-                        started,
-                        run.clock.now(),
-                    )
+                    undo_row(run, pos, comp.name, "error", attempt, started, error_text(exc))
                 )
                 raise
             await run.clock.asleep(wait)
@@ -82,21 +69,7 @@ async def _undo(run: RunState, e: SagaEntry) -> bool:
             in_step.reset(here)
             current.reset(token)
         break
-    await run.write(
-        StepWrite(
-            run.run_id,
-            run.epoch,
-            pos,
-            comp.name,
-            "compensate",
-            "done",
-            "null",
-            None,
-            attempt,
-            started,
-            run.clock.now(),
-        )
-    )
+    await run.write(undo_row(run, pos, comp.name, "done", attempt, started))
     return True
 
 

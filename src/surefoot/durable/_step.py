@@ -1,7 +1,16 @@
 """Steps: the journal decides whether a step runs, replays or stops the run.
 
-The decisions live in ``_recorded`` and ``_unknown_outcome`` (pure); the sync and async
-drivers below them only do the I/O, side by side so they stay alike.
+``_decide.begin`` says whether a step replays or runs; ``step_flow`` is the whole of a
+run, with no I/O: it decides (with ``_decide``) and yields what to do, one request at a
+time; ``run_sync`` and ``run_async`` below it do what it asks, the same lines with and
+without ``await``. A request is a tuple ``(op, a, b)``:
+
+``(WRITE, record, None)``  commit ``record`` (the answer is None; a refusal raises)
+``(CALL, args, kwargs)``   call the step's function; the answer is its value
+``(SLEEP, seconds, None)`` wait before the next attempt
+
+An error while doing a request is thrown into the flow at that request, so the flow's own
+``except``/``finally`` see it as if the I/O were inline (a failed call is retried there).
 
 Per step: a pure step commits one row after it ran. An effect commits an *intent* row
 before it runs and its result row after (strategy ``journal_keys``), so a crash in between
@@ -12,246 +21,141 @@ declared ``idempotent``), otherwise the run goes to ``needs_attention``.
 from __future__ import annotations
 
 import functools
-import inspect
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Generator
 from typing import Any
 
-from .. import codec
-from ..errors import EncodeError, StepMismatchError
-from ..storage.base import StepRow, StepWrite
-from ._context import STEP_CODES, NeedsAttention, RunState, SagaEntry, current
-from ._current import RunContext, in_step
-from ._retry import StepRetry
+from ._context import STEP_CODES, RunState, SagaEntry, current
+from ._current import in_step
+from ._decide import begin, encode, error_text, step_kwargs, step_row
+from ._defs import StepDef
 
-__all__ = ["CompDef", "StepDef", "make_step"]
+__all__ = ["CALL", "SLEEP", "WRITE", "make_step", "run_async", "run_sync", "step_flow"]
 
-
-def _accepts(fn: Callable[..., Any], name: str) -> bool:
-    try:
-        params = inspect.signature(fn).parameters
-    except (TypeError, ValueError):
-        return False
-    return name in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
+WRITE, CALL, SLEEP = "write", "call", "sleep"
+Request = tuple[str, Any, Any]
 
 
-@dataclass(slots=True, eq=False)
-class CompDef:
-    """A compensation: what undoes an effect."""
-
-    name: str
-    fn: Callable[..., Any]
-    is_async: bool
-    takes_key: bool
-    takes_result: bool
-    retry: StepRetry
-
-
-@dataclass(slots=True, eq=False)
-class StepDef:
-    """A registered step."""
-
-    name: str
-    fn: Callable[..., Any]
-    kind: str  # pure | effect
-    is_async: bool
-    takes_key: bool
-    idempotent: bool
-    retry: StepRetry
-    compensate: CompDef | None
-
-
-# -- decisions ---------------------------------------------------------------------------
-
-
-def _recorded(run: RunState, pos: str, name: str) -> StepRow | None:
-    """The journalled row at ``pos`` (after checking it is the same step), or None."""
-    if run.lost:
-        from ..errors import LeaseLostError
-
-        raise LeaseLostError(run.run_id, run.epoch)
-    row = run.recorded.get(pos)
-    if row is not None and row.name != name:
-        raise StepMismatchError(run.run_id, pos, row.name, name)
-    return row
-
-
-def _unknown_outcome(run: RunState, sd: StepDef, pos: str, row: StepRow) -> None:
-    """An effect began and its outcome was never journalled: rerun only if that is safe."""
-    if sd.idempotent or (sd.takes_key and run.strategy == "journal_keys"):
-        return
-    raise NeedsAttention(
-        "outcome_unknown",
-        {
-            "pos": pos,
-            "step": sd.name,
-            "attempts": row.attempts,
-            "why": (
-                f"effect {sd.name!r} (step {pos}) was started and its outcome was never "
-                "journalled; it takes no idempotency key, so rerunning it could do it twice. "
-                "Check whether it happened, then `surefoot runs retry` to run it again."
-            ),
-        },
-    )
-
-
-def _kwargs(run: RunState, sd: StepDef, pos: str, kwargs: dict[str, Any]) -> dict[str, Any]:
-    """The step's keyword arguments, plus its idempotency key if it is an effect taking one."""
-    if not sd.takes_key:  # only effects take keys (see App.step)
-        return kwargs
-    key = f"{run.run_id}:{pos}" if run.strategy == "journal_keys" else None
-    return {**kwargs, "key": key}
-
-
-def _encode(run: RunState, pos: str, name: str, value: Any) -> str:
-    try:
-        return codec.dumps(value)
-    except EncodeError:  # again, to say where (only on the error path)
-        return codec.dumps(value, where=f"the result of step {pos} {name!r} (run {run.run_id!r})")
-
-
-def _error_text(exc: BaseException) -> str:
-    return codec.dumps(codec.error_to_data(exc))
-
-
-def _row(
-    run: RunState,
-    pos: str,
-    sd: StepDef,
-    status: str,
-    attempts: int,
-    started: float,
-    result: str | None = None,
-    error: str | None = None,
-) -> StepWrite:
-    done = None if status == "intent" else run.clock.now()
-    return StepWrite(
-        run.run_id, run.epoch, pos, sd.name, sd.kind, status, result, error, attempts, started, done
-    )
-
-
-def _replay(run: RunState, sd: StepDef, pos: str, row: StepRow, args: Any, kw: Any) -> Any:
-    if row.status == "error":
-        raise codec.loads(row.error or "null")
-    value = codec.loads(row.result or "null")
+def step_flow(
+    run: RunState, sd: StepDef, pos: str, args: Any, kwargs: Any, prior: int
+) -> Generator[Request, Any, Any]:
+    """Run one step that ``begin`` decided to run (``prior`` attempts made before): yields
+    requests, returns the step's value."""
+    journalled = run.strategy != "restart"
+    intent = sd.kind == "effect" and run.strategy == "journal_keys"
+    crash = run.crash  # None outside crash tests: no check calls per step
+    if crash is not None:
+        crash.check("before_step", run.run_id, pos, sd.name)
+    kw = step_kwargs(run, sd, pos, kwargs)
+    started = run.clock.now()
+    attempt, wait = prior, None
+    while True:
+        attempt += 1
+        if intent:
+            yield WRITE, step_row(run, pos, sd, "intent", attempt, started), None
+        if crash is not None and sd.kind == "effect":
+            crash.check("before_effect", run.run_id, pos, sd.name)
+        token = current.set(None)  # code inside a step is not journalled
+        here = in_step.set((run, sd.name, pos, attempt))
+        try:
+            value = yield CALL, args, kw
+        except Exception as exc:
+            wait = sd.retry.next_wait(
+                attempt - prior, exc, run.clock.now() - started, wait, run.rng
+            )
+            if wait is None:
+                if journalled:
+                    err = step_row(run, pos, sd, "error", attempt, started, None, error_text(exc))
+                    yield WRITE, err, None
+                raise
+            yield SLEEP, wait, None
+            continue
+        finally:
+            in_step.reset(here)
+            current.reset(token)
+        break
+    if crash is not None and sd.kind == "effect":
+        crash.check("after_effect", run.run_id, pos, sd.name)
+    text = encode(run, pos, sd.name, value)
+    if journalled:
+        yield WRITE, step_row(run, pos, sd, "done", attempt, started, text), None
+    run.steps_run += 1
+    if crash is not None:
+        crash.check("after_journal", run.run_id, pos, sd.name)
     if sd.compensate is not None:
-        run.saga.append(SagaEntry(pos, sd, args, kw, value))
+        run.saga.append(SagaEntry(pos, sd, args, kwargs, value))
     return value
 
 
-# -- drivers -----------------------------------------------------------------------------
+# -- drivers: the same lines, with and without await -------------------------------------
 
 
 def run_sync(run: RunState, sd: StepDef, pos: str, args: Any, kwargs: Any) -> Any:
     """Run (or replay) a sync step in a sync context."""
-    row = _recorded(run, pos, sd.name)
-    prior = 0
-    if row is not None:
-        if row.status != "intent":
-            return _replay(run, sd, pos, row, args, kwargs)
-        _unknown_outcome(run, sd, pos, row)
-        prior = row.attempts
-    journalled = run.strategy != "restart"
-    intent = sd.kind == "effect" and run.strategy == "journal_keys"
-    crash = run.crash  # None outside crash tests: no check calls per step
-    if crash is not None:
-        crash.check("before_step", run.run_id, pos, sd.name)
-    kw = _kwargs(run, sd, pos, kwargs)
-    started = run.clock.now()
-    attempt, wait = prior, None
-    while True:
-        attempt += 1
-        if intent:
-            run.write_sync(_row(run, pos, sd, "intent", attempt, started))
-        if crash is not None and sd.kind == "effect":
-            crash.check("before_effect", run.run_id, pos, sd.name)
-        token = current.set(None)  # code inside a step is not journalled
-        here = in_step.set(RunContext(run.run_id, run.workflow, run.epoch, sd.name, pos, attempt))
-        try:
-            value = sd.fn(*args, **kw)
-        except Exception as exc:
-            wait = sd.retry.next_wait(
-                attempt - prior, exc, run.clock.now() - started, wait, run.rng
-            )
-            if wait is None:
-                if journalled:
-                    run.write_sync(
-                        _row(run, pos, sd, "error", attempt, started, None, _error_text(exc))
-                    )
-                raise
-            run.clock.sleep(wait)
-            continue
-        finally:
-            in_step.reset(here)
-            current.reset(token)
-        break
-    if crash is not None and sd.kind == "effect":
-        crash.check("after_effect", run.run_id, pos, sd.name)
-    text = _encode(run, pos, sd.name, value)
-    if journalled:
-        run.write_sync(_row(run, pos, sd, "done", attempt, started, text))
-    run.steps_run += 1
-    if crash is not None:
-        crash.check("after_journal", run.run_id, pos, sd.name)
-    if sd.compensate is not None:
-        run.saga.append(SagaEntry(pos, sd, args, kwargs, value))
-    return value
+    # Replay needs no flow: deciding first spares a replayed step the generator (driver
+    # alone, replayed sync step: 1,239-1,267 ns inside the flow, 943-976 ns like this;
+    # 934-964 ns before the flow existed; medians of 7 x 20,000 steps, 2026-12-01).
+    replayed, got = begin(run, sd, pos, args, kwargs)
+    if replayed:
+        return got
+    flow = step_flow(run, sd, pos, args, kwargs, got)
+    fn = sd.fn
+    stopped: StopIteration | None = None
+    try:
+        op, a, b = next(flow)
+        while True:
+            try:
+                if op is CALL:
+                    got = fn(*a, **b)
+                elif op is WRITE:
+                    run.write_sync(a)
+                    got = None
+                else:
+                    run.clock.sleep(a)
+                    got = None
+            except BaseException as exc:
+                if isinstance(exc, StopIteration):
+                    stopped = exc
+                op, a, b = flow.throw(exc)
+                continue
+            op, a, b = flow.send(got)
+    except StopIteration as done:
+        return done.value
+    except RuntimeError as err:
+        if stopped is None or err.__cause__ is not stopped:
+            raise
+        # The step's own StopIteration, which the flow (a generator) cannot raise: raise
+        # it as a plain call would (an async step's is a RuntimeError already).
+        raise stopped from None
 
 
 async def run_async(run: RunState, sd: StepDef, pos: str, args: Any, kwargs: Any) -> Any:
-    """Run (or replay) an async step; the same decisions as ``run_sync``."""
-    row = _recorded(run, pos, sd.name)
-    prior = 0
-    if row is not None:
-        if row.status != "intent":
-            return _replay(run, sd, pos, row, args, kwargs)
-        _unknown_outcome(run, sd, pos, row)
-        prior = row.attempts
-    journalled = run.strategy != "restart"
-    intent = sd.kind == "effect" and run.strategy == "journal_keys"
-    crash = run.crash  # None outside crash tests: no check calls per step
-    if crash is not None:
-        crash.check("before_step", run.run_id, pos, sd.name)
-    kw = _kwargs(run, sd, pos, kwargs)
-    started = run.clock.now()
-    attempt, wait = prior, None
-    while True:
-        attempt += 1
-        if intent:
-            await run.write(_row(run, pos, sd, "intent", attempt, started))
-        if crash is not None and sd.kind == "effect":
-            crash.check("before_effect", run.run_id, pos, sd.name)
-        token = current.set(None)
-        here = in_step.set(RunContext(run.run_id, run.workflow, run.epoch, sd.name, pos, attempt))
-        try:
-            value = await sd.fn(*args, **kw)
-        except Exception as exc:
-            wait = sd.retry.next_wait(
-                attempt - prior, exc, run.clock.now() - started, wait, run.rng
-            )
-            if wait is None:
-                if journalled:
-                    await run.write(
-                        _row(run, pos, sd, "error", attempt, started, None, _error_text(exc))
-                    )
-                raise
-            await run.clock.asleep(wait)
-            continue
-        finally:
-            in_step.reset(here)
-            current.reset(token)
-        break
-    if crash is not None and sd.kind == "effect":
-        crash.check("after_effect", run.run_id, pos, sd.name)
-    text = _encode(run, pos, sd.name, value)
-    if journalled:
-        await run.write(_row(run, pos, sd, "done", attempt, started, text))
-    run.steps_run += 1
-    if crash is not None:
-        crash.check("after_journal", run.run_id, pos, sd.name)
-    if sd.compensate is not None:
-        run.saga.append(SagaEntry(pos, sd, args, kwargs, value))
-    return value
+    """Run (or replay) an async step; the same flow as ``run_sync``."""
+    # Replay needs no flow: deciding first spares a replayed step the generator (driver
+    # alone, replayed sync step: 1,239-1,267 ns inside the flow, 943-976 ns like this;
+    # 934-964 ns before the flow existed; medians of 7 x 20,000 steps, 2026-12-01).
+    replayed, got = begin(run, sd, pos, args, kwargs)
+    if replayed:
+        return got
+    flow = step_flow(run, sd, pos, args, kwargs, got)
+    fn = sd.fn
+    try:
+        op, a, b = next(flow)
+        while True:
+            try:
+                if op is CALL:
+                    got = await fn(*a, **b)
+                elif op is WRITE:
+                    await run.write(a)
+                    got = None
+                else:
+                    await run.clock.asleep(a)
+                    got = None
+            except BaseException as exc:
+                op, a, b = flow.throw(exc)
+                continue
+            op, a, b = flow.send(got)
+    except StopIteration as done:
+        return done.value
 
 
 STEP_CODES.add(run_async.__code__)

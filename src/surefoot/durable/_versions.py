@@ -15,7 +15,7 @@ import types
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from ._step import StepDef
+from ._defs import StepDef
 from ._types import StepSpec
 
 __all__ = ["Workflow", "describe", "structure_hash"]

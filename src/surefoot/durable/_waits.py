@@ -16,7 +16,7 @@ from .. import codec
 from ..errors import ConfigError
 from ..storage.base import StepWrite
 from ._context import DOWN, STEP_CODES, JournalDown, RunState, Scope, Suspend, current
-from ._step import _recorded
+from ._decide import recorded
 
 __all__ = ["Done", "sleep_step", "wait_step"]
 
@@ -59,7 +59,7 @@ def _suspend(run: RunState, s: Suspend) -> Suspend:
 
 
 def _sleep(run: RunState, pos: str, wake_at: float) -> None:
-    row = _recorded(run, pos, "sleep")
+    row = recorded(run, pos, "sleep")
     now = run.clock.now()
     if row is not None:
         wake = float(codec.loads(row.result or "0"))
@@ -104,7 +104,7 @@ def sleep_step(wake_at: float) -> Any:
 
 def _wait(run: RunState, pos: str, name: str, timeout: float | None, default: Any) -> Any:
     step = f"signal:{name}"
-    row = _recorded(run, pos, step)
+    row = recorded(run, pos, step)
     now = run.clock.now()
     if row is not None and row.status == "done":
         got = codec.loads(row.result or "null")

@@ -95,7 +95,7 @@ class Worker:
         for info in app.list_runs(status="running", limit=10_000):
             if info.owner != app.worker_id or info.run_id in app.executor.active:
                 continue
-            if (info.workflow, info.version) not in app._workflows:
+            if app.registry.get(info.workflow, info.version) is None:
                 continue
             now = app.clock.now()
             got = app.journal.claim(
@@ -176,7 +176,7 @@ class Worker:
         down_since = 0.0
         try:
             app.executor.loop()  # starts the heartbeat, which also announces this worker
-            app._on_beat()
+            app.executor.announce()
         except _UNAVAILABLE as exc:
             failures, down_since = self._down(exc), time.monotonic()
             wake = None

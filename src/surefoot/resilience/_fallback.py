@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from typing import Any, Generic, TypeVar
 
 from ..clock import Clock
@@ -15,6 +15,7 @@ from ._retry import _accepts_timeout, aretry_call, retry_call
 __all__ = ["Fallback", "ResilientClient"]
 
 T = TypeVar("T")
+_PRIMARY, _BACKUP = "primary", "backup"  # what the client's flow asks for
 
 
 class Fallback(Generic[T]):
@@ -57,13 +58,15 @@ class Fallback(Generic[T]):
         for i, e in enumerate(errors):
             last.add_note(f"surefoot.fallback: backend {i} failed first: {type(e).__name__}: {e}")
 
-    def __call__(self, *args: Any, **kwargs: Any) -> T:
+    def _flow(self) -> Generator[Callable[..., Any], Any, Any]:
+        """Yield each backend to call, in order; its answer is sent back, its error thrown in."""
         errors: list[BaseException] = []
+        last = len(self.chain) - 1
         for i, fn in enumerate(self.chain):
             try:
-                out = fn(*args, **kwargs)
+                out = yield fn
             except Exception as exc:
-                if i == len(self.chain) - 1 or not self._on(exc):
+                if i == last or not self._on(exc):
                     with self._lock:
                         self.failed += 1
                     self._note(errors, exc)
@@ -75,24 +78,36 @@ class Fallback(Generic[T]):
             return out
         raise AssertionError("unreachable")  # pragma: no cover
 
+    # -- drivers: the same lines, with and without await -------------------------------
+
+    def __call__(self, *args: Any, **kwargs: Any) -> T:
+        flow = self._flow()
+        try:
+            fn = next(flow)
+            while True:
+                try:
+                    got = fn(*args, **kwargs)
+                except Exception as exc:
+                    fn = flow.throw(exc)
+                    continue
+                fn = flow.send(got)
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
+
     async def acall(self, *args: Any, **kwargs: Any) -> Any:
         """Await the chain (each backend an async function)."""
-        errors: list[BaseException] = []
-        for i, fn in enumerate(self.chain):
-            try:
-                out = await fn(*args, **kwargs)  # type: ignore[misc]
-            except Exception as exc:
-                if i == len(self.chain) - 1 or not self._on(exc):
-                    with self._lock:
-                        self.failed += 1
-                    self._note(errors, exc)
-                    raise
-                errors.append(exc)
-                continue
-            with self._lock:
-                self.served[i] += 1
-            return out
-        raise AssertionError("unreachable")  # pragma: no cover
+        flow = self._flow()
+        try:
+            fn = next(flow)
+            while True:
+                try:
+                    got = await fn(*args, **kwargs)
+                except Exception as exc:
+                    fn = flow.throw(exc)
+                    continue
+                fn = flow.send(got)
+        except StopIteration as done:
+            return done.value
 
 
 class ResilientClient(Generic[T]):
@@ -156,13 +171,14 @@ class ResilientClient(Generic[T]):
         with self._lock:
             setattr(self, field, getattr(self, field) + 1)
 
-    def call(self, *args: Any, **kwargs: Any) -> T:
-        """Make one logical request; returns the primary's or the backup's answer."""
+    def _flow(self) -> Generator[str, Any, Any]:
+        """Ask for the primary (``_PRIMARY``), then, if it failed, the backup (``_BACKUP``).
+
+        Each answer is sent back, each error thrown in; the counts and notes live here once.
+        """
         self._count("requests")
         try:
-            out = retry_call(
-                self._attempt, *args, policy=self.policy, clock=self.clock, rng=self.rng, **kwargs
-            )
+            out = yield _PRIMARY
         except Exception as exc:
             if self.backup is None:
                 self._count("failed")
@@ -172,14 +188,7 @@ class ResilientClient(Generic[T]):
             self._count("primary_ok")
             return out
         try:
-            out = retry_call(
-                self.backup,
-                *args,
-                policy=self.backup_policy,
-                clock=self.clock,
-                rng=self.rng,
-                **kwargs,
-            )
+            out = yield _BACKUP
         except Exception as exc:
             self._count("failed")
             exc.add_note(
@@ -189,37 +198,50 @@ class ResilientClient(Generic[T]):
         self._count("backup_ok")
         return out
 
+    # -- drivers: the same lines, with and without await -------------------------------
+
+    def call(self, *args: Any, **kwargs: Any) -> T:
+        """Make one logical request; returns the primary's or the backup's answer."""
+        flow = self._flow()
+        try:
+            req = next(flow)
+            while True:
+                fn: Callable[..., Any] = self._attempt
+                policy = self.policy
+                if req is _BACKUP:
+                    assert self.backup is not None  # the flow asks for it only if there is one
+                    fn, policy = self.backup, self.backup_policy
+                try:
+                    got = retry_call(
+                        fn, *args, policy=policy, clock=self.clock, rng=self.rng, **kwargs
+                    )
+                except Exception as exc:
+                    req = flow.throw(exc)
+                    continue
+                req = flow.send(got)
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
+
     async def acall(self, *args: Any, **kwargs: Any) -> Any:
         """The async twin of :meth:`call` (primary and backup are async functions)."""
-        self._count("requests")
+        flow = self._flow()
         try:
-            out = await aretry_call(
-                self._aattempt, *args, policy=self.policy, clock=self.clock, rng=self.rng, **kwargs
-            )
-        except Exception as exc:
-            if self.backup is None:
-                self._count("failed")
-                raise
-            first = exc
-        else:
-            self._count("primary_ok")
-            return out
-        try:
-            out = await aretry_call(
-                self.backup,  # type: ignore[arg-type]
-                *args,
-                policy=self.backup_policy,
-                clock=self.clock,
-                rng=self.rng,
-                **kwargs,
-            )
-        except Exception as exc:
-            self._count("failed")
-            exc.add_note(
-                f"surefoot.fallback: the primary failed first: {type(first).__name__}: {first}"
-            )
-            raise
-        self._count("backup_ok")
-        return out
+            req = next(flow)
+            while True:
+                fn: Callable[..., Any] = self._aattempt
+                policy = self.policy
+                if req is _BACKUP:
+                    assert self.backup is not None  # the flow asks for it only if there is one
+                    fn, policy = self.backup, self.backup_policy
+                try:
+                    got = await aretry_call(
+                        fn, *args, policy=policy, clock=self.clock, rng=self.rng, **kwargs
+                    )
+                except Exception as exc:
+                    req = flow.throw(exc)
+                    continue
+                req = flow.send(got)
+        except StopIteration as done:
+            return done.value
 
     __call__ = call

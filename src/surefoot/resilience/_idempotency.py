@@ -6,7 +6,7 @@ import hashlib
 import os
 import threading
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Generator
 from datetime import timedelta
 from typing import Any, TypeVar
 
@@ -18,6 +18,7 @@ from ..storage.base import KeyRecord, KeyStore
 __all__ = ["IdempotentExecutor", "fingerprint"]
 
 T = TypeVar("T")
+_SLEEP, _CALL = "sleep", "call"  # what the flow asks its driver to do
 
 
 def fingerprint(action: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
@@ -166,7 +167,36 @@ class IdempotentExecutor:
             f"{self.wait_timeout:g} s; retry later",
         )
 
-    # -- drivers -----------------------------------------------------------------------
+    def _flow(self, key: str, fp: str) -> Generator[str, Any, Any]:
+        """Claim ``key``, or wait for (or return) its saved result, then run and save.
+
+        The store's calls are the same in both drivers; the flow yields only what differs:
+        ``_SLEEP`` (wait ``poll`` seconds) and ``_CALL`` (run the action; the answer is its
+        result, or its error thrown in here).
+        """
+        waited = 0.0
+        while True:
+            claimed, rec = self._begin(key, fp)
+            if claimed:
+                break
+            done, value = self._existing(key, fp, rec)
+            if done:
+                return value
+            if waited >= self.wait_timeout:
+                raise self._timeout(key)
+            yield _SLEEP
+            waited += self.poll
+        with self._lock:
+            self.runs += 1
+        try:
+            result = yield _CALL
+        except BaseException as exc:
+            self._release_after(key, exc)
+            raise
+        self._finish(key, result)
+        return result
+
+    # -- drivers: the same lines, with and without await -------------------------------
 
     def run(self, key: str, action: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """Run ``action(*args, **kwargs)`` once for ``key``; afterwards return its saved result.
@@ -179,55 +209,43 @@ class IdempotentExecutor:
         """
         if not callable(action):
             raise TypeError(f"run() needs an action to call, got {action!r}")
-        fp = self.fingerprint(action, args, kwargs)
-        waited = 0.0
-        while True:
-            claimed, rec = self._begin(key, fp)
-            if claimed:
-                break
-            done, value = self._existing(key, fp, rec)
-            if done:
-                return value  # type: ignore[no-any-return]
-            if waited >= self.wait_timeout:
-                raise self._timeout(key)
-            self.clock.sleep(self.poll)
-            waited += self.poll
-        with self._lock:
-            self.runs += 1
+        flow = self._flow(key, self.fingerprint(action, args, kwargs))
         try:
-            result = action(*args, **kwargs)
-        except BaseException as exc:
-            self._release_after(key, exc)
-            raise
-        self._finish(key, result)
-        return result
+            req = next(flow)
+            while True:
+                if req is _SLEEP:
+                    self.clock.sleep(self.poll)
+                    req = flow.send(None)
+                    continue
+                try:
+                    got = action(*args, **kwargs)
+                except BaseException as exc:
+                    req = flow.throw(exc)
+                    continue
+                req = flow.send(got)
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
 
     async def arun(
         self, key: str, action: Callable[..., Awaitable[T]], *args: Any, **kwargs: Any
     ) -> T:
         """Await ``action(*args, **kwargs)`` once for ``key`` (the async twin of :meth:`run`)."""
-        fp = self.fingerprint(action, args, kwargs)
-        waited = 0.0
-        while True:
-            claimed, rec = self._begin(key, fp)
-            if claimed:
-                break
-            done, value = self._existing(key, fp, rec)
-            if done:
-                return value  # type: ignore[no-any-return]
-            if waited >= self.wait_timeout:
-                raise self._timeout(key)
-            await self.clock.asleep(self.poll)
-            waited += self.poll
-        with self._lock:
-            self.runs += 1
+        flow = self._flow(key, self.fingerprint(action, args, kwargs))
         try:
-            result = await action(*args, **kwargs)
-        except BaseException as exc:
-            self._release_after(key, exc)
-            raise
-        self._finish(key, result)
-        return result
+            req = next(flow)
+            while True:
+                if req is _SLEEP:
+                    await self.clock.asleep(self.poll)
+                    req = flow.send(None)
+                    continue
+                try:
+                    got = await action(*args, **kwargs)
+                except BaseException as exc:
+                    req = flow.throw(exc)
+                    continue
+                req = flow.send(got)
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
 
     def forget(self, key: str) -> bool:
         """Delete the record of ``key`` (the next call runs the action again)."""

@@ -135,3 +135,51 @@ def test_unhashable_callables_still_get_their_timeout() -> None:
     svc = Service()
     client = ResilientClient(svc, policy=RetryPolicy(1, timeout_per_attempt=2.0))
     assert client.call() == "ok" and svc.seen == [2.0]
+
+
+def test_async_fallback_counts_and_notes_like_the_sync_one() -> None:
+    """Fallback.acall serves, counts failures and notes earlier errors as __call__ does."""
+    plan = {"a": [ProviderError(503), None], "b": [ProviderError(502), None]}
+
+    def backend(name: str):  # type: ignore[no-untyped-def]
+        async def call() -> str:
+            err = plan[name].pop(0) if plan[name] else None
+            if err is not None:
+                raise err
+            return name
+
+        return call
+
+    fb = Fallback(backend("a"), backend("b"))
+    with pytest.raises(ProviderError) as info:
+        asyncio.run(fb.acall())  # both fail once: the last error, noting the first
+    assert info.value.status_code == 502 and "backend 0 failed first" in info.value.__notes__[0]
+    assert asyncio.run(fb.acall()) == "a"
+    assert fb.served == [1, 0] and fb.failed == 1
+
+
+def test_a_failing_backup_notes_the_primary_error_sync_and_async() -> None:
+    """When the backup fails too, both drivers raise its error noting the primary's."""
+
+    def primary() -> str:
+        raise ProviderError(503)
+
+    def backup() -> str:
+        raise ProviderError(500)
+
+    async def aprimary() -> str:
+        raise ProviderError(503)
+
+    async def abackup() -> str:
+        raise ProviderError(500)
+
+    client = ResilientClient(primary, backup, policy=RetryPolicy(1, backoff=ZERO))
+    with pytest.raises(ProviderError) as info:
+        client.call()
+    aclient = ResilientClient(aprimary, abackup, policy=RetryPolicy(1, backoff=ZERO))
+    with pytest.raises(ProviderError) as ainfo:
+        asyncio.run(aclient.acall())
+    for c, got in ((client, info.value), (aclient, ainfo.value)):
+        assert got.status_code == 500
+        assert any("the primary failed first: ProviderError" in n for n in got.__notes__)
+        assert (c.requests, c.primary_ok, c.backup_ok, c.failed) == (1, 0, 0, 1)
