@@ -25,16 +25,7 @@ SRC = Path(surefoot.__file__).parent
 # Cases that break a rule today, each with the reason; the integrator empties this list as
 # the owners fix them. An entry that no longer occurs fails the test, so the list stays true.
 ALLOWED: dict[tuple[str, str], str] = {
-    # durable hub (issue 8 §3, branch durable-hub): the saga and waits share the step
-    # module's private helpers; the step decisions get their own module there.
-    ("surefoot.durable._app", "surefoot.durable._step._accepts"): "issue 8 §3",
-    ("surefoot.durable._saga", "surefoot.durable._step._error_text"): "issue 8 §3",
-    ("surefoot.durable._saga", "surefoot.durable._step._recorded"): "issue 8 §3",
-    ("surefoot.durable._waits", "surefoot.durable._step._recorded"): "issue 8 §3",
-    ("surefoot.resilience._fallback", "surefoot.resilience._retry._accepts_timeout"): "§3",
     # resilience internals and the testing helper, no owner in issue 8 yet.
-    ("surefoot.resilience._policy", "surefoot.resilience._classify._headers_of"): "follow-up",
-    ("surefoot.resilience._retry", "surefoot.resilience._policy._decide_checked"): "follow-up",
     ("surefoot.testing", "surefoot.resilience._retry"): "follow-up: private module",
     ("surefoot.testing", "surefoot.resilience._retry._swap_default_clock"): "follow-up",
     # The deprecated aliases of the names statebus exported until 0.1 resolve into the lab

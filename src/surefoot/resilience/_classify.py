@@ -273,7 +273,7 @@ def _status_of(x: Any) -> int | None:
     return None
 
 
-def _headers_of(x: Any) -> dict[str, str]:
+def headers_of(x: Any) -> dict[str, str]:
     h = getattr(x, "headers", None)
     if h is None:
         resp = getattr(x, "response", None)
@@ -387,7 +387,7 @@ class Classifier:
             return self.for_status(x)
         status = _status_of(x)
         if status is not None:
-            return self.for_status(status, _headers_of(x), _body_of(x))
+            return self.for_status(status, headers_of(x), _body_of(x))
         if not isinstance(x, BaseException):
             raise TypeError(
                 f"classify() takes an HTTP status, an exception or a response, got {x!r}"

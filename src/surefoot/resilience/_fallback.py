@@ -10,7 +10,7 @@ from typing import Any, Generic, TypeVar
 from ..clock import Clock
 from ._breaker import CircuitBreaker
 from ._policy import RetryPolicy
-from ._retry import _accepts_timeout, aretry_call, retry_call
+from ._retry import accepts_timeout, aretry_call, retry_call
 
 __all__ = ["Fallback", "ResilientClient"]
 
@@ -151,7 +151,7 @@ class ResilientClient(Generic[T]):
         self.rng = rng
         self.requests = self.primary_ok = self.backup_ok = self.failed = 0
         self._lock = threading.Lock()
-        self._pass_timeout = _accepts_timeout(primary)
+        self._pass_timeout = accepts_timeout(primary)
 
     def _attempt(self, *args: Any, timeout: float | None = None, **kwargs: Any) -> T:
         if timeout is not None and self._pass_timeout:

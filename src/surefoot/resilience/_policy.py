@@ -18,7 +18,7 @@ from ._classify import (
     Classifier,
     Decision,
     RetryOn,
-    _headers_of,
+    headers_of,
     parse_retry_after,
 )
 
@@ -116,7 +116,7 @@ def _make_check(retry_on: RetryOn | None) -> Callable[[BaseException], Decision]
             if isinstance(exc, types):
                 if getattr(exc, "headers", None) is None:
                     return yes
-                after = parse_retry_after(_headers_of(exc))
+                after = parse_retry_after(headers_of(exc))
                 return yes if after is None else Decision(True, yes.reason, after)
             return Decision(False, f"{type(exc).__name__} is not in retry_on ({names})")
 
@@ -252,10 +252,10 @@ def decide(
         rng: randomness for jitter.
     """
     retry, reason, after, _ = policy.check(error)
-    return _decide_checked(policy, attempt, retry, reason, after, elapsed, previous_wait, rng)
+    return decide_checked(policy, attempt, retry, reason, after, elapsed, previous_wait, rng)
 
 
-def _decide_checked(
+def decide_checked(
     policy: RetryPolicy,
     attempt: int,
     retry: bool,

@@ -33,7 +33,7 @@ from typing import Any, ParamSpec, TypeVar, overload
 
 from ..clock import Clock, SystemClock
 from ..errors import TimeoutError_
-from ._policy import Attempt, RetryEvent, RetryPolicy, _decide_checked
+from ._policy import Attempt, RetryEvent, RetryPolicy, decide_checked
 
 __all__ = ["aretry_call", "retry", "retry_call"]
 
@@ -57,7 +57,7 @@ def _swap_default_clock(clock: Clock | None) -> Clock:
     return old
 
 
-def _accepts_timeout(fn: Callable[..., Any]) -> bool:
+def accepts_timeout(fn: Callable[..., Any]) -> bool:
     """True if ``fn`` declares a ``timeout`` parameter (cached; unhashable callables too)."""
     try:
         return _accepts_timeout_cached(fn)
@@ -80,7 +80,7 @@ def _with_timeout(
 ) -> dict[str, Any]:
     if limit is None or "timeout" in kwargs:
         return kwargs
-    return {**kwargs, "timeout": limit} if _accepts_timeout(fn) else kwargs
+    return {**kwargs, "timeout": limit} if accepts_timeout(fn) else kwargs
 
 
 def _call_in_thread(
@@ -172,7 +172,7 @@ class _Run:
             # the common case, decide()'s last branch with nothing else to check
             wait = p.backoff.wait(n, self.rng, self.prev)
         else:
-            retry, wait, reason = _decide_checked(
+            retry, wait, reason = decide_checked(
                 p, n, retry, reason, after, elapsed, self.prev, self.rng
             )
         if retry and p.budget is not None and not p.budget.try_retry():
