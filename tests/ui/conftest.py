@@ -6,6 +6,7 @@ The browser tests drive Debian's ``chromium`` with Playwright; without it (or wi
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import socket
@@ -74,18 +75,20 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-@pytest.fixture
-def live_server(tmp_path: Path) -> Iterator[Any]:
-    """Start an inspector over a fresh demo journal on 127.0.0.1 (a free port), in a thread."""
-    need_ui_extra()
-    import demo_journal
+class Live:
+    """A running inspector: its URL, journal and store."""
+
+    def __init__(self, url: str, db: str, store: str, ids: dict[str, str]) -> None:
+        self.url, self.db, self.store, self.ids = url, db, store, ids
+
+
+@contextlib.contextmanager
+def serve_inspector(db: str, store: str, ids: dict[str, str]) -> Iterator[Live]:
+    """Serve an inspector on 127.0.0.1 (a free port) in a thread; stop it on exit."""
     import uvicorn
 
     from surefoot.ui import Inspector, create_app, loopback_hosts
 
-    db, store = f"sqlite:///{tmp_path / 'runs.db'}", f"sqlite:///{tmp_path / 'team.db'}"
-    ids = demo_journal.build(db)
-    demo_journal.build_store(store)
     src = Inspector(db, store=store, streams=("tasks:summarizers",))
     port = _free_port()
     app = create_app(src, allowed_hosts=loopback_hosts(port))
@@ -96,17 +99,37 @@ def live_server(tmp_path: Path) -> Iterator[Any]:
     while not server.started and time.monotonic() < deadline:
         time.sleep(0.02)
     assert server.started, "the inspector did not start within 10 s"
+    try:
+        yield Live(f"http://127.0.0.1:{port}", db, store, ids)
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+        src.close()
 
-    class Live:
-        url = f"http://127.0.0.1:{port}"
-        source = src
 
-    Live.ids = ids  # type: ignore[attr-defined]
-    Live.db = db  # type: ignore[attr-defined]
-    yield Live
-    server.should_exit = True
-    thread.join(timeout=10)
-    src.close()
+@pytest.fixture
+def live_server(tmp_path: Path) -> Iterator[Live]:
+    """An inspector over a fresh demo journal (runs in every state) and store."""
+    need_ui_extra()
+    import demo_journal
+
+    db, store = f"sqlite:///{tmp_path / 'runs.db'}", f"sqlite:///{tmp_path / 'team.db'}"
+    ids = demo_journal.build(db)
+    demo_journal.build_store(store)
+    with serve_inspector(db, store, ids) as live:
+        yield live
+
+
+@pytest.fixture
+def hostile_server(tmp_path: Path) -> Iterator[Live]:
+    """An inspector over a journal and store full of script, HTML and javascript: values."""
+    need_ui_extra()
+    import demo_journal
+
+    db, store = f"sqlite:///{tmp_path / 'runs.db'}", f"sqlite:///{tmp_path / 'team.db'}"
+    demo_journal.build_hostile(db, store)
+    with serve_inspector(db, store, {}) as live:
+        yield live
 
 
 @pytest.fixture(scope="session")

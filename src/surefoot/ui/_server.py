@@ -238,6 +238,9 @@ def build_app(
     async def style(request: Request) -> Response:
         return Response(css, media_type="text/css")
 
+    async def favicon(request: Request) -> Response:
+        return Response(status_code=204)  # no icon, and no 404 in the browser's console
+
     routes = [
         Route("/", guarded(index)),
         Route("/runs", guarded(runs)),
@@ -250,5 +253,6 @@ def build_app(
         Route("/streams/confirm", guarded(redrive_confirm)),
         Route("/streams/redrive", guarded(redrive, post=True), methods=["POST"]),
         Route("/static/style.css", guarded(style)),
+        Route("/favicon.ico", guarded(favicon)),
     ]
     return Starlette(routes=routes)
