@@ -150,3 +150,46 @@ def test_streams_page_shows_positions_and_dead_letters(client: Any) -> None:
     assert "schema: missing field &#39;url&#39;" in html
     assert "max_attempts" in html
     assert "summarize page 4" in html and "summarize page 2" in html
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        {},
+        {"state": "sleeping"},
+        {"workflow": "research", "version": "2"},
+        {"search": "digest"},
+        {"max_age": 3600.0},
+        {"per_page": 3, "page": 2},
+        {"per_page": 3, "page": 99},
+    ],
+)
+def test_indexed_runs_page_equals_the_public_scan(demo: dict[str, Any], query: Any) -> None:
+    """The SQL fast path gives the same rows, order, totals and counts as list_runs alone."""
+    import time
+
+    from surefoot.ui import Inspector, RunsQuery
+
+    src = Inspector(demo["db"])
+    assert src.index is not None
+    q, now = RunsQuery(**query), time.time()
+    fast, slow = src.runs_page(q, now=now), src.scanned_page(q, now=now)
+    src.close()
+    assert [r.run_id for r in fast.rows] == [r.run_id for r in slow.rows]
+    assert (fast.total, fast.counts, fast.all_runs, fast.page, fast.pages) == (
+        slow.total,
+        slow.counts,
+        slow.all_runs,
+        slow.page,
+        slow.pages,
+    )
+    assert (fast.workflows, fast.versions) == (slow.workflows, slow.versions)
+
+
+def test_index_is_skipped_where_it_cannot_read_the_table(tmp_path: Any) -> None:
+    """A memory journal or a file without the runs table falls back to the public scan."""
+    from surefoot.ui._runindex import SqliteRunIndex
+
+    assert SqliteRunIndex.for_url("sqlite://") is None
+    assert SqliteRunIndex.for_url(f"sqlite:///{tmp_path / 'missing.db'}") is None
+    assert SqliteRunIndex.for_url("postgresql://u@127.0.0.1/db") is None
