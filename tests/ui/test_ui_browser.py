@@ -38,7 +38,7 @@ def test_every_page_renders_with_its_story(live_server: Any, page: Any, shots: P
     page.screenshot(path=str(shots / "ui-runs.png"), full_page=True)
 
     page.goto(f"{u}/run?id=trip-rome")
-    assert page.get_by_text("not undone:").is_visible()
+    assert page.get_by_text("not undone:", exact=True).is_visible()
     page.locator("details.val summary").last.click()  # unfold the needs_attention detail
     assert page.locator("details.val[open]").count() == 1
     page.screenshot(path=str(shots / "ui-run-saga.png"), full_page=True)

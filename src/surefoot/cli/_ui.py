@@ -21,7 +21,9 @@ __all__ = ["ui"]
     help="A stream and the consumer groups to show (repeatable; needs --store).",
 )
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
-@click.option("--port", default=8765, show_default=True, type=click.IntRange(0, 65535))
+@click.option(
+    "--port", default=8765, show_default=True, type=click.IntRange(0, 65535), help="Port to bind."
+)
 @click.option(
     "--allow-remote",
     is_flag=True,

@@ -80,6 +80,7 @@ class RunView:
     not_undone: list[Any]
     lease_expired: bool
     signals: list[durable.AuditEntry]
+    attention: dict[str, Any]
 
 
 @dataclass(frozen=True, slots=True)
@@ -223,13 +224,15 @@ class Inspector:
         ]
         undone: list[Any] = []
         not_undone: list[Any] = []
+        attention: dict[str, Any] = {}
         for a in d.audit:
             if a.action == NEEDS_ATTENTION and isinstance(a.detail, dict):
+                attention = a.detail
                 undone = list(a.detail.get("undone") or [])
                 not_undone = list(a.detail.get("not_undone") or [])
         expired = r.status == "running" and (r.lease_until or 0) < now
         signals = [a for a in d.audit if a.action == "signal"]
-        return RunView(d, keys, children, undone, not_undone, expired, signals)
+        return RunView(d, keys, children, undone, not_undone, expired, signals, attention)
 
     # -- actions (the CLI's calls, and its messages when one is refused) ----------------
 
