@@ -142,6 +142,7 @@ def _free_port() -> int:
 
 def test_cli_serves_loopback_and_says_so(hostile: dict[str, Any], tmp_path: Path) -> None:
     """`surefoot ui` binds 127.0.0.1, announces it, serves the runs page; stopped by pid."""
+    need_ui_extra()
     port = _free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "surefoot", "ui", "--db", hostile["db"], "--port", str(port)],
