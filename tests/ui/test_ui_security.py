@@ -182,3 +182,25 @@ def test_cli_refuses_remote_host_without_token(hostile: dict[str, Any]) -> None:
     )
     assert r.returncode == 1
     assert "surefoot: error: --host '0.0.0.0' is not a loopback address" in r.stderr
+
+
+def test_cli_refuses_a_missing_store_file(hostile: dict[str, Any], tmp_path: Path) -> None:
+    """A mistyped --store path is refused (exit 1) instead of creating an empty store."""
+    missing = tmp_path / "nope.db"
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "surefoot",
+            "ui",
+            "--db",
+            hostile["db"],
+            "--store",
+            f"sqlite:///{missing}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode == 1 and "no store at" in r.stderr
+    assert not missing.exists()

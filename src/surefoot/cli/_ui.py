@@ -2,11 +2,25 @@
 
 from __future__ import annotations
 
+import os
+
 import click
 
+from .. import storage
+from ..errors import ConfigError
 from ._runs import _must_exist
 
 __all__ = ["ui"]
+
+
+def _store_must_exist(store: str) -> None:
+    """A ``sqlite:///file`` store must exist: opening a mistyped path would create one."""
+    scheme, sep, rest = store.partition("://")
+    if not sep or scheme.lower() != "sqlite" or rest.split("?")[0] in ("", "/"):
+        return
+    path = storage.parse_url(store).path
+    if not os.path.exists(path):
+        raise ConfigError(f"no store at {path!r} (from --store {store!r}); check the path")
 
 
 @click.command("ui")
@@ -54,6 +68,8 @@ def ui(
     from .. import ui as inspector  # stdlib at import; serve() names the extra if missing
 
     _must_exist(db)
+    if store is not None:
+        _store_must_exist(store)
     source = inspector.Inspector(db, store=store, namespace=namespace, streams=streams)
     try:
         inspector.serve(
