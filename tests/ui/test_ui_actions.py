@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ui_support import BASE, make_client
 
-from conftest import BASE, make_client
 from surefoot.durable import App
 
 

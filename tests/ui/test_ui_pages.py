@@ -7,8 +7,7 @@ import re
 from typing import Any
 
 import pytest
-
-from conftest import make_client
+from ui_support import make_client
 
 
 @pytest.fixture(scope="module")

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ui_support import make_client, need_ui_extra
 
-from conftest import make_client, need_ui_extra
 from surefoot.errors import ConfigError
 
 
