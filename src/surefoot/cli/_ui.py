@@ -8,7 +8,7 @@ import click
 
 from .. import storage
 from ..errors import ConfigError
-from ._runs import _must_exist
+from ._runs import must_exist
 
 __all__ = ["ui"]
 
@@ -67,7 +67,7 @@ def ui(
     """
     from .. import ui as inspector  # stdlib at import; serve() names the extra if missing
 
-    _must_exist(db)
+    must_exist(db)
     if store is not None:
         _store_must_exist(store)
     source = inspector.Inspector(db, store=store, namespace=namespace, streams=streams)
