@@ -27,7 +27,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -196,7 +196,7 @@ class _Worker:
             self.kill()
 
 
-async def _until(cond: Callable[[], Any], timeout: float, what: str) -> None:
+async def _until(cond: Callable[[], Awaitable[bool]], timeout: float, what: str) -> None:
     """Poll the async ``cond()`` every 10 ms until it is true.
 
     Raises:
@@ -328,6 +328,13 @@ async def _kill_run(
                 return timestamp(pa.last_started_time)
         return None
 
+    async def requested() -> bool:
+        """The service has received ``kill_at``'s request."""
+        return kill_at in received()
+
+    async def begun() -> bool:
+        return await started_at() is not None
+
     async def waiting() -> bool:
         """The run has finished ``draft`` and its workflow task: it waits for approve."""
         if "draft" not in received():
@@ -346,12 +353,12 @@ async def _kill_run(
             await _until(waiting, timeout, "the run to wait for its approval")
             await asyncio.sleep(max(latency / 2, 0.05))
         elif window == "reply":
-            await _until(lambda: _true(kill_at in received()), timeout, f"{kill_at}'s request")
+            await _until(requested, timeout, f"{kill_at}'s request")
         else:
-            await _until(lambda: _is_set(started_at()), timeout, f"{kill_at} to start")
-            begun = await started_at()
-            assert begun is not None
-            await asyncio.sleep(max(begun + latency / 2 - time.time(), 0.0))
+            await _until(begun, timeout, f"{kill_at} to start")
+            at = await started_at()
+            assert at is not None
+            await asyncio.sleep(max(at + latency / 2 - time.time(), 0.0))
         killed = time.time()
         if target == "server":
             server.kill()
@@ -362,14 +369,16 @@ async def _kill_run(
             if window == "wait":
                 await handle.signal(ResearchAgent.approve, approval)
             worker.start()
-        result = await asyncio.wait_for(_result(handle), timeout)
+        await asyncio.wait_for(_result(handle), timeout)
         finished = time.time()
         desc = await handle.describe()
         status = desc.status.name if desc.status is not None else "?"
         events = [e async for e in handle.fetch_history_events()]
+    except BaseException:
+        ledger.close()
+        raise
     finally:
         worker.stop()
-    del result
     return build_report(
         ledger,
         events,
@@ -385,22 +394,14 @@ async def _kill_run(
     )
 
 
-async def _true(v: bool) -> bool:
-    return v
-
-
-async def _is_set(v: Any) -> bool:
-    return (await v) is not None
-
-
 async def _result(handle: Any) -> Any:
     """The workflow's result, asking again while the server restarts."""
+    from temporalio.service import RPCError
+
     while True:
         try:
             return await handle.result()
-        except Exception as exc:  # RPC errors while the server is down; others re-raised
-            if "RPCError" not in type(exc).__name__:
-                raise
+        except RPCError:  # the server is down or restarting
             await asyncio.sleep(0.1)
 
 
