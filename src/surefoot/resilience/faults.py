@@ -319,7 +319,7 @@ def spend(clock: Clock, seconds: float, timeout: float | None = None) -> None:
 
     A ``FakeClock`` advances (work is not a sleep, so ``sleeps`` stays clean); another clock
     really sleeps. When ``timeout`` is smaller than ``seconds`` the clock moves by ``timeout``
-    only and ``TimeoutError_`` is raised: the hint of the seed's Medium 2.
+    only and ``TimeoutError_`` is raised, as a per-attempt timeout cuts a slow call.
     """
     cut = timeout is not None and seconds > timeout
     step = timeout if cut and timeout is not None else seconds

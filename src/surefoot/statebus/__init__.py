@@ -4,10 +4,17 @@
 author and trust set by the runtime; ``Stream`` is an append-only log with ids, consumers and
 dead letters (SQLite: many processes on one file); ``priority``, ``vote`` and ``judge``
 resolve disagreeing proposals; trust labels and the ``SinkPolicy`` keep untrusted text out
-of consequential calls. The course's simulators moved to ``surefoot.lab.statebus``.
+of consequential calls.
+
+The course's simulators (``shared``, ``messages``, ``Channel``, ``simulate``,
+``predicted_accuracy``, ``judge_responder``, ``ResolverStats``, ``run_real_agents``,
+``RealAgentsReport``, ``injection``) moved to ``surefoot.lab.statebus``; reading them here
+still works for one release and warns with ``DeprecationWarning`` naming the new place.
 """
 
 from __future__ import annotations
+
+import typing as _typing
 
 from ..errors import (
     ConflictError,
@@ -69,3 +76,6 @@ __all__ = [
     "vote",
     "write_labeled",
 ]
+
+if not _typing.TYPE_CHECKING:  # mypy would read every unknown name as Any via __getattr__
+    from ._moved import __getattr__  # noqa: F401 - deprecated aliases of the lab's names

@@ -1,6 +1,6 @@
 """Resolvers: pick one value for a field when agents propose different ones.
 
-Three rules, each a function of the proposals (the seed's hint):
+Three rules, each a function of the proposals:
 
 - :func:`priority` takes the value of the highest-ranked agent that proposed one. No calls.
 - :func:`vote` takes the most common value; a tie goes to the higher-ranked agent (or the

@@ -12,13 +12,13 @@ from ...durable import POINTS, App
 from .._registry import LabContext
 from ..agent import STEPS, AgentServices, build_agent
 
-__all__ = ["SEED_FILE", "STRATEGIES", "_agent", "_crash_points", "_tasks_on", "_until"]
+__all__ = ["SEED_FILE", "STRATEGIES", "agent_on_journal", "crash_points", "tasks_on", "wait_until"]
 
 SEED_FILE = "002_91829255f3db9460.txt"
 STRATEGIES = ("restart", "journal", "journal_keys")
 
 
-def _agent(
+def agent_on_journal(
     ctx: LabContext,
     name: str,
     *,
@@ -32,7 +32,7 @@ def _agent(
     return app, services, build_agent(app, services, versions=versions)
 
 
-def _until(cond: Callable[[], bool], timeout: float) -> bool:
+def wait_until(cond: Callable[[], bool], timeout: float) -> bool:
     end = time.monotonic() + timeout
     while time.monotonic() < end:
         if cond():
@@ -41,7 +41,7 @@ def _until(cond: Callable[[], bool], timeout: float) -> bool:
     return cond()
 
 
-def _crash_points() -> list[tuple[str, str]]:
+def crash_points() -> list[tuple[str, str]]:
     """Every (step, point) a crash can hit: pure steps before/after, the effect at all four."""
     out = []
     for step in STEPS:
@@ -52,7 +52,7 @@ def _crash_points() -> list[tuple[str, str]]:
     return out
 
 
-def _tasks_on(app: App) -> int:
+def tasks_on(app: App) -> int:
     """Coroutines alive on the app's event loop (besides the one counting)."""
 
     async def count() -> int:

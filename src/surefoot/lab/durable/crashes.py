@@ -9,7 +9,7 @@ from ...durable import POINTS, CrashPlan, SimulatedCrash
 from .._registry import NO_MODEL, LabContext, LabResult, Table, experiment
 from ..agent import STEPS, start_agent
 from ..agent.chaos import ChaosConfig, kill_mid_run
-from ._common import SEED_FILE, STRATEGIES, _agent, _crash_points
+from ._common import SEED_FILE, STRATEGIES, agent_on_journal, crash_points
 
 
 @experiment(
@@ -21,7 +21,7 @@ from ._common import SEED_FILE, STRATEGIES, _agent, _crash_points
 def strategies(ctx: LabContext) -> LabResult:
     seeds = ctx.seed_list(1 if ctx.quick else 3)
     n = 8 if ctx.quick else 30
-    pairs = _crash_points()
+    pairs = crash_points()
     summary = Table(
         f"Each run crashes once at a seeded random point, then resumes ({n} runs x "
         f"{len(seeds)} seeds per strategy; no crash costs 3 model calls and 1 post)",
@@ -51,7 +51,7 @@ def strategies(ctx: LabContext) -> LabResult:
         cost = 0.0
         for seed in seeds:
             rng = random.Random(seed)
-            app, svc, wfs = _agent(ctx, f"strat-{strategy}-{seed}", seed=seed)
+            app, svc, wfs = agent_on_journal(ctx, f"strat-{strategy}-{seed}", seed=seed)
             for i in range(n):
                 step, point = rng.choice(pairs)
                 rid = f"{strategy}-{seed}-{i}"
@@ -148,7 +148,7 @@ def window(ctx: LabContext) -> LabResult:
     facts: dict[str, Any] = {}
     for strategy, honour in (("journal", True), ("journal_keys", True), ("journal_keys", False)):
         name = f"window-{strategy}-{honour}"
-        app, svc, wfs = _agent(ctx, name, honour_keys=honour)
+        app, svc, wfs = agent_on_journal(ctx, name, honour_keys=honour)
         keys_seen: list[str | None] = []
         real_publish = svc.publish
 
@@ -219,7 +219,7 @@ def window(ctx: LabContext) -> LabResult:
     title="Each agent step as pure, effect or wait, with compensation and key plan",
 )
 def effects(ctx: LabContext) -> LabResult:
-    app, svc, wfs = _agent(ctx, "effects")
+    app, svc, wfs = agent_on_journal(ctx, "effects")
     specs = app.describe(wfs["1"])
     t = Table(
         "app.describe(research_agent) — read from the workflow's code, not typed by hand",

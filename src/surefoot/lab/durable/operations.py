@@ -12,7 +12,7 @@ from ...errors import RunFailedError
 from .._registry import LabContext, LabResult, Table, experiment
 from ..agent import AgentServices, approve, build_agent, start_agent
 from ..agent.chaos import ChaosConfig, run_chaos
-from ._common import SEED_FILE, _agent, _tasks_on, _until
+from ._common import SEED_FILE, agent_on_journal, tasks_on, wait_until
 
 
 @experiment(
@@ -33,7 +33,7 @@ def versions(ctx: LabContext) -> LabResult:
         )
 
     def suspended(app: App, rid: str) -> bool:
-        return _until(lambda: app.show(rid).run.status == "sleeping", 30)
+        return wait_until(lambda: app.show(rid).run.status == "sleeping", 30)
 
     d1, w1 = deploy("deploy-1", ("1",))
     start_agent(d1, w1["1"], "old question", run_id="r-old", auto_approve=False)
@@ -143,14 +143,14 @@ def timers(ctx: LabContext) -> LabResult:
     threads_sleeping = threading.active_count()
     sleeping = app.list_runs(status="sleeping", limit=n)
     held = sum(1 for r in sleeping if r.owner is not None)
-    tasks = _tasks_on(app)
+    tasks = tasks_on(app)
     in_memory = len(app.executor.active)
     wake = max(r.wake_at or 0.0 for r in sleeping) if sleeping else 0.0
     succeeded_sleeping = len(app.list_runs(status="succeeded", limit=n))
     early = worker.run_once(timeout=10)  # before the deadline: nothing to claim
     sleeping_early = len(app.list_runs(status="sleeping", limit=n))
     in_memory_early = len(app.executor.active)
-    tasks_early = _tasks_on(app)
+    tasks_early = tasks_on(app)
     threads_early = threading.active_count()
     succeeded_early = len(app.list_runs(status="succeeded", limit=n))
     if isinstance(clock, FakeClock):
@@ -195,7 +195,7 @@ def timers(ctx: LabContext) -> LabResult:
         "after the deadline",
         len(app.list_runs(status="sleeping", limit=n)),
         len(app.executor.active),
-        _tasks_on(app),
+        tasks_on(app),
         threading.active_count(),
         claimed,
         len(done),
@@ -331,7 +331,9 @@ def chaos(ctx: LabContext) -> LabResult:
     title="A compensation that fails for good: needs_attention with an audit of what was undone",
 )
 def saga(ctx: LabContext) -> LabResult:
-    app, svc, wfs = _agent(ctx, "saga", fail_publish={"newsletter"}, fail_unpublish={"blog"})
+    app, svc, wfs = agent_on_journal(
+        ctx, "saga", fail_publish={"newsletter"}, fail_unpublish={"blog"}
+    )
     channels = ["blog", "social", "newsletter"]
     try:
         start_agent(app, wfs["1"], "q", run_id="s1", channels=channels).result(timeout=30)

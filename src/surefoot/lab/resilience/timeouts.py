@@ -20,7 +20,7 @@ from ...resilience import (
     retry_call,
 )
 from .._registry import NO_MODEL, LabContext, LabResult, Table, experiment
-from ._common import MSGS, SEED_FILE, _pct
+from ._common import MSGS, SEED_FILE, pct
 
 
 @experiment(
@@ -65,8 +65,8 @@ def llm_retry(ctx: LabContext) -> LabResult:
         rate = ok / total
         t.add(
             k,
-            _pct(rate, 1),
-            _pct(1 - fraction**k, 1),
+            pct(rate, 1),
+            pct(1 - fraction**k, 1),
             round(calls / total, 3),
             round(waited / len(seeds), 1),
         )
@@ -81,8 +81,8 @@ def llm_retry(ctx: LabContext) -> LabResult:
         tables=[t],
         facts=facts,
         answer=(
-            f"Success {trend} from {_pct(facts['1']['success_rate'], 1)} (1 attempt) to "
-            f"{_pct(facts['2']['success_rate'], 1)} (2) and {_pct(facts['4']['success_rate'], 1)} "
+            f"Success {trend} from {pct(facts['1']['success_rate'], 1)} (1 attempt) to "
+            f"{pct(facts['2']['success_rate'], 1)} (2) and {pct(facts['4']['success_rate'], 1)} "
             f"(4) for {facts['4']['mean_attempts']:.2f} attempts per call on average."
         ),
         params={"fraction": fraction, "calls": n, "seeds": seeds},

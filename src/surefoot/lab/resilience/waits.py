@@ -15,7 +15,7 @@ from ...resilience import (
     retry_call,
 )
 from .._registry import NO_MODEL, LabContext, LabResult, Table, experiment
-from ._common import SEED_FILE, _pct, _Reset
+from ._common import SEED_FILE, SocketReset, pct
 
 
 @experiment(
@@ -29,7 +29,7 @@ def classify_errors(ctx: LabContext) -> LabResult:
     cases: list[tuple[str, Any]] = [
         ("500", ProviderError(500)),
         ("401", ProviderError(401)),
-        ("connection reset", _Reset(104, "Connection reset by peer")),
+        ("connection reset", SocketReset(104, "Connection reset by peer")),
         ("429 with Retry-After: 10", ProviderError(429, {"Retry-After": "10"})),
         ("422", ProviderError(422)),
         ("404 from a tool endpoint just deployed", ProviderError(404, body="no route /tools/v2")),
@@ -157,13 +157,13 @@ def odds(ctx: LabContext) -> LabResult:
         f"A run of {calls} calls, each failing with p = {p}",
         ["attempts per call", "exact", f"simulated ({runs:,} runs)", "formula"],
     )
-    t.add(1, _pct(exact_one), _pct(failed_one / runs), "1 − 0.98^15")
-    t.add(attempts, _pct(exact_three, 4), _pct(failed_three / runs, 4), "1 − (1 − 0.02^3)^15")
+    t.add(1, pct(exact_one), pct(failed_one / runs), "1 − 0.98^15")
+    t.add(attempts, pct(exact_three, 4), pct(failed_three / runs, 4), "1 − (1 − 0.02^3)^15")
     lib = Table(
         f"Through retry_call + faults.FailFraction ({lib_runs:,} runs)",
         ["attempts per call", "runs failed", "share", "calls received by the fake"],
     )
-    lib.add(attempts, lib_failed, _pct(lib_failed / lib_runs, 3), svc.calls)
+    lib.add(attempts, lib_failed, pct(lib_failed / lib_runs, 3), svc.calls)
     sim_one, sim_three = failed_one / runs, failed_three / runs
 
     def _agrees(exact: float, sim: float) -> bool:
@@ -185,10 +185,10 @@ def odds(ctx: LabContext) -> LabResult:
             "library_failed_runs": lib_failed,
         },
         answer=(
-            f"At least one failure: {_pct(exact_one, 1)} (about {round(100 * exact_one)}%). "
-            f"With three attempts per call: {_pct(exact_three, 3)} (about "
-            f"{100 * exact_three:.2f}%). {runs:,} seeded runs measured {_pct(sim_one, 1)} and "
-            f"{_pct(sim_three, 3)}, which {verdict} the formulas within 4 standard errors; "
+            f"At least one failure: {pct(exact_one, 1)} (about {round(100 * exact_one)}%). "
+            f"With three attempts per call: {pct(exact_three, 3)} (about "
+            f"{100 * exact_three:.2f}%). {runs:,} seeded runs measured {pct(sim_one, 1)} and "
+            f"{pct(sim_three, 3)}, which {verdict} the formulas within 4 standard errors; "
             f"through retry_call, {lib_failed} of {lib_runs:,} runs failed."
         ),
         params={"p": p, "calls": calls, "attempts": attempts, "runs": runs},

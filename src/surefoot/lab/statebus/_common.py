@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 SEED_FILE = "000_1a539fd3941fa9e6.txt"
-_COUNTS = ("kept", "lost", "retries", "model_calls", "ticks", "conflicts", "lost_updates")
+COUNTS = ("kept", "lost", "retries", "model_calls", "ticks", "conflicts", "lost_updates")
 
 
-def _r(x: float) -> float:
+def rounded(x: float) -> float:
     return round(x, 2)
 
 
-def _compare(real: float, sim: float, what: str) -> str:
+def compare(real: float, sim: float, what: str) -> str:
     """One sentence comparing a measured count with the simulation's prediction."""
     if sim == 0:
         return f"Real {what}: {real:g}; the simulation predicted 0."

@@ -10,7 +10,7 @@ from ...clock import FakeClock
 from ...statebus import Stream
 from .._registry import NO_MODEL, LabContext, LabResult, Table, experiment
 from . import messages, shared
-from ._common import SEED_FILE, _r
+from ._common import SEED_FILE, rounded
 from .channel import Channel
 
 
@@ -34,11 +34,11 @@ def backoff(ctx: LabContext) -> LabResult:
             t.add(
                 n,
                 label,
-                _r(m["retries"]),
-                _r(m["model_calls"]),
-                _r(m["ticks"]),
-                _r(m["backoff_ticks"]),
-                _r(m["kept"]),
+                rounded(m["retries"]),
+                rounded(m["model_calls"]),
+                rounded(m["ticks"]),
+                rounded(m["backoff_ticks"]),
+                rounded(m["kept"]),
             )
             facts[f"{n}_{'backoff' if b else 'none'}"] = m
     f6n, f6b = facts["6_none"], facts["6_backoff"]
@@ -74,11 +74,11 @@ def partition(ctx: LabContext) -> LabResult:
         m = shared.averaged(p, agents=agents, seeds=seeds)
         t.add(
             p,
-            _r(m["kept"]),
-            _r(m["conflicts"]),
-            _r(m["retries"]),
-            _r(m["model_calls"]),
-            _r(m["ticks"]),
+            rounded(m["kept"]),
+            rounded(m["conflicts"]),
+            rounded(m["retries"]),
+            rounded(m["model_calls"]),
+            rounded(m["ticks"]),
         )
         facts[p] = m
     one = shared.run("partitioned", agents=agents, seed=ctx.seed)
@@ -101,11 +101,11 @@ def partition(ctx: LabContext) -> LabResult:
         m = {k: sum(r[k] for r in rows) / len(rows) for k in rows[0]}
         a.add(
             p,
-            _r(m["claims"]),
-            _r(m["double_claimed"]),
-            _r(m["duplicate_work"]),
-            _r(m["retries"]),
-            _r(m["model_calls"]),
+            rounded(m["claims"]),
+            rounded(m["double_claimed"]),
+            rounded(m["duplicate_work"]),
+            rounded(m["retries"]),
+            rounded(m["model_calls"]),
         )
         facts[f"assign_{p}"] = m
     facts["merge"] = {

@@ -8,7 +8,7 @@ from typing import Any
 from ...statebus import ConflictError, Store
 from .._registry import NO_MODEL, LabContext, LabResult, Table, experiment
 from . import messages, shared
-from ._common import _COUNTS, SEED_FILE, _r
+from ._common import COUNTS, SEED_FILE, rounded
 from .channel import Channel
 
 
@@ -41,15 +41,15 @@ def policies(ctx: LabContext) -> LabResult:
         t.add(
             p,
             int(m["produced"]),
-            _r(m["kept"]),
-            _r(m["lost"]),
-            _r(m["retries"]),
-            _r(m["model_calls"]),
-            _r(m["ticks"]),
-            _r(m["conflicts"]),
-            _r(m["lost_updates"]),
+            rounded(m["kept"]),
+            rounded(m["lost"]),
+            rounded(m["retries"]),
+            rounded(m["model_calls"]),
+            rounded(m["ticks"]),
+            rounded(m["conflicts"]),
+            rounded(m["lost_updates"]),
         )
-        facts[p] = {k: m[k] for k in _COUNTS}
+        facts[p] = {k: m[k] for k in COUNTS}
         ctx.progress(i + 1, len(shared.POLICIES) + 1)
     d = Table(
         f"Delivery of 100 messages over Channel() (20% loss, ≤1 tick delay), "
@@ -60,12 +60,12 @@ def policies(ctx: LabContext) -> LabResult:
         m = messages.averaged(p, 100, Channel(), seeds=seeds)
         d.add(
             p,
-            _r(m["sent"]),
-            _r(m["acks"]),
-            _r(m["effects"]),
-            _r(m["repeated"]),
-            _r(m["missing"]),
-            _r(m["dead_letters"]),
+            rounded(m["sent"]),
+            rounded(m["acks"]),
+            rounded(m["effects"]),
+            rounded(m["repeated"]),
+            rounded(m["missing"]),
+            rounded(m["dead_letters"]),
         )
         facts[f"deliver_{p}"] = m
     ctx.progress(1, 1)
@@ -206,7 +206,13 @@ def duplicates(ctx: LabContext) -> LabResult:
     for p in ("at_least_once", "idempotent"):
         m = messages.averaged(p, n, Channel(), seeds=seeds)
         means[p] = m
-        a.add(p, _r(m["sent"]), _r(m["effects"]), _r(m["repeated"]), _r(m["missing"]))
+        a.add(
+            p,
+            rounded(m["sent"]),
+            rounded(m["effects"]),
+            rounded(m["repeated"]),
+            rounded(m["missing"]),
+        )
     alo, idem = reps["at_least_once"], reps["idempotent"]
     facts = {
         "sent": {p: r.sent for p, r in reps.items()},

@@ -33,7 +33,7 @@ from typing import Any
 from ...errors import ConfigError, ConflictError
 from .._registry import LabContext, LabResult, Table, experiment
 from . import shared
-from ._common import SEED_FILE, _compare, _r
+from ._common import SEED_FILE, compare, rounded
 
 __all__ = ["MODES", "RealAgentsReport", "agent_process", "real_agents", "run_real_agents"]
 
@@ -147,6 +147,14 @@ def agent_process(cfg: dict[str, Any]) -> dict[str, Any]:
     return {"agent": agent, "retries": retries, "model_calls": llm.calls, "dedup_hits": dedup}
 
 
+# Not ``python -m`` on this module: that would import it twice (as the package's submodule
+# and as ``__main__``) and register the experiment twice.
+_AGENT_MAIN = (
+    "import json, sys; from surefoot.lab.statebus.real_agents import agent_process; "
+    "print(json.dumps(agent_process(json.loads(sys.argv[1]))))"
+)
+
+
 def run_real_agents(
     mode: str,
     workdir: str | Path,
@@ -258,14 +266,6 @@ def run_real_agents(
     )
 
 
-# Not ``python -m`` on this module: that would import it twice (as the package's submodule
-# and as ``__main__``) and register the experiment twice.
-_AGENT_MAIN = (
-    "import json, sys; from surefoot.lab.statebus.real_agents import agent_process; "
-    "print(json.dumps(agent_process(json.loads(sys.argv[1]))))"
-)
-
-
 @experiment(
     id="statebus.real-agents",
     seed_file=SEED_FILE,
@@ -314,10 +314,10 @@ def real_agents(ctx: LabContext) -> LabResult:
             f"simulated: {p}",
             f"prediction for '{label}'",
             int(m["produced"]),
-            _r(m["kept"]),
-            _r(m["lost"]),
-            _r(m["retries"]),
-            _r(m["model_calls"]),
+            rounded(m["kept"]),
+            rounded(m["lost"]),
+            rounded(m["retries"]),
+            rounded(m["model_calls"]),
             "",
         )
         facts[f"sim_{p}"] = m
@@ -330,9 +330,9 @@ def real_agents(ctx: LabContext) -> LabResult:
         f"{s['model_calls']} model calls, the Stream lost {st['lost']} with {st['retries']} "
         f"retries and {st['model_calls']} calls, and {st['dedup_hits']} of {agents} retried "
         "appends (same id, same payload) were recognised as duplicates. "
-        + _compare(j["lost"], facts["sim_last_writer_wins"]["lost"], "lost findings (json)")
+        + compare(j["lost"], facts["sim_last_writer_wins"]["lost"], "lost findings (json)")
         + " "
-        + _compare(s["retries"], facts["sim_optimistic"]["retries"], "retries (store)")
+        + compare(s["retries"], facts["sim_optimistic"]["retries"], "retries (store)")
         + " The simulation counts ticks, not seconds, and one run of real processes depends "
         "on scheduling: read the two as the same order of magnitude, not the same number. "
         "Model: FakeLLM (a seeded fake, not a real LLM); the date is in the parameters."

@@ -1,0 +1,162 @@
+"""The public API as a user types it: checked by ``mypy --strict``, never executed.
+
+Each block uses one subsystem the way the docs do and pins the types it gets back with
+``assert_type``; a changed signature or return type of a public name breaks ``make
+typecheck``. Not collected by pytest (no ``test_`` prefix) and never imported.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any, assert_type
+
+import surefoot
+from surefoot import FakeClock, clock, codec, errors, lab, storage, testing
+from surefoot.durable import App, RunDetail, RunHandle, Workflow, current_run
+from surefoot.lab.agent import AgentServices, build_agent, start_agent
+from surefoot.llm import ChatCompletion, FakeLLM, count_tokens
+from surefoot.resilience import (
+    Backoff,
+    CircuitBreaker,
+    Decision,
+    RetryPolicy,
+    classify,
+    is_retryable,
+    retry,
+    retry_call,
+)
+from surefoot.statebus import (
+    AgentSession,
+    AgentSpec,
+    Entry,
+    Labeled,
+    Lease,
+    Proposal,
+    Resolution,
+    Store,
+    Stream,
+    StreamEntry,
+    judge,
+    label_of,
+    labeled,
+    priority,
+    vote,
+)
+
+
+def core(fake: FakeClock) -> None:
+    """Clock, codec, errors and the top-level re-exports."""
+    assert_type(surefoot.__version__, str)
+    assert_type(fake.now(), float)
+    sys_clock: clock.Clock = clock.SystemClock()
+    assert_type(sys_clock.now(), float)
+    assert_type(codec.dumps({"a": 1}), str)
+    assert_type(codec.loads("{}"), Any)
+    err: errors.SurefootError = errors.ConfigError("bad value")
+    assert_type(isinstance(err, surefoot.SurefootError), bool)
+
+
+def resilience(fake: FakeClock) -> None:
+    """Retries, classification, back-off, the breaker and fault injection."""
+    policy = RetryPolicy(max_attempts=3)
+    assert_type(policy, RetryPolicy)
+
+    def fetch(n: int) -> str:
+        return str(n)
+
+    assert_type(retry_call(fetch, 1, policy=policy, clock=fake), str)
+
+    @retry(max_attempts=4, clock=fake)
+    def decorated(x: int, *, y: str = "") -> float:
+        return float(x)
+
+    assert_type(decorated(1, y="a"), float)
+
+    @retry
+    def bare() -> int:
+        return 1
+
+    assert_type(bare(), int)
+    assert_type(classify(503), Decision)
+    assert_type(classify(503).retry, bool)
+    assert_type(is_retryable(ConnectionResetError()), bool)
+    assert_type(Backoff(), Backoff)
+    breaker = CircuitBreaker("llm", failure_threshold=3, clock=fake)
+    assert_type(breaker.call(fetch, 2), str)
+
+
+def llm() -> None:
+    """The FakeLLM: an OpenAI-shaped client that counts what it receives."""
+    fake = FakeLLM(seed=0)
+    reply = fake.create(model="fake-1", messages=[{"role": "user", "content": "hi"}])
+    assert_type(reply, ChatCompletion)
+    assert_type(fake.calls, int)
+    assert_type(count_tokens("hello"), int)
+
+
+def durable(fake: FakeClock) -> None:
+    """Workflows and steps on a journal; handles and run details."""
+    app = App("sqlite:///runs.db", clock=fake)
+
+    @app.step
+    def add(a: int, b: int) -> int:
+        return a + b
+
+    @app.workflow
+    def total(xs: list[int]) -> int:
+        assert_type(current_run().run_id, str)
+        return sum(add(x, 0) for x in xs)
+
+    assert_type(total, Workflow)
+    handle = app.start(total, [1, 2], run_id="r-1")
+    assert_type(handle, RunHandle)
+    assert_type(handle.status(), str)
+    assert_type(handle.result(timeout=5), Any)
+    assert_type(app.show("r-1"), RunDetail)
+    app.close()
+
+
+def statebus(fake: FakeClock) -> None:
+    """The Store, sessions and leases; the Stream; resolvers; trust labels."""
+    st = Store("sqlite:///team.db", namespace="team", clock=fake)
+    assert_type(st.register_agent("a", trust="trusted"), AgentSpec)
+    session = st.session("a")
+    assert_type(session, AgentSession)
+    assert_type(st.write("k", 1, expect=0), Entry)
+    assert_type(st.read("k"), Entry | None)
+    assert_type(session.write("k", 2, expect=1), Entry)
+    assert_type(session.acquire("report", 5.0), Lease | None)
+    entry = st.write("card", {"title": "t"})
+    assert_type(entry.version, int)
+    assert_type(entry.value, Any)
+    assert_type(labeled(entry), Labeled[Any])
+    label_of(entry)
+    stream = Stream("sqlite:///team.db", "findings", clock=fake)
+    assert_type(stream.append({"x": 1}, message_id="m-1"), StreamEntry)
+    assert_type(stream.read(after=0, limit=10), list[StreamEntry])
+    props = [Proposal("a", 1), Proposal("b", 2)]
+    assert_type(priority(props, ["a", "b"]), Resolution)
+    assert_type(vote(props, ["a", "b"]), Resolution)
+    assert_type(judge(props, FakeLLM(seed=0), field="f", rng=random.Random(0)), Resolution)
+
+
+def storage_and_testing() -> None:
+    """Storage by URL and the helpers for users' tests."""
+    assert_type(storage.open("memory://"), storage.Storage)
+    assert_type(storage.parse_url("sqlite:///x.db"), storage.StorageURL)
+    with testing.instant_retries() as fake:
+        assert_type(fake, FakeClock)
+
+
+def the_lab() -> None:
+    """Running one experiment from Python, and the demo agent."""
+    with lab.context(seeds=2) as ctx:
+        assert_type(ctx, lab.LabContext)
+        result = lab.get("resilience.waits").run(ctx)
+        assert_type(result, lab.LabResult)
+        assert_type(result.facts, dict[str, Any])
+    app = App("sqlite:///agent.db")
+    services = AgentServices("ledger.db")
+    wf = build_agent(app, services)["1"]
+    assert_type(wf, Workflow)
+    assert_type(start_agent(app, wf, "why?", run_id="r-2"), RunHandle)
