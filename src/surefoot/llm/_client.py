@@ -1,0 +1,584 @@
+"""The provider-neutral half of the adapters: retries, breaker, rate limit, checks and costs.
+
+A provider adapter only turns a request into an SDK call and the SDK's answer into a
+``ChatCompletion`` (``_send``/``_asend``) or a stream of ``Delta`` (``_open``/``_aopen``);
+everything else is here, once, for both providers and both drivers.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+import warnings
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..clock import Clock, SystemClock
+from ..errors import ConfigError, InvalidReplyError
+from ..resilience import CircuitBreaker, Decision, RetryPolicy, aretry_call, retry_call
+from ..resilience import classify_stream_error as _classify_stream_error
+from ._check import ReplyCheck, make_check
+from ._fake import ChatCompletion, Choice, Message, Usage, count_tokens
+from ._limiter import RateLimiter
+from ._usage import Meter, PriceTable
+
+__all__ = ["AsyncReplyStream", "ChatClient", "Delta", "ReplyStream", "Request"]
+
+_PRE_CONTENT = "surefoot_stream_pre_content"
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """One logical call, provider-neutral (what the adapters translate)."""
+
+    model: str
+    messages: list[dict[str, Any]]
+    max_tokens: int | None
+    idempotency_key: str | None
+    params: dict[str, Any]
+    estimate: int  # tokens reserved at the rate limiter before the reply is known
+
+
+@dataclass(frozen=True, slots=True)
+class Delta:
+    """One streamed event, normalised: text, and/or usage, and/or the end of the reply."""
+
+    text: str = ""
+    usage: Usage | None = None
+    finish_reason: str | None = None
+    model: str | None = None
+    id: str | None = None
+
+
+def result_policy(policy: RetryPolicy) -> RetryPolicy:
+    """``policy`` that also retries invalid replies and pre-content stream errors.
+
+    The budget, backoff, deadline and hooks are the same objects: one loop, one budget.
+    """
+    base = policy.check
+
+    def check(exc: BaseException) -> Decision:
+        if isinstance(exc, InvalidReplyError):
+            return Decision(True, f"invalid reply: {exc.reason}")
+        decision = base(exc)
+        if not decision.retry and getattr(exc, _PRE_CONTENT, False):
+            in_stream = _classify_stream_error(exc, content_seen=False)
+            if in_stream.retry:
+                return in_stream
+        return decision
+
+    with warnings.catch_warnings():  # the caller already saw the policy's own warnings
+        warnings.simplefilter("ignore")
+        return dataclasses.replace(policy, retry_on=check)
+
+
+class ChatClient:
+    """Shared machinery of the provider adapters (see ``OpenAIChat`` and ``AnthropicChat``).
+
+    Composition, inside out: the SDK call (SDK retries off) ← rate limiter ← circuit
+    breaker ← reply check ← retry policy (with its budget and deadline). Every attempt is
+    priced and counted on ``meter``.
+    """
+
+    provider = "?"
+
+    def __init__(
+        self,
+        *,
+        model: str,
+        policy: RetryPolicy | None = None,
+        breaker: CircuitBreaker | None = None,
+        limiter: RateLimiter | None = None,
+        prices: PriceTable | None = None,
+        meter: Meter | None = None,
+        clock: Clock | None = None,
+        rng: random.Random | None = None,
+        max_tokens: int = 1024,
+    ) -> None:
+        if not isinstance(model, str) or not model:
+            raise ConfigError(f"model must be a non-empty string like 'gpt-4o-mini', got {model!r}")
+        if policy is not None and not isinstance(policy, RetryPolicy):
+            raise ConfigError(f"policy must be a surefoot RetryPolicy, got {policy!r}")
+        if not isinstance(max_tokens, int) or max_tokens < 1:
+            raise ConfigError(f"max_tokens must be an int >= 1, got {max_tokens!r}")
+        self.model = model
+        self.policy = policy if policy is not None else RetryPolicy()
+        self._policy = result_policy(self.policy)
+        self.breaker = breaker
+        self.limiter = limiter
+        self.prices = prices if prices is not None else PriceTable()
+        self.meter = meter if meter is not None else Meter()
+        self.clock: Clock = clock if clock is not None else SystemClock()
+        self.rng = rng
+        self.max_tokens = max_tokens
+
+    # -- what a provider implements ------------------------------------------------------
+
+    def _send(self, req: Request, timeout: float | None) -> tuple[ChatCompletion, Any]:
+        raise NotImplementedError
+
+    async def _asend(self, req: Request, timeout: float | None) -> tuple[ChatCompletion, Any]:
+        raise NotImplementedError
+
+    def _open(self, req: Request, timeout: float | None) -> tuple[Iterator[Delta], Any]:
+        raise NotImplementedError
+
+    async def _aopen(self, req: Request, timeout: float | None) -> tuple[AsyncIterator[Delta], Any]:
+        raise NotImplementedError
+
+    # -- the shared steps ----------------------------------------------------------------
+
+    def _request(
+        self,
+        model: str | None,
+        messages: Sequence[Mapping[str, Any]],
+        max_tokens: int | None,
+        idempotency_key: str | None,
+        params: dict[str, Any],
+    ) -> Request:
+        if (
+            not isinstance(messages, list | tuple)
+            or not messages
+            or not all(isinstance(m, Mapping) and "role" in m for m in messages)
+        ):
+            raise ConfigError(
+                "messages must be a non-empty list of dicts with 'role' and 'content', got "
+                f"{messages!r}"
+            )
+        name = model if model is not None else self.model
+        if not isinstance(name, str) or not name:
+            raise ConfigError(f"model must be a non-empty string, got {name!r}")
+        out = max_tokens if max_tokens is not None else self.max_tokens
+        prompt = sum(count_tokens(str(m.get("content", ""))) + 3 for m in messages)
+        return Request(
+            name, [dict(m) for m in messages], out, idempotency_key, params, prompt + out
+        )
+
+    def _failed(self, exc: BaseException) -> None:
+        if self.limiter is not None:
+            headers = getattr(getattr(exc, "response", None), "headers", None)
+            if headers is not None:
+                self.limiter.update(headers)
+        self.meter.add_attempt(None, 0.0, priced=True, ok=False)
+
+    def _priced(self, reply: ChatCompletion, req: Request, headers: Any) -> ChatCompletion:
+        if self.limiter is not None:
+            if headers is not None:
+                self.limiter.update(headers)
+            self.limiter.settle(req.estimate, reply.usage.total_tokens)
+        price = self.prices.price_of(reply.model or req.model)
+        if price is None:
+            return reply  # unpriced: the reply's own cost (0 from an SDK; FakeLLM prices itself)
+        return dataclasses.replace(reply, cost=price.cost(reply.usage))
+
+    def _checked(
+        self, reply: ChatCompletion, check: ReplyCheck | None, allow_empty: bool
+    ) -> ChatCompletion:
+        priced = reply.cost > 0 or self.prices.price_of(reply.model) is not None
+        text = reply.text
+        reason = None
+        parsed = None
+        if not text.strip() and not allow_empty:
+            reason = "the reply is empty"
+        elif check is not None:
+            try:
+                parsed = check(text)
+            except ValueError as exc:
+                reason = str(exc)
+        self.meter.add_attempt(reply.usage, reply.cost, priced=priced, ok=reason is None)
+        if reason is not None:
+            raise InvalidReplyError(reason, text=text, model=reply.model, reply=reply)
+        return reply if parsed is None else dataclasses.replace(reply, parsed=parsed)
+
+    def _attempt(
+        self,
+        req: Request,
+        check: ReplyCheck | None,
+        allow_empty: bool,
+        *,
+        timeout: float | None = None,
+    ) -> ChatCompletion:
+        if self.limiter is not None:
+            self.limiter.acquire(req.estimate)
+        try:
+            if self.breaker is not None:
+                reply, headers = self.breaker.call(self._send, req, timeout)
+            else:
+                reply, headers = self._send(req, timeout)
+        except Exception as exc:
+            self._failed(exc)
+            raise
+        return self._checked(self._priced(reply, req, headers), check, allow_empty)
+
+    async def _aattempt(
+        self,
+        req: Request,
+        check: ReplyCheck | None,
+        allow_empty: bool,
+        *,
+        timeout: float | None = None,
+    ) -> ChatCompletion:
+        if self.limiter is not None:
+            await self.limiter.aacquire(req.estimate)
+        try:
+            if self.breaker is not None:
+                reply, headers = await self.breaker.acall(self._asend, req, timeout)
+            else:
+                reply, headers = await self._asend(req, timeout)
+        except Exception as exc:
+            self._failed(exc)
+            raise
+        return self._checked(self._priced(reply, req, headers), check, allow_empty)
+
+    # -- the client API ------------------------------------------------------------------
+
+    def create(
+        self,
+        *,
+        messages: Sequence[Mapping[str, Any]],
+        model: str | None = None,
+        timeout: float | None = None,
+        idempotency_key: str | None = None,
+        max_tokens: int | None = None,
+        schema: Any = None,
+        allow_empty: bool = False,
+        **params: Any,
+    ) -> ChatCompletion:
+        """Ask the model (sync), with retries, breaker, rate limit, reply check and pricing.
+
+        Args:
+            messages: ``[{"role": "system"|"user"|"assistant", "content": "..."}]``.
+            model: overrides the client's model for this call.
+            timeout: seconds one attempt may take (the policy's ``timeout_per_attempt`` is
+                used when not given).
+            idempotency_key: sent as the ``Idempotency-Key`` header.
+            max_tokens: the output limit (the client's ``max_tokens`` by default).
+            schema: a JSON Schema dict, a pydantic model class or ``callable(text) -> value``;
+                a reply that fails it is retried, and its value is ``reply.parsed``.
+            allow_empty: accept an empty reply (by default it is retried).
+            params: passed to the SDK (``temperature``, ``top_p``, …).
+
+        Returns:
+            A ``ChatCompletion`` (the same shape ``FakeLLM`` returns), priced.
+
+        Raises:
+            The provider's SDK error, unchanged, when retries run out or it is permanent;
+            ``InvalidReplyError`` with the last invalid reply; ``CircuitOpenError``.
+        """
+        req = self._request(model, messages, max_tokens, idempotency_key, params)
+        check = make_check(schema)
+        kw: dict[str, Any] = {} if timeout is None else {"timeout": timeout}
+        reply = retry_call(
+            self._attempt,
+            req,
+            check,
+            allow_empty,
+            policy=self._policy,
+            clock=self.clock,
+            rng=self.rng,
+            **kw,
+        )
+        self.meter.add_call()
+        return reply
+
+    async def acreate(
+        self,
+        *,
+        messages: Sequence[Mapping[str, Any]],
+        model: str | None = None,
+        timeout: float | None = None,
+        idempotency_key: str | None = None,
+        max_tokens: int | None = None,
+        schema: Any = None,
+        allow_empty: bool = False,
+        **params: Any,
+    ) -> ChatCompletion:
+        """Ask the model (async); like :meth:`create`."""
+        req = self._request(model, messages, max_tokens, idempotency_key, params)
+        check = make_check(schema)
+        kw: dict[str, Any] = {} if timeout is None else {"timeout": timeout}
+        reply = await aretry_call(
+            self._aattempt,
+            req,
+            check,
+            allow_empty,
+            policy=self._policy,
+            clock=self.clock,
+            rng=self.rng,
+            **kw,
+        )
+        self.meter.add_call()
+        return reply
+
+    def stream(
+        self,
+        *,
+        messages: Sequence[Mapping[str, Any]],
+        model: str | None = None,
+        timeout: float | None = None,
+        idempotency_key: str | None = None,
+        max_tokens: int | None = None,
+        **params: Any,
+    ) -> ReplyStream:
+        """Stream the reply's text (sync). Retried only until the first text arrives.
+
+        Errors before any text (statuses, dropped connections, an SSE ``error`` event such
+        as Anthropic's ``overloaded_error``) are retried by the policy like any attempt.
+        After text was handed to you, a retry would repeat it, so an error then is raised
+        as it came (not retried), with ``err.surefoot_partial`` holding the text so far
+        and a note saying why.
+
+        Returns:
+            A ``ReplyStream``: iterate it for text pieces; ``.reply`` is the whole
+            ``ChatCompletion`` once it is exhausted.
+        """
+        req = self._request(model, messages, max_tokens, idempotency_key, params)
+        kw: dict[str, Any] = {} if timeout is None else {"timeout": timeout}
+
+        def first(*, timeout: float | None = None) -> tuple[Iterator[Delta], list[Delta]]:
+            if self.limiter is not None:
+                self.limiter.acquire(req.estimate)
+            try:
+                if self.breaker is not None:
+                    events, headers = self.breaker.call(self._open, req, timeout)
+                else:
+                    events, headers = self._open(req, timeout)
+                if self.limiter is not None and headers is not None:
+                    self.limiter.update(headers)
+                head: list[Delta] = []
+                try:
+                    for d in events:
+                        head.append(d)
+                        if d.text or d.finish_reason:
+                            break
+                except Exception as exc:
+                    setattr(exc, _PRE_CONTENT, True)
+                    raise
+                return events, head
+            except Exception as exc:
+                self._failed(exc)
+                raise
+
+        events, head = retry_call(first, policy=self._policy, clock=self.clock, rng=self.rng, **kw)
+        return ReplyStream(self, req, events, head)
+
+    async def astream(
+        self,
+        *,
+        messages: Sequence[Mapping[str, Any]],
+        model: str | None = None,
+        timeout: float | None = None,
+        idempotency_key: str | None = None,
+        max_tokens: int | None = None,
+        **params: Any,
+    ) -> AsyncReplyStream:
+        """Stream the reply's text (async); like :meth:`stream`."""
+        req = self._request(model, messages, max_tokens, idempotency_key, params)
+        kw: dict[str, Any] = {} if timeout is None else {"timeout": timeout}
+
+        async def first(
+            *, timeout: float | None = None
+        ) -> tuple[AsyncIterator[Delta], list[Delta]]:
+            if self.limiter is not None:
+                await self.limiter.aacquire(req.estimate)
+            try:
+                if self.breaker is not None:
+                    events, headers = await self.breaker.acall(self._aopen, req, timeout)
+                else:
+                    events, headers = await self._aopen(req, timeout)
+                if self.limiter is not None and headers is not None:
+                    self.limiter.update(headers)
+                head: list[Delta] = []
+                try:
+                    async for d in events:
+                        head.append(d)
+                        if d.text or d.finish_reason:
+                            break
+                except Exception as exc:
+                    setattr(exc, _PRE_CONTENT, True)
+                    raise
+                return events, head
+            except Exception as exc:
+                self._failed(exc)
+                raise
+
+        events, head = await aretry_call(
+            first, policy=self._policy, clock=self.clock, rng=self.rng, **kw
+        )
+        return AsyncReplyStream(self, req, events, head)
+
+    def _stream_done(self, req: Request, parts: list[str], last: Delta | None) -> ChatCompletion:
+        text = "".join(parts)
+        usage = last.usage if last is not None and last.usage is not None else None
+        if usage is None:  # the server sent no usage: estimate it (documented)
+            prompt = req.estimate - (req.max_tokens or 0)
+            out = count_tokens(text) if text else 0
+            usage = Usage(prompt, out, prompt + out)
+        reply = ChatCompletion(
+            id=(last.id if last is not None else None) or "",
+            model=(last.model if last is not None else None) or req.model,
+            choices=[
+                Choice(
+                    0,
+                    Message("assistant", text),
+                    (last.finish_reason if last is not None else None) or "stop",
+                )
+            ],
+            usage=usage,
+        )
+        reply = self._priced(reply, req, None)
+        self.meter.add_attempt(
+            reply.usage, reply.cost, priced=self.prices.price_of(reply.model) is not None, ok=True
+        )
+        self.meter.add_call()
+        return reply
+
+    def _stream_failed(self, req: Request, parts: list[str], exc: BaseException) -> None:
+        text = "".join(parts)
+        decision = _classify_stream_error(exc, content_seen=bool(text))
+        exc.surefoot_partial = text  # type: ignore[attr-defined]
+        exc.add_note(
+            f"surefoot.llm: the {self.provider} stream failed after {len(text)} characters "
+            f"of text were handed out; not retried: {decision.reason}. The text so far is "
+            "err.surefoot_partial."
+        )
+        prompt = req.estimate - (req.max_tokens or 0)
+        out = count_tokens(text) if text else 0
+        usage = Usage(prompt, out, prompt + out)  # estimated: the tokens were produced
+        price = self.prices.price_of(req.model)
+        self.meter.add_attempt(
+            usage, price.cost(usage) if price else 0.0, priced=price is not None, ok=False
+        )
+
+    def __repr__(self) -> str:
+        t = self.meter.totals
+        return (
+            f"{type(self).__name__}(model={self.model!r}, calls={t.calls}, "
+            f"attempts={t.attempts}, cost={t.cost:.6f})"
+        )
+
+
+class ReplyStream:
+    """The text of a streamed reply, piece by piece; ``reply`` once it is exhausted.
+
+    Attributes:
+        text: the text so far. reply: the whole ``ChatCompletion`` (None until the end).
+    """
+
+    def __init__(
+        self, client: ChatClient, req: Request, events: Iterator[Delta], head: list[Delta]
+    ) -> None:
+        self._client = client
+        self._req = req
+        self._gen = self._run(events, head)
+        self.parts: list[str] = []
+        self.reply: ChatCompletion | None = None
+
+    @property
+    def text(self) -> str:
+        """The text received so far."""
+        return "".join(self.parts)
+
+    def _run(self, events: Iterator[Delta], head: list[Delta]) -> Iterator[str]:
+        last = Delta()
+        finished = False
+        try:
+            for d in _chain(head, events):
+                last = _merge(last, d)
+                finished = finished or d.finish_reason is not None
+                if d.text:
+                    self.parts.append(d.text)
+                    yield d.text
+            if not finished:
+                raise ConnectionResetError(
+                    "the stream ended before the reply was complete (no finish reason)"
+                )
+        except Exception as exc:
+            self._client._stream_failed(self._req, self.parts, exc)
+            raise
+        self.reply = self._client._stream_done(self._req, self.parts, last)
+
+    def __iter__(self) -> Iterator[str]:
+        return self._gen
+
+    def __next__(self) -> str:
+        return next(self._gen)
+
+    def read(self) -> ChatCompletion:
+        """Consume the rest and return the whole reply."""
+        for _ in self._gen:
+            pass
+        assert self.reply is not None
+        return self.reply
+
+
+class AsyncReplyStream:
+    """The async twin of ``ReplyStream``: ``async for piece in stream``; ``await read()``."""
+
+    def __init__(
+        self, client: ChatClient, req: Request, events: AsyncIterator[Delta], head: list[Delta]
+    ) -> None:
+        self._client = client
+        self._req = req
+        self._gen = self._run(events, head)
+        self.parts: list[str] = []
+        self.reply: ChatCompletion | None = None
+
+    @property
+    def text(self) -> str:
+        """The text received so far."""
+        return "".join(self.parts)
+
+    async def _run(self, events: AsyncIterator[Delta], head: list[Delta]) -> AsyncIterator[str]:
+        last = Delta()
+        finished = False
+        try:
+            for d in head:
+                last = _merge(last, d)
+                finished = finished or d.finish_reason is not None
+                if d.text:
+                    self.parts.append(d.text)
+                    yield d.text
+            async for d in events:
+                last = _merge(last, d)
+                finished = finished or d.finish_reason is not None
+                if d.text:
+                    self.parts.append(d.text)
+                    yield d.text
+            if not finished:
+                raise ConnectionResetError(
+                    "the stream ended before the reply was complete (no finish reason)"
+                )
+        except Exception as exc:
+            self._client._stream_failed(self._req, self.parts, exc)
+            raise
+        self.reply = self._client._stream_done(self._req, self.parts, last)
+
+    def __aiter__(self) -> AsyncIterator[str]:
+        return self._gen
+
+    async def __anext__(self) -> str:
+        return await self._gen.__anext__()
+
+    async def read(self) -> ChatCompletion:
+        """Consume the rest and return the whole reply."""
+        async for _ in self._gen:
+            pass
+        assert self.reply is not None
+        return self.reply
+
+
+def _chain(head: list[Delta], rest: Iterator[Delta]) -> Iterator[Delta]:
+    yield from head
+    yield from rest
+
+
+def _merge(last: Delta, d: Delta) -> Delta:
+    return Delta(
+        text="",
+        usage=d.usage if d.usage is not None else last.usage,
+        finish_reason=d.finish_reason or last.finish_reason,
+        model=d.model or last.model,
+        id=d.id or last.id,
+    )
