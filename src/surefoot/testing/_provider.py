@@ -13,7 +13,6 @@ import json
 import random
 import socket
 import threading
-import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -101,6 +100,7 @@ class FakeProvider:
         url: ``http://127.0.0.1:PORT``. openai_url: ``url + "/v1"`` (OpenAI's base_url).
         anthropic_url: ``url`` (Anthropic's base_url).
         received: every request, in arrival order. completed: replies sent in full.
+        answered: the ``number`` of each request whose reply was sent in full.
         billed: replies whose tokens the "model" produced (full, cut mid-reply, or a stream
             that erred after content): what a real provider would charge for.
     """
@@ -121,7 +121,9 @@ class FakeProvider:
         self.received: list[Received] = []
         self.completed = 0
         self.billed = 0
+        self.answered: list[int] = []
         self._port = port
+        self._closing = threading.Event()
         self._script: deque[Fault] = deque()
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
@@ -133,6 +135,7 @@ class FakeProvider:
         """Bind 127.0.0.1 and serve in a daemon thread. Returns self."""
         if self._server is not None:
             return self
+        self._closing.clear()
         handler = type("_BoundHandler", (_Handler,), {"provider": self})
         server = ThreadingHTTPServer(("127.0.0.1", self._port), handler)
         server.daemon_threads = True
@@ -146,6 +149,7 @@ class FakeProvider:
     def close(self) -> None:
         """Stop serving and release the port."""
         server, self._server = self._server, None
+        self._closing.set()  # slow replies stop waiting
         if server is not None:
             server.shutdown()
             server.server_close()
@@ -211,11 +215,14 @@ class FakeProvider:
         """Forget the counts and the script."""
         with self._lock:
             self.received.clear()
+            self.answered.clear()
             self._script.clear()
             self.completed = 0
             self.billed = 0
 
-    def _next(self, api: str, path: str, body: dict[str, Any], headers: dict[str, str]) -> Fault:
+    def _next(
+        self, api: str, path: str, body: dict[str, Any], headers: dict[str, str]
+    ) -> tuple[Fault, int]:
         with self._lock:
             fault = self._script.popleft() if self._script else Reply()
             retry = headers.get("x-stainless-retry-count")
@@ -233,12 +240,14 @@ class FakeProvider:
                     retry_count=int(retry) if retry and retry.isdigit() else None,
                 )
             )
-        return fault
+            return fault, len(self.received)
 
-    def _tally(self, *, completed: bool = False, billed: bool = False) -> None:
+    def _tally(self, number: int, *, completed: bool = False, billed: bool = False) -> None:
         with self._lock:
             self.completed += completed
             self.billed += billed
+            if completed:
+                self.answered.append(number)
 
     def text_for(self, api: str, messages: list[Any]) -> str:
         """The reply text for ``messages`` (the responder's, or a deterministic default)."""
@@ -292,9 +301,9 @@ class _Handler(BaseHTTPRequestHandler):
             )
             return
         headers = {k.lower(): v for k, v in self.headers.items()}
-        fault = self.provider._next(api, path, body, headers)
+        fault, number = self.provider._next(api, path, body, headers)
         try:
-            self._serve(api, body, fault)
+            self._serve(api, body, fault, number)
         except (BrokenPipeError, ConnectionResetError, ConnectionAbortedError):
             self.close_connection = True  # the client gave up (a timeout): nothing to send
 
@@ -302,10 +311,11 @@ class _Handler(BaseHTTPRequestHandler):
         n = int(self.headers.get("content-length") or 0)
         return self.rfile.read(n) if n else b""
 
-    def _serve(self, api: str, body: dict[str, Any], fault: Fault) -> None:
+    def _serve(self, api: str, body: dict[str, Any], fault: Fault, n: int) -> None:
         delay = getattr(fault, "delay", 0.0)
-        if delay:
-            time.sleep(delay)
+        if delay and self.provider._closing.wait(delay):
+            self._drop()  # the server is closing: give up on the slow reply
+            return
         if isinstance(fault, DropBeforeReply):
             self._drop()
             return
@@ -327,7 +337,6 @@ class _Handler(BaseHTTPRequestHandler):
         )
         prompt += count_tokens(str(system)) if system else 0
         model = str(body.get("model", ""))
-        n = len(self.provider.received)
         usage = (prompt, count_tokens(text), reply.cached_tokens)
         headers = {**self.provider.extra_headers, **reply.headers}
         if not stream:
@@ -337,11 +346,11 @@ class _Handler(BaseHTTPRequestHandler):
                 raw = json.dumps(data).encode()
                 self._start(200, "application/json", headers, length=len(raw))
                 self.wfile.write(raw[: len(raw) // 2])
-                self.provider._tally(billed=True)
+                self.provider._tally(n, billed=True)
                 self._drop()
                 return
             self._send_json(200, data, headers)
-            self.provider._tally(completed=True, billed=True)
+            self.provider._tally(n, completed=True, billed=True)
             return
         include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
         events: Iterator[tuple[bytes, bool]]
@@ -358,7 +367,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._chunk(event)
             sent += is_content
         if isinstance(fault, DropMidReply):
-            self.provider._tally(billed=True)
+            self.provider._tally(n, billed=True)
             self._drop()
             return
         if isinstance(fault, StreamError):
@@ -366,10 +375,10 @@ class _Handler(BaseHTTPRequestHandler):
             err = error_body(api, fault.status(), kind, None, None)
             self._chunk(f"event: error\ndata: {json.dumps(err)}\n\n".encode())
             self._chunk(b"")
-            self.provider._tally(billed=sent > 0)
+            self.provider._tally(n, billed=sent > 0)
             return
         self._chunk(b"")
-        self.provider._tally(completed=True, billed=True)
+        self.provider._tally(n, completed=True, billed=True)
 
     def _start(
         self, status: int, ctype: str, headers: dict[str, str], *, length: int | None
