@@ -436,11 +436,19 @@ class ChatClient:
 
     def _stream_failed(self, req: Request, parts: list[str], exc: BaseException) -> None:
         text = "".join(parts)
-        decision = _classify_stream_error(exc, content_seen=bool(text))
+        before = self._policy.check(exc)
+        if not before.retry:
+            before = _classify_stream_error(exc, content_seen=False)
+        why = (
+            f"it would be retried before any text ({before.reason}), but a retry now "
+            "would repeat the text already handed out"
+            if before.retry
+            else before.reason
+        )
         exc.surefoot_partial = text  # type: ignore[attr-defined]
         exc.add_note(
             f"surefoot.llm: the {self.provider} stream failed after {len(text)} characters "
-            f"of text were handed out; not retried: {decision.reason}. The text so far is "
+            f"of text were handed out; not retried: {why}. The text so far is "
             "err.surefoot_partial."
         )
         prompt = req.estimate - (req.max_tokens or 0)

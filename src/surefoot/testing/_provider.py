@@ -249,6 +249,12 @@ class FakeProvider:
             if completed:
                 self.answered.append(number)
 
+    def _untally(self, number: int) -> None:
+        with self._lock:  # the last write of a counted reply failed: it was not sent
+            self.completed -= 1
+            self.billed -= 1
+            self.answered.remove(number)
+
     def text_for(self, api: str, messages: list[Any]) -> str:
         """The reply text for ``messages`` (the responder's, or a deterministic default)."""
         if self.responder is not None:
@@ -349,8 +355,13 @@ class _Handler(BaseHTTPRequestHandler):
                 self.provider._tally(n, billed=True)
                 self._drop()
                 return
-            self._send_json(200, data, headers)
+            # counted before the last write, so a client never sees a reply the counts miss
             self.provider._tally(n, completed=True, billed=True)
+            try:
+                self._send_json(200, data, headers)
+            except OSError:
+                self.provider._untally(n)
+                raise
             return
         include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
         events: Iterator[tuple[bytes, bool]]
@@ -361,9 +372,19 @@ class _Handler(BaseHTTPRequestHandler):
         self._start(200, "text/event-stream", headers, length=None)
         cut = fault.after if isinstance(fault, DropMidReply | StreamError) else None
         sent = 0
-        for event, is_content in events:
+        whole = list(events)
+        for i, (event, is_content) in enumerate(whole):
             if cut is not None and is_content and sent >= cut:
                 break
+            if cut is None and i == len(whole) - 1:
+                self.provider._tally(n, completed=True, billed=True)  # before the last event
+                try:
+                    self._chunk(event)
+                    self._chunk(b"")
+                except OSError:
+                    self.provider._untally(n)
+                    raise
+                return
             self._chunk(event)
             sent += is_content
         if isinstance(fault, DropMidReply):
@@ -373,12 +394,9 @@ class _Handler(BaseHTTPRequestHandler):
         if isinstance(fault, StreamError):
             kind = fault.error_type
             err = error_body(api, fault.status(), kind, None, None)
+            self.provider._tally(n, billed=sent > 0)
             self._chunk(f"event: error\ndata: {json.dumps(err)}\n\n".encode())
             self._chunk(b"")
-            self.provider._tally(n, billed=sent > 0)
-            return
-        self._chunk(b"")
-        self.provider._tally(n, completed=True, billed=True)
 
     def _start(
         self, status: int, ctype: str, headers: dict[str, str], *, length: int | None
