@@ -9,7 +9,7 @@ from typing import Any
 
 from ._client import ChatClient, Delta, Request
 from ._fake import ChatCompletion, Choice, Message, Usage
-from ._sdk import load_sdk, redact_url, warn_sdk_retries
+from ._sdk import Secret, load_sdk, redact_url, warn_sdk_retries
 
 __all__ = ["AnthropicChat"]
 
@@ -67,19 +67,19 @@ class AnthropicChat(ChatClient):
         self._client = client
         self._async_client = async_client
         self.base_url = str(base_url or os.environ.get("ANTHROPIC_BASE_URL") or "") or None
-        self.__key = api_key or os.environ.get("ANTHROPIC_API_KEY")
+        self.__key = Secret(api_key or os.environ.get("ANTHROPIC_API_KEY"))
 
     def _sync(self) -> Any:
         if self._client is None:
             self._client = self._sdk.Anthropic(
-                api_key=self.__key, base_url=self.base_url, max_retries=0
+                api_key=self.__key.get(), base_url=self.base_url, max_retries=0
             )
         return self._client
 
     def _async(self) -> Any:
         if self._async_client is None:
             self._async_client = self._sdk.AsyncAnthropic(
-                api_key=self.__key, base_url=self.base_url, max_retries=0
+                api_key=self.__key.get(), base_url=self.base_url, max_retries=0
             )
         return self._async_client
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from ._client import ChatClient, Delta, Request
 from ._fake import ChatCompletion, Choice, Message, Usage
-from ._sdk import load_sdk, redact_url, warn_sdk_retries
+from ._sdk import Secret, load_sdk, redact_url, warn_sdk_retries
 
 __all__ = ["OpenAIChat"]
 
@@ -63,19 +63,19 @@ class OpenAIChat(ChatClient):
         key = api_key or os.environ.get("OPENAI_API_KEY")
         if key is None and self.base_url is not None:
             key = "no-key"  # local servers (vLLM, Ollama, llama.cpp) take any key
-        self.__key = key
+        self.__key = Secret(key)
 
     def _sync(self) -> Any:
         if self._client is None:
             self._client = self._sdk.OpenAI(
-                api_key=self.__key, base_url=self.base_url, max_retries=0
+                api_key=self.__key.get(), base_url=self.base_url, max_retries=0
             )
         return self._client
 
     def _async(self) -> Any:
         if self._async_client is None:
             self._async_client = self._sdk.AsyncOpenAI(
-                api_key=self.__key, base_url=self.base_url, max_retries=0
+                api_key=self.__key.get(), base_url=self.base_url, max_retries=0
             )
         return self._async_client
 

@@ -12,9 +12,27 @@ from typing import Any
 
 from ..errors import MissingExtraError
 
-__all__ = ["load_sdk", "redact_url", "warn_sdk_retries"]
+__all__ = ["Secret", "load_sdk", "redact_url", "warn_sdk_retries"]
 
 _PACKAGE = str(Path(__file__).resolve().parents[1])
+
+
+class Secret:
+    """An API key that shows as ``***`` in reprs, so printing a client's state leaks nothing."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: str | None) -> None:
+        self._value = value
+
+    def get(self) -> str | None:
+        """The key itself (only for the SDK constructor)."""
+        return self._value
+
+    def __repr__(self) -> str:
+        return "Secret('***')" if self._value else "Secret(None)"
+
+    __str__ = __repr__
 
 
 def redact_url(url: str) -> str:
