@@ -7,6 +7,8 @@ built with ``max_retries=0`` and the client's ``RetryPolicy`` retries, with its 
 deadline and breaker, errors and invalid replies alike. ``RateLimiter`` keeps requests and
 tokens per minute, ``PriceTable``/``Meter`` price and total every attempt.
 
+The SDKs are imported when an adapter is made, so ``import surefoot.llm`` needs neither.
+
 ``FakeLLM.create(model=…, messages=…)`` is the seeded in-process fake (labelled as a fake
 in every report) with simulated latency and injected provider failures.
 """
@@ -15,11 +17,13 @@ from __future__ import annotations
 
 from ..errors import InvalidReplyError
 from ..resilience.faults import ProviderError, ReplyLostError
+from ._anthropic import AnthropicChat
 from ._check import json_schema_errors
 from ._client import AsyncReplyStream, ChatClient, ReplyStream
 from ._connect import PROVIDERS, FakeChat, connect, from_env
 from ._fake import ChatCompletion, Choice, FakeLLM, Message, Usage, count_tokens
 from ._limiter import RateLimiter
+from ._openai import OpenAIChat
 from ._usage import Meter, Price, PriceTable, Totals
 
 __all__ = [
@@ -48,16 +52,3 @@ __all__ = [
     "from_env",
     "json_schema_errors",
 ]
-
-
-def __getattr__(name: str) -> object:
-    # the adapters are imported on first use, so `import surefoot.llm` needs no SDK
-    if name == "OpenAIChat":
-        from ._openai import OpenAIChat
-
-        return OpenAIChat
-    if name == "AnthropicChat":
-        from ._anthropic import AnthropicChat
-
-        return AnthropicChat
-    raise AttributeError(f"module 'surefoot.llm' has no attribute {name!r}")

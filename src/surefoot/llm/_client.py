@@ -34,7 +34,9 @@ class Request:
 
     model: str
     messages: list[dict[str, Any]]
-    max_tokens: int | None
+    max_tokens: int  # the caller's, or the client's default (Anthropic requires one)
+    max_tokens_given: bool  # False: OpenAI-compatible servers get none (reasoning models
+    # refuse max_tokens and want max_completion_tokens, which passes through params)
     idempotency_key: str | None
     params: dict[str, Any]
     estimate: int  # tokens reserved at the rate limiter before the reply is known
@@ -152,7 +154,13 @@ class ChatClient:
         out = max_tokens if max_tokens is not None else self.max_tokens
         prompt = sum(count_tokens(str(m.get("content", ""))) + 3 for m in messages)
         return Request(
-            name, [dict(m) for m in messages], out, idempotency_key, params, prompt + out
+            name,
+            [dict(m) for m in messages],
+            out,
+            max_tokens is not None,
+            idempotency_key,
+            params,
+            prompt + out,
         )
 
     def _failed(self, exc: BaseException) -> None:
@@ -262,7 +270,10 @@ class ChatClient:
             timeout: seconds one attempt may take (the policy's ``timeout_per_attempt`` is
                 used when not given).
             idempotency_key: sent as the ``Idempotency-Key`` header.
-            max_tokens: the output limit (the client's ``max_tokens`` by default).
+            max_tokens: the output limit. Without it Anthropic gets the client's
+                ``max_tokens`` (the API requires one) and OpenAI-compatible servers get none
+                (pass ``max_completion_tokens=`` for OpenAI's reasoning models); the
+                client's value still sizes the rate limiter's token estimate.
             schema: a JSON Schema dict, a pydantic model class or ``callable(text) -> value``;
                 a reply that fails it is retried, and its value is ``reply.parsed``.
             allow_empty: accept an empty reply (by default it is retried).
@@ -421,7 +432,7 @@ class ChatClient:
         text = "".join(parts)
         usage = last.usage if last is not None and last.usage is not None else None
         if usage is None:  # the server sent no usage: estimate it (documented)
-            prompt = req.estimate - (req.max_tokens or 0)
+            prompt = req.estimate - req.max_tokens
             out = count_tokens(text) if text else 0
             usage = Usage(prompt, out, prompt + out)
         reply = ChatCompletion(
@@ -460,7 +471,7 @@ class ChatClient:
             f"of text were handed out; not retried: {why}. The text so far is "
             "err.surefoot_partial."
         )
-        prompt = req.estimate - (req.max_tokens or 0)
+        prompt = req.estimate - req.max_tokens
         out = count_tokens(text) if text else 0
         usage = Usage(prompt, out, prompt + out)  # estimated: the tokens were produced
         price = self.prices.price_of(req.model)

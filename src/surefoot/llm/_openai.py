@@ -81,7 +81,7 @@ class OpenAIChat(ChatClient):
 
     def _kwargs(self, req: Request, timeout: float | None) -> dict[str, Any]:
         kw: dict[str, Any] = {"model": req.model, "messages": req.messages, **req.params}
-        if req.max_tokens is not None:
+        if req.max_tokens_given:
             kw.setdefault("max_tokens", req.max_tokens)
         if timeout is not None:
             kw["timeout"] = timeout

@@ -172,3 +172,35 @@ def _line() -> int:
     frame = inspect.currentframe()
     assert frame is not None and frame.f_back is not None
     return frame.f_back.f_lineno
+
+
+def test_importing_surefoot_llm_needs_no_sdk() -> None:
+    """`import surefoot.llm` imports neither openai nor anthropic."""
+    import subprocess
+    import sys
+
+    code = "import sys, surefoot.llm; print('openai' in sys.modules, 'anthropic' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "False"]
+
+
+def test_missing_sdk_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without the SDK installed, making an adapter says which extra to install."""
+    import sys
+
+    from surefoot.errors import MissingExtraError
+
+    monkeypatch.setitem(sys.modules, "anthropic", None)
+    with pytest.raises(MissingExtraError, match=r"install surefoot\[anthropic\]"):
+        connect("anthropic", "m", api_key="k")
+
+
+def test_openai_gets_max_tokens_only_when_given(fp: FakeProvider) -> None:
+    """OpenAI-compatible servers get max_tokens only when the caller passes it."""
+    c = connect("openai", "m", api_key="k", base_url=fp.openai_url)
+    c.create(messages=MSGS)
+    c.create(messages=MSGS, max_tokens=7)
+    c.create(messages=MSGS, max_completion_tokens=9)
+    bodies = [int(r.headers["content-length"]) for r in fp.received]
+    assert bodies[1] > bodies[0] and bodies[2] > bodies[0]
+    c.close()
