@@ -19,11 +19,12 @@ from ..errors import InvalidReplyError
 from ..resilience.faults import ProviderError, ReplyLostError
 from ._anthropic import AnthropicChat
 from ._check import json_schema_errors
-from ._client import AsyncReplyStream, ChatClient, ReplyStream
+from ._client import ChatClient
 from ._connect import PROVIDERS, FakeChat, connect, from_env
 from ._fake import ChatCompletion, Choice, FakeLLM, Message, Usage, count_tokens
 from ._limiter import RateLimiter
 from ._openai import OpenAIChat
+from ._stream import AsyncReplyStream, ReplyStream
 from ._usage import Meter, Price, PriceTable, Totals
 
 __all__ = [

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import inspect
 import os
+import threading
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
-from ._client import ChatClient, Delta, Request
+from ._client import ChatClient, Request
 from ._fake import ChatCompletion, Choice, Message, Usage
 from ._sdk import Secret, load_sdk, redact_url, warn_sdk_retries
+from ._stream import Delta
 
 __all__ = ["AnthropicChat"]
 
@@ -66,21 +68,26 @@ class AnthropicChat(ChatClient):
                 warn_sdk_retries(c, "anthropic")
         self._client = client
         self._async_client = async_client
+        self._build_lock = threading.Lock()
         self.base_url = str(base_url or os.environ.get("ANTHROPIC_BASE_URL") or "") or None
         self.__key = Secret(api_key or os.environ.get("ANTHROPIC_API_KEY"))
 
     def _sync(self) -> Any:
         if self._client is None:
-            self._client = self._sdk.Anthropic(
-                api_key=self.__key.get(), base_url=self.base_url, max_retries=0
-            )
+            with self._build_lock:  # two threads' first calls build one SDK client
+                if self._client is None:
+                    self._client = self._sdk.Anthropic(
+                        api_key=self.__key.get(), base_url=self.base_url, max_retries=0
+                    )
         return self._client
 
     def _async(self) -> Any:
         if self._async_client is None:
-            self._async_client = self._sdk.AsyncAnthropic(
-                api_key=self.__key.get(), base_url=self.base_url, max_retries=0
-            )
+            with self._build_lock:  # two threads' first calls build one SDK client
+                if self._async_client is None:
+                    self._async_client = self._sdk.AsyncAnthropic(
+                        api_key=self.__key.get(), base_url=self.base_url, max_retries=0
+                    )
         return self._async_client
 
     def _kwargs(self, req: Request, timeout: float | None) -> dict[str, Any]:

@@ -7,8 +7,9 @@ from collections.abc import AsyncIterator, Iterator, Mapping
 from typing import Any
 
 from ..errors import ConfigError
-from ._client import ChatClient, Delta, Request
+from ._client import ChatClient, Request
 from ._fake import ChatCompletion, FakeLLM
+from ._stream import Delta
 
 __all__ = ["PROVIDERS", "FakeChat", "connect", "from_env"]
 

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import inspect
 import os
+import threading
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
-from ._client import ChatClient, Delta, Request
+from ._client import ChatClient, Request
 from ._fake import ChatCompletion, Choice, Message, Usage
 from ._sdk import Secret, load_sdk, redact_url, warn_sdk_retries
+from ._stream import Delta
 
 __all__ = ["OpenAIChat"]
 
@@ -59,6 +61,7 @@ class OpenAIChat(ChatClient):
                 warn_sdk_retries(c, "openai")
         self._client = client
         self._async_client = async_client
+        self._build_lock = threading.Lock()
         self.base_url = str(base_url or os.environ.get("OPENAI_BASE_URL") or "") or None
         key = api_key or os.environ.get("OPENAI_API_KEY")
         if key is None and self.base_url is not None:
@@ -67,16 +70,20 @@ class OpenAIChat(ChatClient):
 
     def _sync(self) -> Any:
         if self._client is None:
-            self._client = self._sdk.OpenAI(
-                api_key=self.__key.get(), base_url=self.base_url, max_retries=0
-            )
+            with self._build_lock:  # two threads' first calls build one SDK client
+                if self._client is None:
+                    self._client = self._sdk.OpenAI(
+                        api_key=self.__key.get(), base_url=self.base_url, max_retries=0
+                    )
         return self._client
 
     def _async(self) -> Any:
         if self._async_client is None:
-            self._async_client = self._sdk.AsyncOpenAI(
-                api_key=self.__key.get(), base_url=self.base_url, max_retries=0
-            )
+            with self._build_lock:  # two threads' first calls build one SDK client
+                if self._async_client is None:
+                    self._async_client = self._sdk.AsyncOpenAI(
+                        api_key=self.__key.get(), base_url=self.base_url, max_retries=0
+                    )
         return self._async_client
 
     def _kwargs(self, req: Request, timeout: float | None) -> dict[str, Any]:
