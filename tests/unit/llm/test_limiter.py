@@ -7,6 +7,8 @@ import asyncio
 import threading
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from surefoot import FakeClock
 from surefoot.errors import ConfigError
@@ -126,3 +128,21 @@ def test_bad_limits_are_refused() -> None:
     """A zero or negative limit is a ConfigError naming the value."""
     with pytest.raises(ConfigError, match="requests_per_minute must be > 0"):
         RateLimiter(requests_per_minute=0)
+
+
+@given(
+    rpm=st.integers(min_value=1, max_value=30),
+    gaps=st.lists(st.floats(min_value=0, max_value=20), min_size=1, max_size=80),
+)
+def test_no_window_starts_more_than_the_bucket_allows(rpm: int, gaps: list[float]) -> None:
+    """Whatever the arrivals, any 60 s window holds at most 2 x rpm request starts."""
+    clock = FakeClock()
+    lim = RateLimiter(requests_per_minute=rpm, clock=clock)
+    starts = []
+    for gap in gaps:
+        clock.advance(gap)
+        starts.append(clock.monotonic() + lim.reserve())
+    starts.sort()
+    for i, s in enumerate(starts):
+        inside = sum(1 for t in starts[i:] if t < s + 60 - 1e-9)
+        assert inside <= 2 * rpm  # capacity rpm, plus rpm refilled during the window
