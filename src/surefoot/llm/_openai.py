@@ -10,7 +10,7 @@ from typing import Any
 
 from ._client import ChatClient, Request
 from ._fake import ChatCompletion, Choice, Message, Usage
-from ._sdk import Secret, load_sdk, redact_url, warn_sdk_retries
+from ._sdk import PerLoop, Secret, load_sdk, redact_url, warn_sdk_retries
 from ._stream import Delta
 
 __all__ = ["OpenAIChat"]
@@ -62,6 +62,7 @@ class OpenAIChat(ChatClient):
         self._client = client
         self._async_client = async_client
         self._build_lock = threading.Lock()
+        self._async_clients = PerLoop(self._new_async)
         self.base_url = str(base_url or os.environ.get("OPENAI_BASE_URL") or "") or None
         key = api_key or os.environ.get("OPENAI_API_KEY")
         if key is None and self.base_url is not None:
@@ -78,13 +79,14 @@ class OpenAIChat(ChatClient):
         return self._client
 
     def _async(self) -> Any:
-        if self._async_client is None:
-            with self._build_lock:  # two threads' first calls build one SDK client
-                if self._async_client is None:
-                    self._async_client = self._sdk.AsyncOpenAI(
-                        api_key=self.__key.get(), base_url=self.base_url, max_retries=0
-                    )
-        return self._async_client
+        if self._async_client is not None:  # passed in: the caller owns its loop
+            return self._async_client
+        return self._async_clients.get()
+
+    def _new_async(self) -> Any:
+        return self._sdk.AsyncOpenAI(
+            api_key=self.__key.get(), base_url=self.base_url, max_retries=0
+        )
 
     def _kwargs(self, req: Request, timeout: float | None) -> dict[str, Any]:
         kw: dict[str, Any] = {"model": req.model, "messages": req.messages, **req.params}
@@ -155,9 +157,10 @@ class OpenAIChat(ChatClient):
             self._client.close()
 
     async def aclose(self) -> None:
-        """Close the SDK's async HTTP client."""
-        if self._async_client is not None:
-            await self._async_client.close()
+        """Close the running loop's async SDK client (or the one passed in)."""
+        client = self._async_client or self._async_clients.pop()
+        if client is not None:
+            await client.close()
 
     def __repr__(self) -> str:
         t = self.meter.totals

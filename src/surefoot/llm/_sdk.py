@@ -2,19 +2,50 @@
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 import sys
+import threading
 import urllib.parse
 import warnings
+import weakref
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 from ..errors import MissingExtraError
 
-__all__ = ["Secret", "load_sdk", "redact_url", "warn_sdk_retries"]
+__all__ = ["PerLoop", "Secret", "load_sdk", "redact_url", "warn_sdk_retries"]
 
 _PACKAGE = str(Path(__file__).resolve().parents[1])
+
+
+class PerLoop:
+    """One async SDK client per event loop: an HTTP pool must not outlive the loop it was
+    made in (a second ``asyncio.run`` would meet "Event loop is closed")."""
+
+    def __init__(self, make: Callable[[], Any]) -> None:
+        self._make = make
+        self._lock = threading.Lock()
+        self._by_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    def get(self) -> Any:
+        """The client of the running loop (made on first use)."""
+        loop = asyncio.get_running_loop()
+        client = self._by_loop.get(loop)
+        if client is None:
+            with self._lock:
+                client = self._by_loop.get(loop)
+                if client is None:
+                    client = self._by_loop[loop] = self._make()
+        return client
+
+    def pop(self) -> Any:
+        """Forget the running loop's client and return it (None if it has none)."""
+        return self._by_loop.pop(asyncio.get_running_loop(), None)
 
 
 class Secret:

@@ -51,6 +51,7 @@ class Status:
         code: OpenAI's ``code`` field (``insufficient_quota`` for instance).
         message: the error message.
         delay: seconds to wait before answering.
+        extra_headers: more response headers (``x-ratelimit-*`` on a 429, for instance).
     """
 
     status: int
@@ -61,6 +62,7 @@ class Status:
     code: str | None = None
     message: str | None = None
     delay: float = 0.0
+    extra_headers: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not 400 <= self.status <= 599:
@@ -68,7 +70,7 @@ class Status:
 
     def headers(self) -> dict[str, str]:
         """The hint headers this fault sends."""
-        h: dict[str, str] = {}
+        h: dict[str, str] = dict(self.extra_headers)
         if self.retry_after is not None:
             h["retry-after"] = f"{self.retry_after:g}"
         if self.retry_after_ms is not None:

@@ -12,6 +12,7 @@ import hashlib
 import json
 import random
 import socket
+import sys
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
@@ -137,8 +138,7 @@ class FakeProvider:
             return self
         self._closing.clear()
         handler = type("_BoundHandler", (_Handler,), {"provider": self})
-        server = ThreadingHTTPServer(("127.0.0.1", self._port), handler)
-        server.daemon_threads = True
+        server = _Server(("127.0.0.1", self._port), handler)
         self._server = server
         self._thread = threading.Thread(
             target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
@@ -266,6 +266,17 @@ class FakeProvider:
     def __repr__(self) -> str:
         where = self.url if self._server is not None else "stopped"
         return f"FakeProvider({where}, received={len(self.received)}, pending={self.pending()})"
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # a client that closes its keep-alive connection (or times out) is normal here;
+        # anything else is a bug of the fake and keeps its traceback
+        exc = sys.exc_info()[1]
+        if not isinstance(exc, OSError):
+            super().handle_error(request, client_address)
 
 
 def _chunks(text: str) -> list[str]:

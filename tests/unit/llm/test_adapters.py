@@ -346,3 +346,29 @@ def test_system_messages_reach_the_provider(make: Make, fp: FakeProvider) -> Non
     )
     assert sent[0] == {"role": "system", "content": "be brief"}
     assert [m["role"] for m in r.messages][-1] == "user"
+
+
+def test_rate_limit_headers_on_a_429_count_too(
+    make: Make, fp: FakeProvider, clock: FakeClock
+) -> None:
+    """A 429 whose headers say 0 requests left for 3 s holds the retry until the reset."""
+    limiter = RateLimiter(clock=clock)
+    hint = {"x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "3s"}
+    fp.script(Status(429, extra_headers=hint))
+    assert make(limiter=limiter).create(messages=MSGS).text
+    assert clock.sleeps[0] == 0.5  # the backoff (no Retry-After) ...
+    assert sum(clock.sleeps) == pytest.approx(3.0)  # ... then the limiter waits out the reset
+    assert fp.count() == 2
+
+
+def test_async_calls_survive_a_new_event_loop(make: Make, fp: FakeProvider) -> None:
+    """acreate works across separate asyncio.run calls (one SDK client per loop)."""
+    c = make()
+
+    async def once() -> str:
+        text = (await c.acreate(messages=MSGS)).text
+        await c.aclose()  # type: ignore[attr-defined]  # this loop's SDK client
+        return text
+
+    texts = [asyncio.run(once()) for _ in range(3)]
+    assert all(texts) and fp.count() == 3
