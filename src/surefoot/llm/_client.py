@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..clock import Clock, SystemClock
+from ..clock import Clock
 from ..errors import ConfigError, InvalidReplyError
 from ..resilience import CircuitBreaker, Decision, RetryPolicy, aretry_call, retry_call
 from ..resilience import classify_stream_error as _classify_stream_error
@@ -71,6 +71,16 @@ class ChatClient:
     Composition, inside out: the SDK call (SDK retries off) ← rate limiter ← circuit
     breaker ← reply check ← retry policy (with its budget and deadline). Every attempt is
     priced and counted on ``meter``.
+
+    Args:
+        model: the default model name. policy: the one retry loop (``RetryPolicy()`` by
+            default). breaker: a ``CircuitBreaker`` around each request. limiter: a
+            ``RateLimiter``. prices: a ``PriceTable`` (none: costs 0). meter: where attempts
+            and costs are totalled (a new ``Meter`` by default; share one per run).
+        clock: where retry waits happen (default: the retry drivers' ``SystemClock``, which
+            ``surefoot.testing.instant_retries()`` replaces). rng: jitter randomness.
+        max_tokens: the output limit when a call gives none (Anthropic needs one) and the
+            size of the rate limiter's token estimate.
     """
 
     provider = "?"
@@ -101,7 +111,9 @@ class ChatClient:
         self.limiter = limiter
         self.prices = prices if prices is not None else PriceTable()
         self.meter = meter if meter is not None else Meter()
-        self.clock: Clock = clock if clock is not None else SystemClock()
+        # None: the retry drivers' default clock, which surefoot.testing.instant_retries()
+        # swaps for a FakeClock in users' tests
+        self.clock: Clock | None = clock
         self.rng = rng
         self.max_tokens = max_tokens
 

@@ -204,3 +204,15 @@ def test_openai_gets_max_tokens_only_when_given(fp: FakeProvider) -> None:
     bodies = [int(r.headers["content-length"]) for r in fp.received]
     assert bodies[1] > bodies[0] and bodies[2] > bodies[0]
     c.close()
+
+
+def test_instant_retries_covers_adapters_made_without_a_clock(fp: FakeProvider) -> None:
+    """Inside instant_retries(), an adapter's Retry-After wait is recorded, not slept."""
+    from surefoot.testing import instant_retries, rate_limited
+
+    c = connect("openai", "m", api_key="k", base_url=fp.openai_url)
+    fp.script(rate_limited(retry_after=30))
+    with instant_retries() as clock:
+        assert c.create(messages=MSGS).text
+    assert clock.sleeps == [30.0] and fp.count() == 2
+    c.close()
