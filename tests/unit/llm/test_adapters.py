@@ -372,3 +372,13 @@ def test_async_calls_survive_a_new_event_loop(make: Make, fp: FakeProvider) -> N
 
     texts = [asyncio.run(once()) for _ in range(3)]
     assert all(texts) and fp.count() == 3
+
+
+def test_invalid_replies_do_not_trip_the_breaker(
+    make: Make, fp: FakeProvider, clock: FakeClock
+) -> None:
+    """The provider answered, so an invalid reply is not a breaker failure."""
+    breaker = CircuitBreaker(failure_threshold=1, reset_timeout=30, clock=clock)
+    fp.script(Reply(text=""), Reply(text=""))
+    assert make(breaker=breaker).create(messages=MSGS).text
+    assert breaker.state == "closed" and fp.count() == 3
