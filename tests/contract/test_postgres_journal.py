@@ -370,9 +370,10 @@ def test_claims_skip_a_run_whose_step_is_in_flight_and_fence_it_after(
 ) -> None:
     """While a step holds the run row (FOR SHARE), the queue claim skips the run (SKIP LOCKED)
     and a claim of that run waits; after the step commits, the takeover fences the writer."""
-    from surefoot.storage.postgres._journal import _STEP_SQL, _step_params
+    from surefoot.storage.sql.journal import STEP_SQL, step_params
 
     j, old = _claimed(pg)
+    _STEP_SQL, _step_params = j.d.sql(STEP_SQL.format(share_lock=j.d.share_lock)), step_params
     args = {"now": 11.0, "lease_until": 20.0, "workflows": [("wf", "1")], "limit": 1}
     taken: list[Any] = []
     with pg.db.pool.connection() as conn:

@@ -41,22 +41,22 @@ class MemoryStorage:
             return obj
 
     def keystore(self) -> Any:
-        from .keys import MemoryKeyStore  # type: ignore[import-not-found, unused-ignore]
+        from ._keys import MemoryKeyStore  # type: ignore[import-not-found, unused-ignore]
 
         return self._get("keys", "", MemoryKeyStore)
 
     def statestore(self, namespace: str = "default") -> Any:
-        from .state import MemoryStateStore  # type: ignore[import-not-found, unused-ignore]
+        from ._state import MemoryStateStore  # type: ignore[import-not-found, unused-ignore]
 
         return self._get("state", namespace, lambda: MemoryStateStore(namespace))
 
     def stream(self, name: str) -> Any:
-        from .stream import MemoryStream  # type: ignore[import-not-found, unused-ignore]
+        from ._stream import MemoryStream  # type: ignore[import-not-found, unused-ignore]
 
         return self._get("stream", name, lambda: MemoryStream(name))
 
     def journal(self) -> Any:
-        from .journal import MemoryJournal  # type: ignore[import-not-found, unused-ignore]
+        from ._journal import MemoryJournal  # type: ignore[import-not-found, unused-ignore]
 
         return self._get("journal", "", MemoryJournal)
 

@@ -30,22 +30,22 @@ class SQLiteStorage:
         self.db.conn()  # fail now, clearly, if the file is unusable
 
     def keystore(self) -> Any:
-        from .keys import SQLiteKeyStore  # type: ignore[import-not-found, unused-ignore]
+        from ._keys import SQLiteKeyStore  # type: ignore[import-not-found, unused-ignore]
 
         return SQLiteKeyStore(self.db)
 
     def statestore(self, namespace: str = "default") -> Any:
-        from .state import SQLiteStateStore  # type: ignore[import-not-found, unused-ignore]
+        from ._state import SQLiteStateStore  # type: ignore[import-not-found, unused-ignore]
 
         return SQLiteStateStore(self.db, namespace)
 
     def stream(self, name: str) -> Any:
-        from .stream import SQLiteStream  # type: ignore[import-not-found, unused-ignore]
+        from ._stream import SQLiteStream  # type: ignore[import-not-found, unused-ignore]
 
         return SQLiteStream(self.db, name)
 
     def journal(self) -> Any:
-        from .journal import SQLiteJournal  # type: ignore[import-not-found, unused-ignore]
+        from ._journal import SQLiteJournal  # type: ignore[import-not-found, unused-ignore]
 
         return SQLiteJournal(self.db)
 

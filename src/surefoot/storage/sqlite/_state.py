@@ -84,14 +84,10 @@ class SQLiteStateStore:
         db.migrate("statestore", MIGRATIONS)
 
     def read(self, key: str) -> StateRecord | None:
-        row = (
-            self.db.conn()
-            .execute(
-                f"SELECT {_COLS} FROM sf_state WHERE ns = ? AND key = ?", (self.namespace, key)
-            )
-            .fetchone()
+        rows = self.db.read(
+            f"SELECT {_COLS} FROM sf_state WHERE ns = ? AND key = ?", (self.namespace, key)
         )
-        return _record(row) if row else None
+        return _record(rows[0]) if rows else None
 
     def write(
         self,
@@ -150,20 +146,14 @@ class SQLiteStateStore:
             )
 
     def snapshot(self) -> dict[str, StateRecord]:
-        rows = (
-            self.db.conn()
-            .execute(f"SELECT {_COLS} FROM sf_state WHERE ns = ? ORDER BY key", (self.namespace,))
-            .fetchall()
+        rows = self.db.read(
+            f"SELECT {_COLS} FROM sf_state WHERE ns = ? ORDER BY key", (self.namespace,)
         )
         return {r[0]: _record(r) for r in rows}
 
     def revision(self) -> int:
-        row = (
-            self.db.conn()
-            .execute("SELECT MAX(revision) FROM sf_state WHERE ns = ?", (self.namespace,))
-            .fetchone()
-        )
-        return int(row[0] or 0)
+        rows = self.db.read("SELECT MAX(revision) FROM sf_state WHERE ns = ?", (self.namespace,))
+        return int(rows[0][0] or 0)
 
     def __repr__(self) -> str:
         return f"SQLiteStateStore({self.db.path!r}, {self.namespace!r})"
