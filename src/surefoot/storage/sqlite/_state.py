@@ -12,9 +12,7 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
-from ...codec import loads
-from ...errors import ConflictError
-from ..base import StateRecord, fence_conflict
+from ..base import StateRecord, write_conflict
 from ._db import SQLiteDB
 
 __all__ = ["SQLiteStateStore"]
@@ -120,30 +118,13 @@ class SQLiteStateStore:
             if row is not None:
                 return _record(row)
             # Nothing written: say why, from the same transaction.
+            current = "SELECT version, value, author FROM sf_state WHERE ns = ? AND key = ?"
             if fence is not None:
-                lease = c.execute(
-                    "SELECT value, version, author FROM sf_state WHERE ns = ? AND key = ?",
-                    (self.namespace, fence[0]),
-                ).fetchone()
-                if lease is None or lease[1] != fence[1]:
-                    raise fence_conflict(
-                        fence[0],
-                        fence[1],
-                        lease[1] if lease else 0,
-                        loads(lease[0]) if lease else None,
-                        lease[2] if lease else "",
-                    )
-            cur = c.execute(
-                "SELECT value, version, author FROM sf_state WHERE ns = ? AND key = ?",
-                (self.namespace, key),
-            ).fetchone()
-            raise ConflictError(
-                key,
-                expect if expect is not None else 0,
-                cur[1] if cur else 0,
-                loads(cur[0]) if cur else None,
-                cur[2] if cur else "",
-            )
+                lease = c.execute(current, (self.namespace, fence[0])).fetchone()
+                if lease is None or lease[0] != fence[1]:
+                    raise write_conflict("fence", key, expect, fence, lease)
+            cur = c.execute(current, (self.namespace, key)).fetchone()
+            raise write_conflict("conflict", key, expect, fence, cur)
 
     def snapshot(self) -> dict[str, StateRecord]:
         rows = self.db.read(
