@@ -2,21 +2,21 @@
 
 from __future__ import annotations
 
+from typing import NoReturn
+
 from ...errors import ConfigError
 
-__all__ = ["MemoryJournal"]
+__all__ = ["refuse_journal"]
 
 
-class MemoryJournal:
-    """Refuses to be made: durable runs need a journal that outlives the process.
+def refuse_journal() -> NoReturn:
+    """Refuse: durable runs need a journal that outlives the process.
 
     Raises:
         ConfigError: always, saying which URL to use instead.
     """
-
-    def __init__(self) -> None:
-        raise ConfigError(
-            "memory:// cannot hold a durable journal: it dies with the process, so no run "
-            "could ever resume. Use 'sqlite://' (a fresh temporary file) in tests, or "
-            "'sqlite:///runs.db'."
-        )
+    raise ConfigError(
+        "memory:// cannot hold a durable journal: it dies with the process, so no run "
+        "could ever resume. Use 'sqlite://' (a fresh temporary file) in tests, or "
+        "'sqlite:///runs.db'."
+    )
