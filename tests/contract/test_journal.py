@@ -360,7 +360,8 @@ def _claim_all(url: str, owner: str, barrier: Any) -> list[str]:
 
 
 def test_workers_in_several_processes_claim_disjoint_runs(url: str) -> None:
-    """Four processes claiming 200 pending runs at once get each run exactly once."""
+    """Four processes claiming 200 pending runs at once get each run exactly once (and on
+    PostgreSQL every process gets some)."""
     st = storage.open(url)
     try:
         j = st.journal()
@@ -372,7 +373,10 @@ def test_workers_in_several_processes_claim_disjoint_runs(url: str) -> None:
             results = pool.starmap(_claim_all, [(url, f"w{k}", barrier) for k in range(4)])
         claimed = [r for got in results for r in got]
         assert sorted(claimed) == sorted(f"r{i}" for i in range(200))
-        assert all(results)  # every worker got some: they claimed side by side
+        if url.startswith("postgresql"):
+            # SKIP LOCKED lets every worker claim side by side; SQLite's claims take turns
+            # on the write lock, so a late starter may find the queue already empty.
+            assert all(results)  # every worker got some: they claimed side by side
     finally:
         st.close()
 
