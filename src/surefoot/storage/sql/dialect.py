@@ -2,9 +2,10 @@
 
 The shared code (:mod:`.journal`, :mod:`.stream`) writes every statement once, with ``?``
 placeholders, and asks the dialect for the few fragments that differ between SQLite and
-PostgreSQL (row locks, list membership, the row order column) and for the three ways a
-statement runs: a read, one write that is its own commit, and a transaction. A dialect does
-no deciding; it only spells and runs.
+PostgreSQL (row locks, list membership, the row order column) and for how statements run: a
+read, one write that is its own commit, a transaction, a batch (pipelined on PostgreSQL) and
+a poll that usually changes nothing (SQLite looks before it locks). A dialect does no
+deciding; it only spells and runs.
 """
 
 from __future__ import annotations
@@ -12,24 +13,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol, TypeVar
 
-__all__ = ["Cursor", "Dialect"]
+__all__ = ["Dialect"]
 
 T = TypeVar("T")
-
-
-class Cursor(Protocol):
-    """The part of a DB-API cursor the shared code uses (sqlite3 and psycopg alike)."""
-
-    rowcount: int
-
-    def fetchone(self) -> Any: ...
-    def fetchall(self) -> list[Any]: ...
-
-
-class Conn(Protocol):
-    """A connection inside a transaction: ``execute`` returns a cursor."""
-
-    def execute(self, sql: str, params: Sequence[Any] = ..., /) -> Cursor: ...
 
 
 class Dialect(Protocol):
