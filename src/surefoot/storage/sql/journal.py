@@ -133,6 +133,7 @@ class SQLJournal:
         self._audit = d.sql(AUDIT_SQL)
         self._audit_if = d.sql(_AUDIT_IF_SQL)
         self._get = d.sql(f"SELECT {SEL} FROM durable_runs WHERE run_id = ?")
+        self._claims: dict[tuple[str, int], tuple[str, str | None]] = {}
 
     # -- runs --------------------------------------------------------------------------
 
@@ -244,46 +245,55 @@ class SQLJournal:
         epoch) pairs; the epoch goes up by one, fencing the previous holder. On PostgreSQL,
         runs locked by another claimer are skipped.
         """
-        probe: tuple[str, list[Any]] | None = None
         if run_id is not None:
-            cond = "run_id = ?"
-            params: list[Any] = [run_id]
-            if force:
-                cond += (
-                    " AND (status IN ('pending', 'sleeping') OR (status = 'running' AND "
-                    "(owner = ? OR lease_until IS NULL OR lease_until < ?)))"
-                )
-                params += [owner, now]
-            else:
-                cond += f" AND {_CLAIMABLE}"
-                params += [now, now]
+            params: list[Any] = [run_id, owner, now] if force else [run_id, now, now]
+            shape: tuple[str, int] = ("force" if force else "one", 0)
         else:
             if not workflows:
                 return []
-            values = ", ".join("(?, ?)" for _ in workflows)
+            params = [now, now]
+            for w in workflows:
+                params += [w[0], w[1]]
+            params.append(int(limit))
+            shape = ("queue", len(workflows))
+        update, probe = self._claims.get(shape) or self._claim_sql(shape)
+        # Re-sending a claim whose reply was lost is safe: the runs it took stay fenced to
+        # this owner until their lease runs out, then any worker claims them again.
+        rows = self.d.poll_write(
+            update,
+            (owner, lease_until, now, *params),
+            None if probe is None else (probe, params),
+        )
+        return [(str(r[0]), int(r[1])) for r in rows]
+
+    def _claim_sql(self, shape: tuple[str, int]) -> tuple[str, str | None]:
+        """The claim's UPDATE and its look-before-lock probe, built once per shape: a
+        single run (``one``, or ``force``d) or the queue of ``n`` workflows."""
+        mode, n = shape
+        probe: str | None = None
+        if mode == "force":
+            cond = (
+                "run_id = ? AND (status IN ('pending', 'sleeping') OR (status = 'running' AND "
+                "(owner = ? OR lease_until IS NULL OR lease_until < ?)))"
+            )
+        elif mode == "one":
+            cond = f"run_id = ? AND {_CLAIMABLE}"
+        else:
+            values = ", ".join("(?, ?)" for _ in range(n))
             cond = (
                 f"run_id IN (SELECT run_id FROM durable_runs WHERE {_CLAIMABLE} AND "
                 f"(workflow, version) IN (VALUES {values}) "
                 f"ORDER BY COALESCE(wake_at, created_at) LIMIT ?{self.d.skip_locked})"
             )
-            params = [now, now]
-            for w in workflows:
-                params += [w[0], w[1]]
-            params.append(int(limit))
             # An idle worker polls often: SQLite looks before taking the write lock.
-            probe = (self.d.sql(f"SELECT 1 FROM durable_runs WHERE {cond} LIMIT 1"), params)
-        # Re-sending a claim whose reply was lost is safe: the runs it took stay fenced to
-        # this owner until their lease runs out, then any worker claims them again.
-        rows = self.d.poll_write(
-            self.d.sql(
-                "UPDATE durable_runs SET status = 'running', owner = ?, epoch = epoch + 1, "
-                "claims = claims + 1, "
-                f"lease_until = ?, updated_at = ? WHERE {cond} RETURNING run_id, epoch"
-            ),
-            (owner, lease_until, now, *params),
-            probe,
+            probe = self.d.sql(f"SELECT 1 FROM durable_runs WHERE {cond} LIMIT 1")
+        update = self.d.sql(
+            "UPDATE durable_runs SET status = 'running', owner = ?, epoch = epoch + 1, "
+            "claims = claims + 1, "
+            f"lease_until = ?, updated_at = ? WHERE {cond} RETURNING run_id, epoch"
         )
-        return [(str(r[0]), int(r[1])) for r in rows]
+        self._claims[shape] = (update, probe)
+        return update, probe
 
     def heartbeat(
         self, owner: str, runs: list[tuple[str, int]], *, lease_until: float, now: float
