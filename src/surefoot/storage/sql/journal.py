@@ -187,13 +187,18 @@ class SQLJournal:
                 # Re-applying the same step row is harmless, so a lost reply may be retried.
                 return [self.d.write(self._step, step_params(only), idempotent=True) == 1]
 
-        # Run rows are locked in run-id order (a stable sort keeps each run's records in
-        # order), as the PostgreSQL heartbeat locks them, so a batch and a heartbeat never
-        # deadlock.
-        order = sorted(range(len(records)), key=lambda i: records[i].run_id.encode())
+        # PostgreSQL locks run rows in run-id order (a stable sort keeps each run's records
+        # in order), as its heartbeat does, so a batch and a heartbeat never deadlock.
+        # SQLite locks the whole file, so its batch keeps the given order.
+        n = len(records)
+        order = (
+            sorted(range(n), key=lambda i: records[i].run_id.encode())
+            if self.d.row_lock
+            else range(n)
+        )
 
-        def batch(c: Any) -> dict[int, Any]:
-            counted: dict[int, Any] = {}
+        def batch(c: Any) -> list[Any]:
+            counted: list[Any] = [None] * n
             ex = c.execute
             for i in order:
                 r = records[i]
@@ -208,8 +213,7 @@ class SQLJournal:
         # Every statement of a batch is conditional and re-applies to the same state (the
         # step upsert, the signal consumption, the epoch-checked run write, the deduplicated
         # audit entries), so a batch whose reply was lost may be sent again.
-        counted = self.d.batch(batch, idempotent=True)
-        return [counted[i].rowcount == 1 for i in range(len(records))]
+        return [cur.rowcount == 1 for cur in self.d.batch(batch, idempotent=True)]
 
     def _run_write(self, c: Any, r: RunWrite) -> Any:
         if r.status == "sleeping":
