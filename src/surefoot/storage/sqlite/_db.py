@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -84,8 +85,10 @@ class SQLiteDB:
         try:
             c = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=0)
             c.execute(f"PRAGMA busy_timeout={int(self.busy_timeout_ms)}")
-            mode = c.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+            mode = self._wal(c)
             c.execute(f"PRAGMA synchronous={self.synchronous}")
+        except sqlite3.OperationalError as exc:
+            raise self.error(exc) from exc
         except sqlite3.DatabaseError as exc:
             raise StoreUnavailableError(
                 self.url,
@@ -99,6 +102,22 @@ class SQLiteDB:
         with self._lock:
             self._all.append(c)
         return c
+
+    def _wal(self, c: sqlite3.Connection) -> str:
+        """Switch ``c`` to WAL and return the journal mode now in force.
+
+        Two processes opening a new file at the same moment can both try the switch; the
+        loser gets "database is locked" at once (SQLite does not call the busy handler
+        here), so it tries again for up to ``busy_timeout``.
+        """
+        deadline = time.monotonic() + self.busy_timeout_ms / 1000
+        while True:
+            try:
+                return str(c.execute("PRAGMA journal_mode=WAL").fetchone()[0])
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.005)
 
     def close(self) -> None:
         """Close every connection this object opened (in this process)."""
