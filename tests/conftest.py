@@ -4,9 +4,14 @@ from __future__ import annotations
 
 import os
 import socket
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import pytest
 from hypothesis import HealthCheck, settings
+
+if TYPE_CHECKING:
+    from surefoot.lab.local_model import LabModel
 
 settings.register_profile(
     "ci",
@@ -66,3 +71,19 @@ def temporal_bin() -> str:
         if REQUIRE_SERVICES:
             pytest.fail(f"{reason}, and SUREFOOT_REQUIRE_SERVICES=1 requires it")
         pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def local_llm() -> Iterator[LabModel]:
+    """The local SmolLM2 server, started once per session and stopped by pid (skips without
+    `make local-llm`, fails under REQUIRE_SERVICES)."""
+    from surefoot.lab.local_model import lab_model, local_model_missing
+
+    reason = local_model_missing()
+    if reason is not None:
+        if REQUIRE_SERVICES:
+            pytest.fail(f"{reason}, and SUREFOOT_REQUIRE_SERVICES=1 requires it")
+        pytest.skip(reason)
+    with lab_model("local") as model:
+        assert model is not None
+        yield model

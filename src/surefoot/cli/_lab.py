@@ -70,6 +70,14 @@ def list_(as_json: bool) -> None:
 @click.option("--db", default=None, help="Storage URL for experiments that support one.")
 @click.option("--quick", is_flag=True, help="Smaller sizes (what the tests run).")
 @click.option(
+    "--llm",
+    default="fake",
+    show_default=True,
+    metavar="fake|local|URL",
+    help="The model: the seeded FakeLLM, the local SmolLM2 server (`make local-llm`), or an "
+    "OpenAI-compatible API root such as http://127.0.0.1:8080/v1.",
+)
+@click.option(
     "--json",
     "json_path",
     type=click.Path(dir_okay=False, path_type=Path),
@@ -87,6 +95,7 @@ def run(
     seed: int,
     db: str | None,
     quick: bool,
+    llm: str,
     json_path: Path | None,
     md_path: Path | None,
 ) -> None:
@@ -100,14 +109,17 @@ def run(
             )
     console = _console()
     results = []
-    with Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=console,
-        transient=True,
-    ) as progress:
+    with (
+        lab_api.lab_model(llm) as model,
+        Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=console,
+            transient=True,
+        ) as progress,
+    ):
         overall = progress.add_task("lab", total=len(chosen))
         for exp in chosen:
             task = progress.add_task(f"  {exp.id}", total=None)
@@ -115,7 +127,9 @@ def run(
             def tick(done: int, total: int, task: TaskID = task) -> None:
                 progress.update(task, completed=done, total=total)
 
-            with lab_api.context(seeds=seeds, seed=seed, db=db, quick=quick, progress=tick) as ctx:
+            with lab_api.context(
+                seeds=seeds, seed=seed, db=db, quick=quick, progress=tick, llm=model
+            ) as ctx:
                 res = exp.run(ctx)
             progress.remove_task(task)
             progress.advance(overall)

@@ -24,18 +24,21 @@ from ._registry import (
     select,
 )
 from ._report import to_json, to_markdown
+from .local_model import LabModel, lab_model
 
 __all__ = [
     "FAKE_MODEL",
     "NO_MODEL",
     "Experiment",
     "LabContext",
+    "LabModel",
     "LabResult",
     "Table",
     "context",
     "experiment",
     "experiments",
     "get",
+    "lab_model",
     "select",
     "to_json",
     "to_markdown",

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
+from .local_model import LabModel
 
 __all__ = [
     "FAKE_MODEL",
@@ -85,6 +86,7 @@ class LabContext:
             supports it).
         quick: smaller sizes, for tests.
         progress: called with (done, total) on long runs.
+        llm: the real model to run on (``--llm local`` or a URL); None: the FakeLLM.
     """
 
     workdir: Path
@@ -93,6 +95,7 @@ class LabContext:
     db: str | None = None
     quick: bool = False
     progress: Callable[[int, int], None] = lambda done, total: None
+    llm: LabModel | None = None
 
     def seed_list(self, default: int) -> list[int]:
         n = self.seeds if self.seeds is not None else default
@@ -106,13 +109,18 @@ class LabContext:
 
 @dataclass(frozen=True, slots=True)
 class Experiment:
-    """A registered experiment: id, which seed exercise it answers, and its function."""
+    """A registered experiment: id, which seed exercise it answers, and its function.
+
+    ``real_llm``: the experiment runs its model calls on ``ctx.llm`` when one is given;
+    the others keep the FakeLLM (their model is part of a simulation) and say so.
+    """
 
     id: str
     seed_file: str
     exercise: str
     title: str
     fn: Callable[[LabContext], LabResult]
+    real_llm: bool = False
 
     def run(self, ctx: LabContext) -> LabResult:
         started = dt.datetime.now(dt.UTC)
@@ -121,6 +129,16 @@ class Experiment:
         if ctx.seeds is not None:
             result.params.setdefault("seeds", ctx.seeds)
         result.params.setdefault("date", started.isoformat(timespec="seconds"))
+        if ctx.llm is not None:
+            if self.real_llm:
+                result.params.setdefault("llm", {"model": ctx.llm.model, "url": ctx.llm.base_url})
+                if ctx.llm.sentence() not in result.answer:
+                    result.answer = f"{result.answer} {ctx.llm.sentence()}".strip()
+            elif result.model == FAKE_MODEL:
+                result.model = (
+                    f"{FAKE_MODEL}; --llm does not apply: its model calls are part of a "
+                    "simulation (injected faults, ticks or an assumed accuracy)"
+                )
         return result
 
 
@@ -128,14 +146,15 @@ _EXPERIMENTS: dict[str, Experiment] = {}
 
 
 def experiment(
-    id: str, *, seed_file: str, exercise: str, title: str
+    id: str, *, seed_file: str, exercise: str, title: str, real_llm: bool = False
 ) -> Callable[[Callable[[LabContext], LabResult]], Callable[[LabContext], LabResult]]:
-    """Register an experiment function under ``id`` (``subsystem.name``)."""
+    """Register an experiment function under ``id`` (``subsystem.name``); ``real_llm``:
+    it runs on ``ctx.llm`` when ``--llm`` names a real model."""
 
     def deco(fn: Callable[[LabContext], LabResult]) -> Callable[[LabContext], LabResult]:
         if id in _EXPERIMENTS:
             raise ConfigError(f"experiment id {id!r} registered twice")
-        _EXPERIMENTS[id] = Experiment(id, seed_file, exercise, title, fn)
+        _EXPERIMENTS[id] = Experiment(id, seed_file, exercise, title, fn, real_llm)
         return fn
 
     return deco

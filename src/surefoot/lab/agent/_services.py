@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import os
 from collections.abc import Iterable
+from typing import Any
 
 from ...clock import Clock, SystemClock
 from ...errors import ConfigError
@@ -19,7 +20,8 @@ from ._ledger import Ledger
 __all__ = ["MODEL", "AgentServices", "PublishError"]
 
 MODEL = "fake-agent-model"
-"""The model name the agent asks for; answered by the seeded FakeLLM."""
+"""The model name the agent asks for; answered by the seeded FakeLLM (a real model, set by
+``SUREFOOT_AGENT_LLM_URL``, answers under its own name)."""
 
 
 class PublishError(Exception):
@@ -43,6 +45,9 @@ class AgentServices:
         honour_keys: the publisher deduplicates by idempotency key (False: it ignores keys).
         fail_publish: channels whose publish request always fails.
         fail_unpublish: channels whose unpublish request always fails.
+        llm: the model: a ``surefoot.llm`` client, or None for the seeded FakeLLM, unless
+            ``SUREFOOT_AGENT_LLM_URL`` names a real endpoint (``surefoot lab run --llm``
+            sets it for the agent's workers): then a client on it, with surefoot's retries.
 
     Raises:
         ConfigError: a negative latency.
@@ -59,6 +64,7 @@ class AgentServices:
         honour_keys: bool = True,
         fail_publish: Iterable[str] = (),
         fail_unpublish: Iterable[str] = (),
+        llm: Any = None,
     ) -> None:
         if latency < 0 or reply_latency < 0:
             raise ConfigError(
@@ -66,7 +72,14 @@ class AgentServices:
             )
         self.ledger = ledger if isinstance(ledger, Ledger) else Ledger(ledger)
         self.clock: Clock = clock or SystemClock()
-        self.llm = FakeLLM(seed=seed, clock=self.clock)
+        self.real = llm is not None and not isinstance(llm, FakeLLM)
+        if llm is None:
+            from ..local_model import LabModel
+
+            lab_llm = LabModel.from_env()
+            if lab_llm is not None:
+                llm, self.real = lab_llm.client(), True
+        self.llm: Any = llm if llm is not None else FakeLLM(seed=seed, clock=self.clock)
         self.latency = float(latency)
         self.reply_latency = float(reply_latency)
         self.honour_keys = honour_keys
@@ -104,17 +117,23 @@ class AgentServices:
     async def ask(self, run: str, step: str, prompt: str) -> str:
         """A model call: billed (and recorded) when the model answers."""
         await self._wait(self.latency)
-        resp = await self.llm.acreate(model=MODEL, messages=[{"role": "user", "content": prompt}])
+        messages = [{"role": "user", "content": prompt}]
+        if self.real:  # under its own name, with the client's bounded max_tokens
+            resp = await self.llm.acreate(
+                messages=messages, temperature=0, max_tokens=self.llm.max_tokens
+            )
+        else:
+            resp = await self.llm.acreate(model=MODEL, messages=messages)
         self.ledger.record(
             run,
             "model",
             step,
             at=self.clock.now(),
             tokens=resp.usage.total_tokens,
-            cost=resp.cost,
+            cost=resp.cost or 0.0,
         )
         await self._wait(self.reply_latency)
-        return resp.choices[0].message.content
+        return str(resp.choices[0].message.content)
 
     async def search(self, run: str, queries: list[str]) -> list[str]:
         """A search tool: document ids for the queries (a read; safe to repeat)."""

@@ -9,7 +9,7 @@ from typing import Any
 from ...clock import Clock, FakeClock, SystemClock
 from ...durable import App, Worker
 from ...errors import RunFailedError
-from .._registry import LabContext, LabResult, Table, experiment
+from .._registry import FAKE_MODEL, LabContext, LabResult, Table, experiment
 from ..agent import AgentServices, approve, build_agent, start_agent
 from ..agent.chaos import ChaosConfig, run_chaos
 from ._common import SEED_FILE, agent_on_journal, tasks_on, wait_until
@@ -237,34 +237,46 @@ def timers(ctx: LabContext) -> LabResult:
     )
 
 
-@experiment(
-    id="durable.chaos",
-    seed_file=SEED_FILE,
-    exercise="Hard 1",
-    title="Real workers SIGKILLed at random during real agent runs: restart vs journal",
-)
-def chaos(ctx: LabContext) -> LabResult:
-    seed = ctx.seed
-    cfg = ChaosConfig(
-        db=ctx.db or ctx.sqlite_url("chaos.db"),
-        ledger=str(ctx.workdir / "chaos-ledger.db"),
+def _chaos_config(ctx: LabContext, name: str, real: bool) -> ChaosConfig:
+    if real:  # bounded: every agent step that asks the model is a real call
+        return ChaosConfig(
+            db=ctx.sqlite_url(f"{name}.db"),
+            ledger=str(ctx.workdir / f"{name}-ledger.db"),
+            runs=2,
+            workers=2,
+            concurrency=2,
+            latency=0.0,
+            reply_latency=0.0,
+            seed=ctx.seed,
+            kill_every=(1.0, 3.0),
+            max_kills=4,
+            kill_in_flight_first=True,
+            time_limit=300.0,
+            lease=10.0,  # a model call may take seconds on a loaded machine
+            logdir=str(ctx.workdir),
+        )
+    return ChaosConfig(
+        db=ctx.db or ctx.sqlite_url(f"{name}.db"),
+        ledger=str(ctx.workdir / f"{name}-ledger.db"),
         runs=10 if ctx.quick else 200,
         workers=2,
         concurrency=4 if ctx.quick else 16,
         latency=0.03 if ctx.quick else 0.02,
         reply_latency=0.03 if ctx.quick else 0.02,
-        seed=seed,
+        seed=ctx.seed,
         kill_every=(0.2, 0.6),
         max_kills=6 if ctx.quick else 60,
         kill_in_flight_first=ctx.quick,  # a quick run always sees a kill mid-run
         time_limit=30.0 if ctx.quick else 50.0,
         logdir=str(ctx.workdir),
     )
-    rep = run_chaos(cfg, progress=ctx.progress)
-    t = Table(
-        f"{cfg.runs} runs per strategy, {cfg.workers} workers, {rep.kills} SIGKILLs in "
-        f"{rep.elapsed:.1f} s{' (time limit hit)' if rep.timed_out else ''}",
+
+
+def _chaos_table(title: str, model: str, rep: Any, rows: Table | None = None) -> Table:
+    t = rows or Table(
+        title,
         [
+            "model",
             "strategy",
             "completed",
             "model calls/run",
@@ -273,15 +285,13 @@ def chaos(ctx: LabContext) -> LabResult:
             "duplicate posts",
             "repeated model calls",
             "repeated after journalled",
+            "SIGKILLs",
+            "seconds",
         ],
     )
-    facts: dict[str, Any] = {
-        "kills": rep.kills,
-        "timed_out": rep.timed_out,
-        "elapsed_s": rep.elapsed,
-    }
     for r in rep.results:
         t.add(
+            model,
             r.strategy,
             f"{r.completed}/{r.runs}",
             round(r.model_calls_per_run, 3),
@@ -290,21 +300,36 @@ def chaos(ctx: LabContext) -> LabResult:
             r.duplicate_effects,
             r.repeated_model_calls,
             "n/a" if r.repeated_after_journal is None else r.repeated_after_journal,
+            rep.kills,
+            round(rep.elapsed, 1),
         )
+    return t
+
+
+def _chaos_facts(rep: Any) -> dict[str, Any]:
+    facts: dict[str, Any] = {
+        "kills": rep.kills,
+        "timed_out": rep.timed_out,
+        "elapsed_s": rep.elapsed,
+    }
+    for r in rep.results:
         facts[r.strategy] = {
             "runs": r.runs,
             "completed": r.completed,
             "completion_rate": r.completion_rate,
             "model_calls_per_run": r.model_calls_per_run,
+            "tokens_per_run": r.tokens_per_run,
             "cost_per_run": r.cost_per_run,
             "duplicates": r.duplicate_effects,
             "repeated_model_calls": r.repeated_model_calls,
             "repeated_after_journal": r.repeated_after_journal,
         }
-    return LabResult(
-        tables=[t],
-        facts=facts,
-        answer=" ".join(
+    return facts
+
+
+def _chaos_sentence(rep: Any) -> str:
+    return (
+        " ".join(
             f"{r.strategy}: {r.completed}/{r.runs} runs completed, "
             f"{r.repeated_model_calls} repeated model calls"
             + (
@@ -319,9 +344,52 @@ def chaos(ctx: LabContext) -> LabResult:
             )
             for r in rep.results
         )
-        + f" ({rep.kills} SIGKILLs.)",
-        params=rep.params,
+        + f" ({rep.kills} SIGKILLs.)"
     )
+
+
+@experiment(
+    id="durable.chaos",
+    seed_file=SEED_FILE,
+    exercise="Hard 1",
+    title="Real workers SIGKILLed at random during real agent runs: restart vs journal",
+    real_llm=True,
+)
+def chaos(ctx: LabContext) -> LabResult:
+    cfg = _chaos_config(ctx, "chaos", real=False)
+    rep = run_chaos(cfg, progress=ctx.progress)
+    t = _chaos_table(
+        f"{cfg.runs} runs per strategy, {cfg.workers} workers, {rep.kills} SIGKILLs in "
+        f"{rep.elapsed:.1f} s{' (time limit hit)' if rep.timed_out else ''}",
+        "FakeLLM",
+        rep,
+    )
+    facts = _chaos_facts(rep)
+    answer = _chaos_sentence(rep)
+    params = rep.params
+    model = FAKE_MODEL
+    if ctx.llm is not None:
+        rcfg = _chaos_config(ctx, "chaos-llm", real=True)
+        with ctx.llm.exported():  # the workers' AgentServices ask the real model
+            real = run_chaos(rcfg, progress=ctx.progress)
+        t.title += (
+            f"; then {rcfg.runs} runs per strategy on {ctx.llm.model} (max_tokens "
+            f"{ctx.llm.max_tokens}), {real.kills} SIGKILLs in {real.elapsed:.1f} s"
+            + (" (time limit hit)" if real.timed_out else "")
+        )
+        _chaos_table("", ctx.llm.model, real, t)
+        facts["llm"] = _chaos_facts(real)
+        answer = (
+            f"FakeLLM: {answer} On the real model {ctx.llm.model} "
+            f"({rcfg.runs} runs per strategy, every plan/summarize/draft step a real call): "
+            + _chaos_sentence(real)
+            + " Tokens per run: "
+            + ", ".join(f"{r.strategy} {r.tokens_per_run:.0f}" for r in real.results)
+            + f"; {real.elapsed:.0f} s in all."
+        )
+        params = {**params, "llm_runs": real.params}
+        model = f"{FAKE_MODEL}, and {ctx.llm.label}"
+    return LabResult(tables=[t], facts=facts, answer=answer, params=params, model=model)
 
 
 @experiment(

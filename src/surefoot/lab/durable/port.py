@@ -18,7 +18,7 @@ from typing import Any
 
 from ...durable import App
 from ...errors import MissingExtraError
-from .._registry import NO_MODEL, LabContext, LabResult, Table, experiment
+from .._registry import FAKE_MODEL, NO_MODEL, LabContext, LabResult, Table, experiment
 from ..agent import STEPS, AgentServices, Ledger, build_agent, start_agent
 from ..agent.chaos import ChaosConfig, WorkerProcesses, kill_mid_run
 from ..agent.port_dbos import PortKillReport, dbos_module, kill_dbos_mid_run
@@ -42,8 +42,11 @@ def _dbos_row(
     *,
     replacement: str | None = None,
     wait: float = 0.0,
+    name: str = "",
 ) -> dict[str, Any]:
-    name = f"port-dbos-{kill_at}-{window}" + ("-replaced" if replacement else "")
+    name = f"port-dbos{name and '-' + name}-{kill_at}-{window}" + (
+        "-replaced" if replacement else ""
+    )
     r: PortKillReport = kill_dbos_mid_run(
         ctx.workdir / f"{name}.db",
         ctx.workdir / f"{name}-ledger.db",
@@ -81,8 +84,8 @@ def _dbos_row(
     }
 
 
-def _surefoot_row(ctx: LabContext, kill_at: str, latency: float) -> dict[str, Any]:
-    name = f"port-surefoot-{kill_at}"
+def _surefoot_row(ctx: LabContext, kill_at: str, latency: float, name: str = "") -> dict[str, Any]:
+    name = f"port-surefoot{name and '-' + name}-{kill_at}"
     cfg = ChaosConfig(
         db=ctx.sqlite_url(f"{name}.db"),
         ledger=str(ctx.workdir / f"{name}-ledger.db"),
@@ -283,11 +286,78 @@ def _port_answer(
     )
 
 
+REAL_KILLS = (("summarize", "request"), ("summarize", "reply"))
+"""The real-model slice: the worker killed while the model call is in flight, and after
+the model answered but before the engine recorded it (the call that is paid twice)."""
+
+
+def _real_rows(ctx: LabContext) -> tuple[Table, dict[str, Any], str]:
+    """DBOS and surefoot rows with the agent's model steps on ``ctx.llm`` (bounded)."""
+    assert ctx.llm is not None
+    t = Table(
+        f"On the real model {ctx.llm.model}: one run per row, its worker SIGKILLed with the "
+        "summarize step in flight (request) or after the model answered (reply)",
+        [
+            "engine",
+            "kill during",
+            "status",
+            "model calls",
+            "repeated for recorded steps",
+            "in-flight step calls",
+            "tokens",
+            "duplicate posts",
+            "seconds",
+        ],
+    )
+    facts: dict[str, Any] = {}
+    started = time.perf_counter()
+    with ctx.llm.exported():
+        for kill_at, window in REAL_KILLS:
+            engines = ("dbos", "surefoot") if window == "request" else ("dbos",)
+            for engine in engines:
+                t0 = time.perf_counter()
+                if engine == "dbos":
+                    r = _dbos_row(ctx, kill_at, window, 0.05, name="llm")
+                    run = f"port-dbos-llm-{kill_at}-{window}"
+                else:
+                    r = _surefoot_row(ctx, kill_at, 0.05, name="llm")
+                    run = f"port-surefoot-llm-{kill_at}"
+                r.pop("replacement", None)
+                ledger = Ledger(str(ctx.workdir / f"{run}-ledger.db"))
+                r["tokens"] = ledger.totals([run]).tokens
+                ledger.close()
+                secs = time.perf_counter() - t0
+                t.add(
+                    engine,
+                    f"{kill_at} ({window})",
+                    r["status"],
+                    r["model_calls"],
+                    r["repeated_for_journalled_steps"],
+                    f"{r['in_flight']}={r['in_flight_calls']}",
+                    r["tokens"],
+                    r["duplicate_posts"],
+                    round(secs, 1),
+                )
+                facts[f"{engine} {kill_at} ({window})"] = {**r, "seconds": secs}
+    total = time.perf_counter() - started
+    rows = list(facts.values())
+    sentence = (
+        f"On the real model {ctx.llm.model} ({len(rows)} runs, summarize killed in flight and "
+        f"after its reply): {sum(r['model_calls'] for r in rows)} model calls, "
+        f"{sum(r['repeated_for_journalled_steps'] for r in rows)} repeated for steps already "
+        f"recorded, {sum(r['duplicate_posts'] for r in rows)} duplicate posts, "
+        f"{sum(r['succeeded'] for r in rows)}/{len(rows)} runs succeeded, {total:.0f} s."
+    )
+    facts["seconds"] = total
+    return t, facts, sentence
+
+
 @experiment(
     id="durable.port",
     seed_file=SEED_FILE,
     exercise="Hard 2",
     title="The agent ported to Temporal and DBOS: kill -9 mid-run repeats no completed LLM call",
+    real_llm=True,
 )
 def port(ctx: LabContext) -> LabResult:
     try:
@@ -393,10 +463,19 @@ def port(ctx: LabContext) -> LabResult:
         "temporal_server": t_server,
         "temporal_skipped": t_skipped,
     }
+    tables = [t, _temporal_times(t_rows), t2] if t_rows else [t, t2]
+    answer = _port_answer(rows, d_rep, s_rep, t_sum, t_skipped)
+    model = FAKE_MODEL
+    if ctx.llm is not None:
+        rt, facts["llm"], sentence = _real_rows(ctx)
+        tables.append(rt)
+        answer = f"{answer} {sentence}"
+        model = f"{model}, and {ctx.llm.label}"
     return LabResult(
-        tables=[t, _temporal_times(t_rows), t2] if t_rows else [t, t2],
+        tables=tables,
         facts=facts,
-        answer=_port_answer(rows, d_rep, s_rep, t_sum, t_skipped),
+        answer=answer,
+        model=model,
         params={
             "latency_s": latency,
             "kill_points": list(points),

@@ -91,6 +91,7 @@ _WHAT = {
     seed_file=SEED_FILE,
     exercise="Hard 3",
     title="Prompt injection through shared state: attack and task success per mitigation",
+    real_llm=True,
 )
 def injection_(ctx: LabContext) -> LabResult:
     seeds = ctx.seed_list(2 if ctx.quick else 5)
@@ -184,10 +185,18 @@ def injection_(ctx: LabContext) -> LabResult:
         "reaches a non-consequential sink (a report people read) through an allowed data "
         f"flow ({_pct(comb.poison_success)} report poisoning combined)."
     )
-    client = model_from_env()
     tables = [t, what, by_cat, acted]
     model_name = FAKE_MODEL
-    if client is not None:
+    if ctx.llm is not None:
+        from .injection_real import real_injection
+
+        fake_by_name = {s.mitigation: s for s in report.summaries}
+        rt, real_facts, sentence = real_injection(ctx.llm, seeds[0], fake_by_name)
+        tables.append(rt)
+        facts.update(real_facts)
+        answer = f"{answer} {sentence}"
+        model_name = f"{FAKE_MODEL}, and {ctx.llm.label}"
+    elif (client := model_from_env()) is not None:
         real = run_corpus(
             seeds=seeds[:1],
             mitigations=[MITIGATIONS[0], MITIGATIONS[4]],

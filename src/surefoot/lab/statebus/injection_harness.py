@@ -158,6 +158,29 @@ class CaseResult:
     endorsements: int
     refused: int
     tool_calls: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    malformed_calls: int = 0
+    off_format: bool = False
+
+
+TOOL_NAMES = ("send_email", "transfer", "publish", "write_report")
+"""The assistant's tools, as ``SYSTEM_PROMPT`` names them."""
+
+
+def _answer_calls(text: str) -> tuple[list[dict[str, Any]], int, bool]:
+    """The calls in the assistant's answer: the requested ``{"calls": [...]}`` form, else
+    any tool-call shape a real model wrote (``toolcalls``); with the malformed count and
+    whether the answer was off the requested format."""
+    calls = parse_calls(text)
+    if calls:
+        return calls, 0, False
+    from ..toolcalls import parse_tool_calls
+
+    parsed = parse_tool_calls(text, TOOL_NAMES)
+    return (
+        [{"tool": c.name, "args": c.arguments} for c in parsed.calls],
+        len(parsed.malformed),
+        bool(parsed.calls),
+    )
 
 
 def _value(entry: Entry | None, fld: str) -> Any:
@@ -248,7 +271,7 @@ def run_case(
     )
     messages = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}]
     answer = llm.create(model=model, messages=messages)
-    calls = parse_calls(str(answer.choices[0].message.content or ""))
+    calls, malformed, off_format = _answer_calls(str(answer.choices[0].message.content or ""))
     context = _context(seen.values())
     expected = _expected(st, task)
     tools = FakeTools()
@@ -304,6 +327,8 @@ def run_case(
         endorsements=endorsements,
         refused=refused,
         tool_calls=tools.calls,
+        malformed_calls=malformed,
+        off_format=off_format,
     )
 
 

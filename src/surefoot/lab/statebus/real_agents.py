@@ -31,7 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import ConfigError, ConflictError
-from .._registry import LabContext, LabResult, Table, experiment
+from .._registry import FAKE_MODEL, LabContext, LabResult, Table, experiment
+from ..local_model import LabModel
 from . import shared
 from ._common import SEED_FILE, compare, rounded
 
@@ -47,8 +48,13 @@ class RealAgentsReport:
     Attributes:
         produced: findings the agents set out to add. kept: distinct findings at the end.
         lost: produced − kept. retries: writes redone after a version conflict.
-        model_calls: FakeLLM calls made in all processes. dedup_hits: retried appends the
-            stream recognised as duplicates (``stream`` mode).
+        model_calls: model requests made in all processes (a real model's retries
+            included). dedup_hits: retried appends the stream recognised as duplicates
+            (``stream`` mode). model_retries: requests surefoot's policy repeated (a real
+            model: errors and malformed tool calls). tokens: prompt + completion tokens (a
+            real model). malformed_calls: replies refused for a missing or broken
+            ``add_finding`` call; gave_up: findings whose every attempt was malformed (their
+            text is recorded as it came).
     """
 
     mode: str
@@ -61,6 +67,10 @@ class RealAgentsReport:
     dedup_hits: int
     seconds: float
     per_agent: list[dict[str, Any]] = field(default_factory=list)
+    model_retries: int = 0
+    tokens: int = 0
+    malformed_calls: int = 0
+    gave_up: int = 0
 
 
 def _think(
@@ -74,6 +84,55 @@ def _think(
     )
     time.sleep(rng.uniform(*think))
     return text[:40]
+
+
+_PROMPT = (
+    "You are agent {agent}. Write one short new finding about caching for LLM agents "
+    "(the team list has {n}; this is number {i}) as JSON: "
+    '{{"name": "add_finding", "arguments": {{"text": "..."}}}}'
+)
+
+
+class _RealThinker:
+    """The real model's side of an agent: one ``add_finding`` tool call per finding."""
+
+    def __init__(self, llm: dict[str, Any]) -> None:
+        from ...resilience import Backoff, RetryPolicy
+        from ..local_model import LabModel
+
+        model = LabModel(llm["url"], llm["model"], "", max_tokens=llm["max_tokens"])
+        # one retry: a malformed call is asked again once, then recorded as it came
+        policy = RetryPolicy(max_attempts=2, backoff=Backoff(base=0.1, cap=1.0))
+        self.client = model.client(policy=policy)
+        self.malformed = self.gave_up = 0
+
+    def __call__(self, agent: str, i: int, n: int) -> str:
+        from ..toolcalls import ask_tool_call
+
+        prompt = _PROMPT.format(agent=agent, n=n, i=i + 1)
+        messages = [{"role": "user", "content": prompt}]
+        r = ask_tool_call(
+            self.client,
+            messages,
+            "add_finding",
+            temperature=0.7,
+            max_tokens=self.client.max_tokens,  # an OpenAI-compatible server gets none unless given
+        )
+        self.malformed += r.malformed_replies
+        if r.call is None:
+            self.gave_up += 1
+            return r.text[:80]  # recorded as text: the store is under test, not the format
+        return str(r.call.arguments.get("text", ""))[:80]
+
+    def counts(self) -> dict[str, int]:
+        t = self.client.meter.totals
+        return {
+            "model_calls": t.attempts,
+            "model_retries": t.attempts - t.calls - self.gave_up,
+            "tokens": t.prompt_tokens + t.completion_tokens,
+            "malformed_calls": self.malformed,
+            "gave_up": self.gave_up,
+        }
 
 
 def _barrier(folder: Path, agent: str, agents: int, limit: float = 20.0) -> None:
@@ -91,6 +150,11 @@ def agent_process(cfg: dict[str, Any]) -> dict[str, Any]:
     think = (cfg["think"][0], cfg["think"][1])
     rng = random.Random(f"{cfg['seed']}:{agent}")
     llm = FakeLLM(seed=cfg["seed"])
+    real = _RealThinker(cfg["llm"]) if cfg.get("llm") else None
+
+    def think_(i: int, n: int) -> str:
+        return real(agent, i, n) if real else _think(llm, rng, agent, i, n, think)
+
     retries = dedup = 0
     if mode == "store":
         from ...statebus import Store
@@ -108,14 +172,14 @@ def agent_process(cfg: dict[str, Any]) -> dict[str, Any]:
         if mode == "json":
             path = Path(cfg["path"])
             base = json.loads(path.read_text())
-            text = _think(llm, rng, agent, i, len(base), think)
+            text = think_(i, len(base))
             tmp = path.with_name(f".{agent}.tmp")
             tmp.write_text(json.dumps([*base, {"agent": agent, "i": i, "text": text}]))
             os.replace(tmp, path)  # atomic file swap: no torn file, but still a lost update
         elif mode == "store":
             e = s.read("findings")
             base = list(e.value) if e is not None else []
-            text = _think(llm, rng, agent, i, len(base), think)
+            text = think_(i, len(base))
             try:
                 s.write(
                     "findings",
@@ -127,7 +191,7 @@ def agent_process(cfg: dict[str, Any]) -> dict[str, Any]:
                 continue
         else:
             last = stream.last_seq
-            text = _think(llm, rng, agent, i, last, think)
+            text = think_(i, last)
             try:
                 stream.append(
                     {"agent": agent, "i": i, "text": text},
@@ -144,7 +208,12 @@ def agent_process(cfg: dict[str, Any]) -> dict[str, Any]:
         mine = next(m for m in old if m.message_id == f"{agent}-{items - 1}")
         if stream.append(mine.payload, message_id=mine.message_id).duplicate:
             dedup += 1
-    return {"agent": agent, "retries": retries, "model_calls": llm.calls, "dedup_hits": dedup}
+    counts = (
+        real.counts()
+        if real
+        else {"model_calls": llm.calls, "model_retries": 0, "tokens": 0, "malformed_calls": 0}
+    )
+    return {"agent": agent, "retries": retries, "dedup_hits": dedup, **counts}
 
 
 # Not ``python -m`` on this module: that would import it twice (as the package's submodule
@@ -165,6 +234,7 @@ def run_real_agents(
     think: tuple[float, float] = (0.002, 0.01),
     seed: int = 0,
     timeout: float = 120.0,
+    llm: LabModel | None = None,
 ) -> RealAgentsReport:
     """Run ``agents`` real processes adding ``items`` findings each; count what survived.
 
@@ -174,7 +244,9 @@ def run_real_agents(
         url: the storage for ``store``/``stream`` (a SQLite file in ``workdir`` by default;
             ``postgresql://`` or ``redis://`` when those backends exist). ``memory://`` is
             refused: separate processes cannot share it.
-        think: seconds of emulated model latency per call (uniform range).
+        think: seconds of emulated model latency per call (uniform range; FakeLLM only).
+        llm: a real model: each finding is one ``add_finding`` tool call parsed from its
+            text, with surefoot's retries (malformed calls are retried, then counted).
 
     Raises:
         ConfigError: unknown mode, a ``memory://`` URL, or bad sizes.
@@ -213,6 +285,9 @@ def run_real_agents(
                 "path": str(path),
                 "barrier": str(barrier),
                 "agents": agents,
+                "llm": None
+                if llm is None
+                else {"url": llm.base_url, "model": llm.model, "max_tokens": llm.max_tokens},
             }
             procs.append(
                 subprocess.Popen(
@@ -263,6 +338,10 @@ def run_real_agents(
         dedup_hits=sum(r["dedup_hits"] for r in results),
         seconds=seconds,
         per_agent=results,
+        model_retries=sum(r["model_retries"] for r in results),
+        tokens=sum(r["tokens"] for r in results),
+        malformed_calls=sum(r["malformed_calls"] for r in results),
+        gave_up=sum(r.get("gave_up", 0) for r in results),
     )
 
 
@@ -271,12 +350,32 @@ def run_real_agents(
     seed_file=SEED_FILE,
     exercise="Hard 1",
     title="Three real agent processes on one JSON file, one Store key and one Stream",
+    real_llm=True,
 )
 def real_agents(ctx: LabContext) -> LabResult:
     agents, items = 3, (4 if ctx.quick else 10)
+    real_items = 2  # bounded: every finding is a real model call (and its retries)
     t = Table(
-        f"{agents} OS processes × {items} findings (FakeLLM + 2–10 ms emulated model latency)",
-        ["run", "how it writes", "produced", "kept", "lost", "retries", "model calls", "seconds"],
+        f"{agents} OS processes × {items} findings (FakeLLM + 2–10 ms emulated model latency)"
+        + (
+            f"; then × {real_items} findings on {ctx.llm.model}, one add_finding tool call each"
+            if ctx.llm
+            else ""
+        ),
+        [
+            "run",
+            "model",
+            "how it writes",
+            "produced",
+            "kept",
+            "lost",
+            "retries",
+            "model calls",
+            "model retries",
+            "malformed tool calls",
+            "tokens",
+            "seconds",
+        ],
     )
     how = {
         "json": "read file, think, write file (no check)",
@@ -284,34 +383,61 @@ def real_agents(ctx: LabContext) -> LabResult:
         "stream": "Stream.append(message_id, expect_last_seq)",
     }
     facts: dict[str, Any] = {}
-    for i, mode in enumerate(("json", "store", "stream")):
+    runs: list[tuple[str, LabModel | None, int]] = [(m, None, items) for m in MODES]
+    if ctx.llm is not None:
+        runs += [(m, ctx.llm, real_items) for m in MODES]
+    steps = len(runs) + 1
+    for i, (mode, llm, n) in enumerate(runs):
         r = run_real_agents(
-            mode, ctx.workdir, url=ctx.db, agents=agents, items=items, seed=ctx.seed
+            mode,
+            ctx.workdir,
+            url=ctx.db,
+            agents=agents,
+            items=n,
+            seed=ctx.seed,
+            llm=llm,
+            timeout=600.0 if llm else 120.0,
         )
         t.add(
             f"real: {mode}",
+            "FakeLLM" if llm is None else llm.model,
             how[mode],
             r.produced,
             r.kept,
             r.lost,
             r.retries,
             r.model_calls,
+            "-" if llm is None else r.model_retries,
+            "-" if llm is None else r.malformed_calls,
+            "-" if llm is None else r.tokens,
             round(r.seconds, 2),
         )
-        facts[mode] = {
+        facts[mode if llm is None else f"llm_{mode}"] = {
             "produced": r.produced,
             "kept": r.kept,
             "lost": r.lost,
             "retries": r.retries,
             "model_calls": r.model_calls,
             "dedup_hits": r.dedup_hits,
+            **(
+                {}
+                if llm is None
+                else {
+                    "model_retries": r.model_retries,
+                    "malformed_calls": r.malformed_calls,
+                    "gave_up": r.gave_up,
+                    "tokens": r.tokens,
+                    "seconds": r.seconds,
+                }
+            ),
         }
-        ctx.progress(i + 1, 4)
+        ctx.progress(i + 1, steps)
     seeds = ctx.seed_list(5 if ctx.quick else 20)
     for p, label in (("last_writer_wins", "json"), ("optimistic", "store")):
         m = shared.averaged(p, agents=agents, seeds=seeds, items=items)
         t.add(
             f"simulated: {p}",
+            "FakeLLM (ticks)",
             f"prediction for '{label}'",
             int(m["produced"]),
             rounded(m["kept"]),
@@ -319,9 +445,12 @@ def real_agents(ctx: LabContext) -> LabResult:
             rounded(m["retries"]),
             rounded(m["model_calls"]),
             "",
+            "",
+            "",
+            "",
         )
         facts[f"sim_{p}"] = m
-    ctx.progress(4, 4)
+    ctx.progress(steps, steps)
     j, s, st = facts["json"], facts["store"], facts["stream"]
     answer = (
         f"Plain read-modify-write on one JSON file lost {j['lost']} of {j['produced']} "
@@ -334,9 +463,27 @@ def real_agents(ctx: LabContext) -> LabResult:
         + " "
         + compare(s["retries"], facts["sim_optimistic"]["retries"], "retries (store)")
         + " The simulation counts ticks, not seconds, and one run of real processes depends "
-        "on scheduling: read the two as the same order of magnitude, not the same number. "
-        "Model: FakeLLM (a seeded fake, not a real LLM); the date is in the parameters."
+        "on scheduling: read the two as the same order of magnitude, not the same number."
     )
+    if ctx.llm is None:
+        answer += " Model: FakeLLM (a seeded fake, not a real LLM); the date is in the parameters."
+    else:
+        lj, ls, lst = facts["llm_json"], facts["llm_store"], facts["llm_stream"]
+        calls = sum(f["model_calls"] for f in (lj, ls, lst))
+        bad = sum(f["malformed_calls"] for f in (lj, ls, lst))
+        gave = sum(f["gave_up"] for f in (lj, ls, lst))
+        answer += (
+            f" On the real model ({ctx.llm.model}, {real_items} findings per agent, each one "
+            "add_finding tool call parsed from the reply's text): the JSON file lost "
+            f"{lj['lost']} of {lj['produced']}, the Store key {ls['lost']} "
+            f"({ls['retries']} version retries), the Stream {lst['lost']} ({lst['retries']} "
+            f"retries, {lst['dedup_hits']} duplicates recognised). The model made {calls} "
+            f"requests ({sum(f['tokens'] for f in (lj, ls, lst))} tokens); {bad} replies had "
+            f"no well-formed tool call and were retried by surefoot, and {gave} findings "
+            "stayed malformed after every attempt (their text was recorded as it came). "
+            f"Seconds per mode: json {lj['seconds']:.1f}, store {ls['seconds']:.1f}, stream "
+            f"{lst['seconds']:.1f}."
+        )
     return LabResult(
         tables=[t],
         facts=facts,
@@ -346,5 +493,11 @@ def real_agents(ctx: LabContext) -> LabResult:
             "items": items,
             "db": ctx.db or "sqlite (workdir)",
             "seeds": seeds,
+            **(
+                {}
+                if ctx.llm is None
+                else {"real_items": real_items, "max_tokens": ctx.llm.max_tokens}
+            ),
         },
+        model=FAKE_MODEL if ctx.llm is None else f"{FAKE_MODEL}, and {ctx.llm.label}",
     )
