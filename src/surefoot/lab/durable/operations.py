@@ -242,14 +242,14 @@ def _chaos_config(ctx: LabContext, name: str, real: bool) -> ChaosConfig:
         return ChaosConfig(
             db=ctx.sqlite_url(f"{name}.db"),
             ledger=str(ctx.workdir / f"{name}-ledger.db"),
-            runs=2,
+            runs=4,
             workers=2,
             concurrency=2,
             latency=0.0,
             reply_latency=0.0,
             seed=ctx.seed,
             kill_every=(1.0, 3.0),
-            max_kills=4,
+            max_kills=6,
             kill_in_flight_first=True,
             time_limit=300.0,
             lease=10.0,  # a model call may take seconds on a loaded machine
