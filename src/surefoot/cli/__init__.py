@@ -15,6 +15,7 @@ from ..errors import SurefootError
 from ._chaos import chaos
 from ._lab import lab
 from ._runs import runs
+from ._ui import ui
 from ._worker import worker
 
 __all__ = ["cli", "main"]
@@ -30,6 +31,7 @@ cli.add_command(lab)
 cli.add_command(worker)
 cli.add_command(runs)
 cli.add_command(chaos)
+cli.add_command(ui)
 
 
 def main(argv: list[str] | None = None) -> None:

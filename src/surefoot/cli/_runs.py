@@ -64,7 +64,7 @@ def _tables(path: str, db: str) -> set[str]:
     return {r[0] for r in rows}
 
 
-def _must_exist(db: str) -> None:
+def must_exist(db: str) -> None:
     """A ``sqlite:///file`` journal must already exist and be a journal: these commands
     look at runs in it.
 
@@ -96,7 +96,7 @@ def _must_exist(db: str) -> None:
 
 
 def _load(db: str, app_ref: str | None) -> durable.App:
-    _must_exist(db)
+    must_exist(db)
     if app_ref is None:
         return durable.App(db)
     loader = getattr(durable, "load_app", None)
