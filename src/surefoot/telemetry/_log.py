@@ -164,6 +164,21 @@ class JsonFormatter(logging.Formatter):
 _HANDLER_MARK = "_surefoot_handler"
 
 
+class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """Writes to whatever ``sys.stderr`` is at each line (it may be replaced later)."""
+
+    def __init__(self) -> None:
+        logging.Handler.__init__(self)
+
+    @property
+    def stream(self) -> Any:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value: Any) -> None:  # StreamHandler.setStream; stderr it stays
+        pass
+
+
 def configure_logging(
     *,
     level: int | str = "INFO",
@@ -172,7 +187,9 @@ def configure_logging(
 ) -> logging.Handler:
     """Send ``surefoot.*`` lines to ``stream`` (stderr by default), as text or JSON lines.
 
-    Calling it again replaces the handler it added before (never one you added).
+    Calling it again replaces the handler it added before (never one you added). The
+    handler writes ``level`` and above; the ``surefoot`` logger's own level is lowered to
+    ``level`` if it was higher (or unset), never raised, so other handlers keep what they get.
 
     Args:
         level: the lowest level written (``"INFO"``, ``logging.DEBUG`` …).
@@ -195,7 +212,9 @@ def configure_logging(
     for h in list(root.handlers):
         if getattr(h, _HANDLER_MARK, False):
             root.removeHandler(h)
-    handler = logging.StreamHandler(stream if stream is not None else sys.stderr)
+    handler: logging.Handler = (
+        logging.StreamHandler(stream) if stream is not None else _StderrHandler()
+    )
     setattr(handler, _HANDLER_MARK, True)
     handler.addFilter(_FILTER)  # records of loggers made without get_logger too
     handler.setFormatter(
@@ -203,6 +222,11 @@ def configure_logging(
         if fmt == "json"
         else logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
     )
+    lvl = level if isinstance(level, int) else logging.getLevelName(level.upper())
+    if not isinstance(lvl, int):
+        raise ValueError(f"log level must be DEBUG, INFO, WARNING or ERROR, got {level!r}")
+    handler.setLevel(lvl)
     root.addHandler(handler)
-    root.setLevel(level if isinstance(level, int) else level.upper())
+    if root.level == logging.NOTSET or root.level > lvl:
+        root.setLevel(lvl)
     return handler

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import logging
+from typing import Any
 
 import pytest
 
@@ -109,3 +110,70 @@ def test_breaker_transitions_are_logged(caplog: pytest.LogCaptureFixture) -> Non
         ("INFO", "breaker_half_open", "payments"),
         ("INFO", "breaker_closed", "payments"),
     ]
+
+
+def test_the_worker_command_writes_json_lines_per_run_event(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """surefoot --log-format json worker: one JSON line per run event on stderr."""
+    import textwrap
+    import uuid
+
+    from surefoot.cli import main
+
+    name = f"log_app_{uuid.uuid4().hex[:8]}"
+    (tmp_path / f"{name}.py").write_text(
+        textwrap.dedent(
+            """
+            from surefoot import durable
+            app = durable.App(poll=0.05)
+
+            @app.step
+            def plan(q: str) -> str:
+                return q.upper()
+
+            @app.workflow
+            def research(q: str) -> str:
+                return plan(q)
+            """
+        )
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    import importlib
+
+    mod = importlib.import_module(name)
+    mod.app.configure(url=db)
+    mod.app.enqueue("research", "sky", run_id="j-1")
+    mod.app.close()
+    root = logging.getLogger("surefoot")
+    level = root.level
+    try:
+        main(
+            [
+                "--log-format",
+                "json",
+                "worker",
+                "--db",
+                db,
+                "--app",
+                f"{name}:app",
+                "--idle-exit",
+                "0.5",
+                "--worker-id",
+                "w-json",
+            ]
+        )
+    finally:
+        for h in list(root.handlers):
+            if getattr(h, "_surefoot_handler", False):
+                root.removeHandler(h)
+        root.setLevel(level)
+    lines = [json.loads(x) for x in capsys.readouterr().err.splitlines() if x.startswith("{")]
+    got = [(d["event"], d["run_id"], d["worker"]) for d in lines if d.get("run_id") == "j-1"]
+    assert got == [
+        ("claimed", "j-1", "w-json"),
+        ("step_done", "j-1", "w-json"),
+        ("finished", "j-1", "w-json"),
+    ]
+    assert lines[-1]["status"] == "succeeded" and lines[-1]["workflow"] == "research"
