@@ -213,3 +213,12 @@ def test_strategies_crash_point_note_and_answer_come_from_the_table() -> None:
         assert by_point.note == "Every planned crash fired."
     assert fired == res.facts["crashed"]
     assert ", ".join(f"{st} {n}" for st, n in fired.items()) in res.answer
+
+
+def test_window_key_sentence_follows_the_measured_duplicates() -> None:
+    """The closing sentence of durable.window quotes the duplicate counts its facts hold."""
+    res = run("durable.window")
+    f = res.facts
+    ignored = f["journal_keys_service_ignores_keys"]["duplicates"]
+    assert f["journal_keys"]["duplicates"] == 0 and ignored > 0
+    assert f"a service that ignores it still gave {ignored} duplicate" in res.answer

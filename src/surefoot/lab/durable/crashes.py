@@ -231,7 +231,22 @@ def window(ctx: LabContext) -> LabResult:
                 ("journal_keys_service_ignores_keys", "journal_keys, service ignores keys"),
             )
         )
-        + " The key only helps if the receiving service deduplicates by it.",
+        + _key_sentence(facts),
+    )
+
+
+def _key_sentence(facts: dict[str, Any]) -> str:
+    """What the key did, from the duplicates measured with and without a deduplicating service."""
+    keyed = facts["journal_keys"]["duplicates"]
+    ignored = facts["journal_keys_service_ignores_keys"]["duplicates"]
+    if keyed == 0 and ignored > 0:
+        return (
+            f" The same key sent to a service that ignores it still gave {ignored} duplicate: "
+            "the key helped only where the service deduplicated by it."
+        )
+    return (
+        f" With the key: {keyed} duplicate(s) at a deduplicating service, {ignored} at one "
+        "that ignores it."
     )
 
 
