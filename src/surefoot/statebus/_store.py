@@ -342,9 +342,10 @@ class Store:
                     f"call store.register_agent({author!r}, ...) or write as 'system'"
                 )
             trust = spec.trust
+        plain = value.value if isinstance(value, Labeled) else value  # not its provenance
         for pattern, check in self._schemas:
             if fnmatch.fnmatchcase(key, pattern):
-                check(key, value)
+                check(key, plain)
         text = dumps(value, where=f"key {key!r}")
         try:
             rec = self.state.write(

@@ -145,3 +145,17 @@ def test_an_envelope_endorsed_elsewhere_is_retainted_by_the_session() -> None:
         {"text": "x"}, Label(frozenset({"web"}), frozenset({"web"}), frozenset(), frozenset({"me"}))
     )
     assert label_of(s.write("plan/a", forged)).tainted == {"web"}
+
+
+def test_schemas_check_the_value_of_a_tainted_write_not_its_label() -> None:
+    """A tainted session's write is validated on its value: valid passes, invalid is refused."""
+    from surefoot.errors import SchemaViolationError
+
+    st = _team()
+    st.declare_schema("plan/*", {"type": "object", "fields": {"text": str}, "required": ["text"]})
+    st.session("web").write("notes/page", {"text": "x"})
+    s = st.session("summariser")
+    s.snapshot()
+    assert label_of(s.write("plan/ok", {"text": "fine"})).tainted == {"web"}
+    with pytest.raises(SchemaViolationError):
+        s.write("plan/bad", {"text": 3})
