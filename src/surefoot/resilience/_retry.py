@@ -32,7 +32,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, ParamSpec, TypeVar, overload
 
 from .. import telemetry
-from ..clock import Clock, SystemClock
+from ..clock import Clock, SystemClock, default_clock
 from ..errors import TimeoutError_
 from ._policy import Attempt, RetryEvent, RetryPolicy, decide_checked
 
@@ -41,23 +41,10 @@ __all__ = ["aretry_call", "retry", "retry_call"]
 P = ParamSpec("P")
 T = TypeVar("T")
 
-_SYSTEM: Clock = SystemClock()
 _RNG = random.Random()
 DEFAULT_POLICY = RetryPolicy()
 _TRACING = telemetry.TRACING  # .tracer is None until telemetry.instrument(): one read a call
 _DECISIONS = telemetry.RETRY_DECISIONS
-
-
-def _swap_default_clock(clock: Clock | None) -> Clock:
-    """Make ``clock`` the one retry drivers use when given none (None: the system clock).
-
-    Returns the previous default. Used by ``surefoot.testing.instant_retries``; read once
-    per failing call, so the success path pays nothing for it.
-    """
-    global _SYSTEM
-    old = _SYSTEM
-    _SYSTEM = clock if clock is not None else SystemClock()
-    return old
 
 
 def accepts_timeout(fn: Callable[..., Any]) -> bool:
@@ -152,7 +139,7 @@ class _Run:
         self.fname = (
             None if _TRACING.tracer is None else getattr(fn, "__qualname__", type(fn).__name__)
         )
-        c = clock if clock is not None else _SYSTEM
+        c = clock if clock is not None else default_clock()
         self.clock = c
         self.rng = rng if rng is not None else _RNG
         self.hook = on_retry if on_retry is not None else policy.on_retry
