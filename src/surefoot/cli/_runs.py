@@ -11,8 +11,6 @@ import dataclasses
 import datetime as dt
 import json
 import os
-import sqlite3
-import urllib.parse
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -48,20 +46,13 @@ _NOT_A_JOURNAL = {
 
 
 def _tables(path: str, db: str) -> set[str]:
-    """The tables of SQLite file ``path``, read through a read-only connection."""
-    uri = f"file:{urllib.parse.quote(os.path.abspath(path))}?mode=ro"
+    """The tables of SQLite file ``path``, read without changing it."""
     try:
-        con = sqlite3.connect(uri, uri=True)
-        try:
-            rows = con.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
-        finally:
-            con.close()
-    except sqlite3.DatabaseError as exc:
+        return storage.sqlite_tables(path)
+    except ConfigError as exc:
         raise ConfigError(
-            f"{path!r} (from --db {db!r}) is not a SQLite database ({exc}); pass the "
-            "journal's URL, the one the worker uses"
+            f"{exc} (from --db {db!r}); pass the journal's URL, the one the worker uses"
         ) from None
-    return {r[0] for r in rows}
 
 
 def must_exist(db: str) -> None:
