@@ -142,3 +142,25 @@ def test_otel_reader_sees_the_same_numbers(app: App) -> None:
     (decision,) = points["surefoot.retry.decisions"]
     assert decision.value == 1 and decision.attributes["reason"] == "deadline"
     assert [p.value for p in points["surefoot.queue.depth"]] == [1]
+
+
+def test_a_run_whose_lease_expired_counts_in_the_queue(app: App) -> None:
+    """A running run held by a dead worker is claimable once its lease expired: depth 1,
+    age measured from the lease's end."""
+
+    @app.workflow
+    def ok() -> int:
+        return 1
+
+    clock: Any = app.clock
+    app.enqueue(ok, run_id="held")
+    app.journal.claim(
+        "dead", now=clock.now(), lease_until=clock.now() + 5, workflows=app.registered(), limit=1
+    )
+    held = telemetry.collect(journal=app.journal, now=clock.now())
+    assert fam(held, "surefoot_queue_depth").value() == 0
+    clock.advance(12)
+    got = telemetry.collect(journal=app.journal, now=clock.now())
+    assert fam(got, "surefoot_runs").value(state="running") == 1
+    assert fam(got, "surefoot_queue_depth").value() == 1
+    assert fam(got, "surefoot_queue_oldest_age_seconds").value() == pytest.approx(7.0)
