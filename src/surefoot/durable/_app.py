@@ -296,22 +296,39 @@ class App(Management):
         at = when.timestamp() if isinstance(when, dt.datetime) else float(when)
         return sleep_step(at)
 
-    def wait_for(self, name: str, *, timeout: float | None = None, default: Any = None) -> Any:
+    def wait_for(
+        self,
+        name: str,
+        *,
+        timeout: float | None = None,
+        default: Any = None,
+        type: Any = Any,
+    ) -> Any:
         """Suspend the run until ``app.signal(run_id, name, payload)``; return the payload.
 
         Each signal is delivered exactly once (consumed in the same transaction that
         journals this step). After ``timeout`` seconds with no signal, returns ``default``.
 
+        Args:
+            type: the payload's type (``type=Approval``, ``type=list[Finding]``): the payload
+                is read back from the journal as that type, on every replay alike. Without
+                it the payload comes back as decoded JSON (a dataclass as the dict of its
+                fields unless its class was registered with ``codec.register``).
+
         Raises:
             ConfigError: ``name`` is not a non-empty string, or contains the character
                 ``\\x1f`` (it separates names in the run header).
+            UnsupportedTypeError: ``type`` cannot be rebuilt from JSON safely.
+            DecodeError: the payload does not fit ``type``.
         """
         if not isinstance(name, str) or not name or WAIT_SEP in name:
             raise ConfigError(
                 f"wait_for() needs a non-empty signal name without '\\x1f', got {name!r}"
             )
         t = None if timeout is None else _secs(timeout, "timeout")
-        return wait_step(name, t, default)
+        if type is not Any:
+            codec.check_annotation(type, where=f"wait_for({name!r})")
+        return wait_step(name, t, default, type)
 
     # -- starting runs -----------------------------------------------------------------
 

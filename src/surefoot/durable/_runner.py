@@ -16,7 +16,7 @@ from typing import Any, Protocol
 
 from .. import codec
 from ..clock import Clock
-from ..errors import EncodeError, LeaseLostError, StepMismatchError
+from ..errors import EncodeError, LeaseLostError, StepMismatchError, UnsupportedTypeError
 from ..storage.base import Journal, RunRow, RunWrite
 from ._context import (
     DOWN,
@@ -32,6 +32,7 @@ from ._crash import CrashPlan
 from ._registry import Registry
 from ._saga import compensate
 from ._types import TERMINAL, WAIT_SEP
+from ._values import check_same
 from ._writer import Writer
 
 __all__ = ["Executor", "Host"]
@@ -222,6 +223,7 @@ class Executor:
     async def _drive(self, run: RunState, wf: Any, args: Any, kwargs: Any) -> str:
         scope = Scope(run)
         try:
+            args, kwargs = wf.params.decode(args, kwargs, f"workflow {wf.name!r}")
             if wf.is_async:
                 token = current.set(scope)
                 try:
@@ -238,8 +240,10 @@ class Executor:
             return await self._settle(run, exc)
         await _stop_tasks(run)
         try:
-            text = codec.dumps(value, where=f"the result of workflow {run.workflow!r}")
-        except EncodeError as exc:
+            where = f"the result of workflow {run.workflow!r}"
+            text = codec.dumps(value, where=where)
+            check_same(value, text, wf.returns, where)
+        except (EncodeError, UnsupportedTypeError) as exc:
             return await self._fail(run, exc)
         return await self._finish(run, "succeeded", result=text)
 
