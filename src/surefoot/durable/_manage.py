@@ -99,7 +99,9 @@ class Management:
         if row is None:
             raise UnknownRunError(run_id, self.url)
         key = (row.workflow, row.version)
-        live = self.journal.live_workflows(since=self.clock.now() - 3 * self.lease)
+        # What workers advertise only: each row holds the time until which its worker is
+        # live (see Executor.announce), so neither this app's registry nor its lease counts.
+        live = self.journal.live_workflows(since=self.clock.now())
         waiting = row.status in ("pending", "sleeping") or (
             row.status == "running" and (row.lease_until or 0) < self.clock.now()
         )
@@ -109,7 +111,7 @@ class Management:
             steps=[StepInfo.from_row(s) for s in self.journal.steps(run_id)],
             audit=[AuditEntry.from_row(a) for a in self.journal.audit_log(run_id)],
             registered=wf is not None,
-            stranded=waiting and key not in live and wf is None,
+            stranded=waiting and key not in live,
             code_changed=wf is not None and wf.structure_hash != row.structure_hash,
         )
 

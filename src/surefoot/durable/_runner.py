@@ -60,6 +60,11 @@ def _call_sync(scope: Scope, fn: Callable[..., Any], args: Any, kwargs: Any) -> 
         current.reset(token)
 
 
+LIVE_LEASES = 3
+"""A serving worker counts as live for this many of its own leases past its last heartbeat
+(it beats every lease / 3, so a few missed beats under load do not read as dead)."""
+
+
 class Executor:
     """Runs claimed runs for one app: a loop thread, a pool for sync workflows, heartbeats."""
 
@@ -152,12 +157,17 @@ class Executor:
     # -- heartbeat ---------------------------------------------------------------------
 
     def announce(self) -> None:
-        """Tell the journal which workflows this worker serves (while it serves)."""
+        """Tell the journal which workflows this worker serves, and until when it counts as
+        live (while it serves): ``LIVE_LEASES`` of its own leases past this heartbeat.
+
+        The journal's worker row keeps that time in its ``seen_at`` column: whoever looks
+        (``show``'s ``stranded``) compares it with the time now and nothing of its own, so
+        the answer is the same from every process.
+        """
         host = self.host
         if host.serving:
-            host.journal.register_worker(
-                host.worker_id, self.registry.registered(), now=host.clock.now()
-            )
+            live_until = host.clock.now() + LIVE_LEASES * host.lease
+            host.journal.register_worker(host.worker_id, self.registry.registered(), now=live_until)
 
     def _beats(self, stop: threading.Event) -> None:
         while not stop.wait(max(self.host.lease / 3.0, 0.05)):
