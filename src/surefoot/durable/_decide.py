@@ -90,8 +90,9 @@ def step_kwargs(run: RunState, sd: StepDef, pos: str, kwargs: dict[str, Any]) ->
     return {**kwargs, "key": key}
 
 
-def encode(run: RunState, pos: str, sd: StepDef, value: Any) -> str:
-    """The journal text of a step's result, refused if it would not read back the same.
+def encode(run: RunState, pos: str, sd: StepDef, value: Any) -> tuple[str, Any]:
+    """The journal text of a step's result and the value the run sees (what a replay
+    will read back), refused if it would not read back the same.
 
     Raises:
         EncodeError: the value cannot be stored.
@@ -101,9 +102,8 @@ def encode(run: RunState, pos: str, sd: StepDef, value: Any) -> str:
         text = codec.dumps(value)
     except EncodeError:  # again, to say where (only on the error path)
         where = f"the result of step {pos} {sd.name!r} (run {run.run_id!r})"
-        return codec.dumps(value, where=where)
-    check_same(value, text, sd.returns, f"the result of step {pos} {sd.name!r}")
-    return text
+        return codec.dumps(value, where=where), value  # (dumps raises here)
+    return text, check_same(value, text, sd.returns, f"the result of step {pos} {sd.name!r}")
 
 
 def error_text(exc: BaseException) -> str:

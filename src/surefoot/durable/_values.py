@@ -47,15 +47,20 @@ def read(text: str | None, ann: Any, where: str) -> Any:
     return codec.loads_as(text or "null", ann, where=where)
 
 
-def check_same(value: Any, text: str, ann: Any, where: str) -> None:
-    """Refuse ``value`` if reading ``text`` back as ``ann`` would not give it back.
+def check_same(value: Any, text: str, ann: Any, where: str) -> Any:
+    """The value a run sees: ``value``, refused if reading ``text`` back as ``ann`` would
+    not give it back.
+
+    Under an annotation the value read back is returned: equal to ``value`` and of the
+    same types throughout, except that an int where ``float`` is declared (PEP 484's
+    numeric tower) is a float, as every replay will see it.
 
     Raises:
         UnsupportedTypeError: naming where the value read back differs and what to declare.
     """
     t = type(value)
     if t in _EXACT and (ann is Any or ann is t):
-        return  # the commonest results: nothing to decode
+        return value  # the commonest results: nothing to decode
     try:
         back = read(text, ann, where)
     except DecodeError as exc:
@@ -64,7 +69,7 @@ def check_same(value: Any, text: str, ann: Any, where: str) -> None:
         ) from None
     diff = mismatch(value, back, "$")
     if diff is None:
-        return
+        return value if ann is Any else back
     path, mine, theirs = diff
     hint = (
         f"declare the return type (-> {type(value).__qualname__}) or register the class "
@@ -92,6 +97,8 @@ def _text(ann: Any) -> str:
 def mismatch(a: Any, b: Any, path: str) -> tuple[str, str, str] | None:
     """Where ``a`` and ``b`` first differ in type or value: ``(path, a's, b's)``, or None."""
     ta, tb = type(a), type(b)
+    if ta is int and tb is float and a == b:
+        return None  # an int returned for a declared float: the run sees the float
     if ta is not tb:
         return path, f"a {ta.__qualname__}", f"a {tb.__qualname__}"
     if ta is dict:

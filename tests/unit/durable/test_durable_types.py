@@ -345,3 +345,20 @@ def test_the_workflow_result_is_the_same_with_and_without_a_crash(tmp_path: Path
         crashed = _crash_then_resume(app, flow, run_id="b")
     assert plain == crashed == (_finding(5), Point(1, 1))
     assert [type(x) for x in crashed] == [Finding, Point]
+
+
+def test_an_int_for_a_declared_float_is_a_float_on_every_run(app: App) -> None:
+    """A step declared ``-> float`` that returns 3 gives the workflow 3.0 on the first run
+    too, as every replay reads it (not an int first and a float after a crash)."""
+    seen: list[Any] = []
+
+    @app.step
+    def count() -> float:
+        return 3
+
+    @app.workflow
+    def flow() -> None:
+        seen.append(count())
+
+    app.start(flow, run_id="r").result(timeout=10)
+    assert seen == [3.0] and type(seen[0]) is float
