@@ -14,6 +14,7 @@ from ._handle import RunHandle
 from ._registry import Registry
 from ._runner import Executor
 from ._types import TERMINAL, AuditEntry, RunDetail, RunInfo, StepInfo
+from ._values import read
 
 __all__ = ["Management"]
 
@@ -219,6 +220,8 @@ class Management:
             JournalError: the run does not need attention, or ``pos`` is not an effect
                 whose outcome is unknown.
             EncodeError: ``result`` cannot be stored.
+            DecodeError: ``result`` does not fit the step's return annotation (when the
+                step is registered here), so the replay could not read it.
         """
         row = self.journal.get_run(run_id)
         if row is None:
@@ -231,7 +234,11 @@ class Management:
                 f"{step.status if step else 'not journalled'}; resolve() records the outcome "
                 "of an effect whose outcome is unknown in a run that needs attention"
             )
-        text = codec.dumps(result, where=f"the result given for step {where} {step.name!r}")
+        what = f"the result given for step {where} {step.name!r}"
+        text = codec.dumps(result, where=what)
+        sd = self.registry.step(step.name)
+        if sd is not None:  # what the replay will read: refuse now what it could not
+            read(text, sd.returns, what)
         now = self.clock.now()
         detail = codec.dumps({"reason": reason, "pos": where, "step": step.name})
         done = StepWrite(

@@ -97,6 +97,10 @@ class Registry:
         self._latest[wname] = wf
         return wf
 
+    def step(self, name: str) -> StepDef | None:
+        """The step registered under ``name``, or None."""
+        return self._steps.get(name)
+
     def registered(self) -> list[tuple[str, str]]:
         """(name, version) of every workflow registered here."""
         return sorted(self._workflows)

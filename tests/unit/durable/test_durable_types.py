@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from surefoot import FakeClock
 from surefoot.durable import App, CrashPlan, SimulatedCrash
-from surefoot.errors import RunFailedError, TimeoutError_, UnsupportedTypeError
+from surefoot.errors import DecodeError, RunFailedError, TimeoutError_, UnsupportedTypeError
 
 
 class Color(enum.Enum):
@@ -362,3 +362,32 @@ def test_an_int_for_a_declared_float_is_a_float_on_every_run(app: App) -> None:
 
     app.start(flow, run_id="r").result(timeout=10)
     assert seen == [3.0] and type(seen[0]) is float
+
+
+def test_resolve_refuses_a_result_the_replay_could_not_read(app: App) -> None:
+    """app.resolve() with a result that does not fit the step's annotation is refused
+    before anything is written; one that fits is read back as the declared type."""
+    seen: list[Any] = []
+
+    @app.step(effect=True)
+    def book(p: int) -> Point:
+        return Point(p, p)
+
+    @app.workflow
+    def flow() -> int:
+        pt = book(2)
+        seen.append(pt)
+        return pt.x
+
+    app.crash = CrashPlan("after_effect")
+    with pytest.raises(SimulatedCrash):
+        app.start(flow, run_id="m").result(timeout=10)
+    app.crash = None
+    with pytest.raises(RunFailedError):
+        app.resume("m").result(timeout=10)
+    assert app.show("m").run.status == "needs_attention"
+    with pytest.raises(DecodeError, match="Point"):
+        app.resolve("m", "1", "booked")
+    assert app.show("m").run.status == "needs_attention"
+    assert app.resolve("m", "1", [7, 8]).result(timeout=10) == 7
+    assert seen == [Point(7, 8)] and type(seen[0]) is Point
