@@ -169,6 +169,17 @@ class Executor:
             live_until = host.clock.now() + LIVE_LEASES * host.lease
             host.journal.register_worker(host.worker_id, self.registry.registered(), now=live_until)
 
+    def withdraw(self) -> None:
+        """Tell the journal this worker serves no more (it is live until now): a stopped
+        worker must not count as offering its versions for three more leases."""
+        host = self.host
+        try:
+            # live until a second ago: ``show`` counts a worker live while its time >= now
+            gone = host.clock.now() - 1.0
+            host.journal.register_worker(host.worker_id, self.registry.registered(), now=gone)
+        except Exception:  # the journal is down: the advertisement simply runs out
+            pass
+
     def _beats(self, stop: threading.Event) -> None:
         while not stop.wait(max(self.host.lease / 3.0, 0.05)):
             if self.active or self.host.serving:

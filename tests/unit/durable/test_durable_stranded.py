@@ -54,3 +54,19 @@ def test_liveness_is_the_workers_own_lease_not_the_viewers(db_url: str, clock: F
     clock.advance(10)  # 10 s after a heartbeat of a worker whose lease is 1 s
     with App(db_url, clock=clock, poll=0.01, lease=60) as viewer:
         assert viewer.show("r").stranded
+
+
+def test_a_worker_that_stopped_no_longer_counts_as_live(db_url: str, clock: FakeClock) -> None:
+    """While a worker serves, its version's runs are not stranded; once it has stopped
+    they are, without waiting for its advertisement to run out."""
+    from surefoot.durable import Worker
+
+    with App(db_url, clock=clock, poll=0.01, lease=60, worker_id="w1") as worker:
+        _register(worker)
+        worker.enqueue("w", run_id="r")
+        _serve_once(worker)
+        assert not worker.show("r").stranded
+        worker.enqueue("w", run_id="r2")
+        Worker(worker).run(idle_exit=0.3)
+        assert worker.show("r").run.status == "sleeping"
+        assert worker.show("r").stranded
