@@ -78,6 +78,7 @@ class Executor:
         self._lock = threading.Lock()
         self.writer: Writer | None = None
         self._stop_beat = threading.Event()
+        self._beat_thread: threading.Thread | None = None
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -98,12 +99,13 @@ class Executor:
                 # Heartbeats get their own thread: a step that blocks the loop (a sync call
                 # in an async workflow) must not let the lease lapse.
                 self._stop_beat = threading.Event()
-                threading.Thread(
+                self._beat_thread = threading.Thread(
                     target=self._beats,
                     args=(self._stop_beat,),
                     name="surefoot-heartbeat",
                     daemon=True,
-                ).start()
+                )
+                self._beat_thread.start()
                 ready.wait()
                 self.writer = Writer(self.host.journal.commit, self.active)
                 self._pool = concurrent.futures.ThreadPoolExecutor(
@@ -115,8 +117,13 @@ class Executor:
     def close(self) -> None:
         with self._lock:
             loop, thread, pool = self._loop, self._thread, self._pool
+            beat, self._beat_thread = self._beat_thread, None
             self._loop = self._thread = self._pool = None
             self._stop_beat.set()
+        if beat is not None and beat is not threading.current_thread():
+            # the journal is closed right after this: a beat still writing with its
+            # connection would use a closed SQLite handle (seen as a segfault in tests)
+            beat.join(timeout=10)
         if loop is not None and thread is not None:
             loop.call_soon_threadsafe(loop.stop)
             thread.join(timeout=5)
