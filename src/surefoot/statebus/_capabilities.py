@@ -140,7 +140,8 @@ class ToolPolicy:
         args: argument name -> :class:`Arg` (or a kind string, or a tuple of kinds).
             An argument not declared is refused.
         fields: output field name -> kind (``record``, ``correspondent``, ``document``,
-            ``content``) for structured results; a field not listed is ``content``.
+            ``content``) for structured results; ``"*"`` names the kind of fields not
+            listed (``content`` if absent).
         document_arg: the argument that selects a document; when the user (or another
             trusted source) supplied it, the output's ``content`` fields become
             ``document`` (the user pointed to it).
@@ -440,7 +441,8 @@ def label_output(
     ``KIND:TOOL.f`` with ``KIND`` from ``spec.fields`` (``content`` if unlisted), at
     ``spec.output_trust``; ``content`` becomes ``document`` when ``spec.document_arg`` was
     supplied by an untainted source. A plain (unstructured) result is one leaf, field
-    ``result``.
+    ``result``. Each leaf also carries the taint of the arguments (an output chosen by an
+    untrusted argument is as untrusted as that argument).
     """
     pointed = False
     if spec.document_arg and args and spec.document_arg in args:
@@ -452,9 +454,13 @@ def label_output(
             return {k: walk(v, str(k)) for k, v in value.items()}
         if isinstance(value, list):
             return [walk(v, fieldname) for v in value]
-        kind = spec.fields.get(fieldname, default)
+        kind = spec.fields.get(fieldname, spec.fields.get("*", default))
         if kind == "content" and pointed:
             kind = "document"
-        return Labeled(value, env_label(kind, f"{spec.name}.{fieldname}", trust=spec.output_trust))
+        own = env_label(kind, f"{spec.name}.{fieldname}", trust=spec.output_trust)
+        return Labeled(value, own.join(inherited) if inherited.tainted else own)
 
+    # what a tool returns depends on what it was asked: the arguments' taint flows into it
+    bad = frozenset().union(*(a.label.tainted for a in (args or {}).values()))
+    inherited = Label(bad, bad, bad)
     return walk(_plain(result), "result")

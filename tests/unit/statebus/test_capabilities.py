@@ -119,6 +119,20 @@ def test_recipient_who_already_wrote_is_allowed_a_planted_one_is_not() -> None:
     assert not BANK.allows("send_email", {"to": mail[0]["body"]})
 
 
+def test_output_selected_by_an_untrusted_argument_inherits_its_taint() -> None:
+    """A record fetched with an attacker-chosen argument is refused; fetched cleanly it passes."""
+    spec = ToolPolicy("day_events", {"day": Arg.any()}, fields={"*": "record"})
+    planted = label_output(spec, [{"who": "a@b.c"}], {"day": content("2024-05-15")})
+    clean = label_output(spec, [{"who": "a@b.c"}], {"day": trusted("2024-05-15")})
+    assert planted[0]["who"].label.tainted == {"record:day_events.who", "content:inbox.body"}
+    assert clean[0]["who"].label.sources == {"record:day_events.who"}
+    assert BANK.allows("send_email", {"to": clean[0]["who"]}) is False  # record: not a sender
+    policy = CapabilityPolicy("p", [ToolPolicy("send", {"to": ("user", "record")})])
+    assert policy.allows("send", {"to": clean[0]["who"]})
+    err = refusal("send", {"to": planted[0]["who"]}, policy)
+    assert "comes from content:inbox.body (content, untrusted)" in str(err)
+
+
 def test_label_output_of_a_plain_and_a_dataclass_result() -> None:
     """A plain result is one 'result' leaf; dataclass fields are labelled one by one."""
     from dataclasses import dataclass
