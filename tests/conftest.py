@@ -49,3 +49,20 @@ def pg_url() -> str:
 def redis_url() -> str:
     """URL of the local Redis (skips when absent, fails under REQUIRE_SERVICES)."""
     return _service("Redis", REDIS_URL, "127.0.0.1", 6379)
+
+
+@pytest.fixture(scope="session")
+def temporal_bin() -> str:
+    """Path of the `temporal` CLI, with temporalio importable (skips when surefoot[temporal]
+    is absent, fails under REQUIRE_SERVICES)."""
+    from surefoot.engines.temporal import find_temporal_binary
+
+    try:
+        import temporalio.client  # noqa: F401 - the SDK must be there too
+
+        return find_temporal_binary()
+    except ImportError as exc:  # MissingExtraError is an ImportError
+        reason = f"surefoot[temporal] is not installed: {exc}"
+        if REQUIRE_SERVICES:
+            pytest.fail(f"{reason}, and SUREFOOT_REQUIRE_SERVICES=1 requires it")
+        pytest.skip(reason)

@@ -1,4 +1,4 @@
-"""Seed 002, Hard 2: the agent ported to DBOS survives kill -9 without repeating recorded steps."""
+"""Seed 002, Hard 2: the agent ported to Temporal and DBOS survives kill -9, no step re-run."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 
 from surefoot import lab
 from surefoot.errors import ConfigError, MissingExtraError
-from surefoot.lab.agent import STEPS, port_dbos
+from surefoot.lab.agent import STEPS, port_dbos, port_temporal
 
 
 def run(exp_id: str, model: str = lab.FAKE_MODEL, **kwargs: Any) -> lab.LabResult:
@@ -24,7 +24,7 @@ def run(exp_id: str, model: str = lab.FAKE_MODEL, **kwargs: Any) -> lab.LabResul
 
 @pytest.fixture(scope="module")
 def port_result() -> lab.LabResult:
-    """The quick run of durable.port, shared by the tests below (it takes ~20 s)."""
+    """The quick run of durable.port, shared by the tests below (it takes ~35 s)."""
     assert dbos.DBOS is not None
     return run("durable.port")
 
@@ -38,7 +38,7 @@ def facts(port_result: lab.LabResult) -> dict[str, Any]:
 def test_port_answer_agrees_with_facts(port_result: lab.LabResult) -> None:
     """The port's answer states the counts and statuses its facts hold."""
     f, a = port_result.facts, port_result.answer
-    for engine in ("dbos", "surefoot"):
+    for engine in ("temporal", "dbos", "surefoot") if f["temporal"] else ("dbos", "surefoot"):
         rows = list(f[engine].values())
         ok = sum(1 for r in rows if r["succeeded"])
         rep = sum(r["repeated_for_journalled_steps"] for r in rows)
@@ -47,6 +47,15 @@ def test_port_answer_agrees_with_facts(port_result: lab.LabResult) -> None:
         assert f"with {rep} repeated calls" in a.split(f"{engine}: ", 1)[1]
         tail = a.split(f"{engine}: ", 1)[1].split(";")[0]
         assert ("no duplicate post" if dup == 0 else f"{dup} duplicate posts") in tail
+    if f["temporal"]:
+        t = f["temporal_summary"]
+        assert f"ran again in {t['in_flight_reran']} of {t['in_flight_rows']} kills" in a
+        tuned = port_temporal.TUNED.name
+        med, n = t["resumed_in_s_median"][tuned], t["resumed_kills"][tuned]
+        assert f"median {med} s over {n} kills with {tuned}" in a
+        assert f"next activity {t['server_resumed_in_s']:.2f} s after the kill" in a
+    else:
+        assert f"Temporal: not measured ({f['temporal_skipped']})" in a
     d, s = f["replacement"]["dbos"], f["replacement"]["surefoot"]
     assert f"DBOS's run stayed {d['status_while_replacement_ran']}" in a
     assert f"surefoot's run ended {s['status']}" in a
@@ -78,6 +87,29 @@ def test_hard2_port_kill9(facts: dict[str, Any]) -> None:
     pub = f["dbos"]["publish (reply)"]
     assert pub["calls_per_step"]["publish"] == 2
     assert pub["posts"] == 1 and pub["duplicate_posts"] == 0
+
+
+def test_hard2_temporal_port_kill9(facts: dict[str, Any], temporal_bin: str) -> None:
+    """On Temporal, worker and server SIGKILLs: every run completes, no completed step re-called."""
+    f = facts
+    assert f["temporal_skipped"] is None and temporal_bin
+    t = f["temporal_summary"]
+    assert t["all_succeeded"] is True and t["server_kill_succeeded"] is True
+    assert t["repeated_for_journalled_steps"] == 0  # the seed's Done-when, on Temporal
+    assert t["repeated_after_journal"] == 0 and t["duplicate_posts"] == 0
+    (point,) = [k for k in f["dbos"] if k.endswith("(request)")]
+    step = point.split()[0]
+    label = f"{step} (waiting) [tuned]" if step == "approve" else f"{point} [tuned]"
+    r = f["temporal"][label]
+    before = STEPS[: STEPS.index(step)]
+    assert set(before) - {"approve"} <= set(r["journalled_before_kill"])
+    assert r["succeeded"] is True and r["repeated_for_journalled_steps"] == 0
+    assert all(r["calls_per_step"][s] == 1 for s in before if s != "approve")
+    assert r["posts"] == 1 and r["duplicate_posts"] == 0
+    server = f["temporal"]["summarize (server killed) [tuned]"]
+    assert server["target"] == "server" and server["succeeded"] is True
+    assert server["repeated_for_journalled_steps"] == 0
+    assert f["temporal_server"]["ready_after_restart_s"] is not None
 
 
 def test_port_replacement_worker(facts: dict[str, Any]) -> None:

@@ -14,7 +14,9 @@ from .. import __version__
 from ..errors import SurefootError
 from ._chaos import chaos
 from ._lab import lab
+from ._provider import fake_provider
 from ._runs import runs
+from ._ui import ui
 from ._worker import worker
 
 __all__ = ["cli", "main"]
@@ -30,6 +32,8 @@ cli.add_command(lab)
 cli.add_command(worker)
 cli.add_command(runs)
 cli.add_command(chaos)
+cli.add_command(ui)
+cli.add_command(fake_provider)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -35,7 +35,7 @@ _COLOR = {
 }
 
 
-def _must_exist(db: str) -> None:
+def must_exist(db: str) -> None:
     """A ``sqlite:///file`` journal must already exist: these commands look at runs in it.
 
     Opening a missing file would create an empty journal (a typo in the path would look
@@ -50,7 +50,7 @@ def _must_exist(db: str) -> None:
 
 
 def _load(db: str, app_ref: str | None) -> durable.App:
-    _must_exist(db)
+    must_exist(db)
     if app_ref is None:
         return durable.App(db)
     loader = getattr(durable, "load_app", None)

@@ -37,7 +37,16 @@ from ._capabilities import (
 )
 from ._quarantine import FIELD_TYPES, Plan, PlanRunner, PlanStep, QuarantinedParser, make_plan
 from ._resolvers import ChatClient, Proposal, Resolution, judge, priority, vote
-from ._store import TRUST_LEVELS, AgentSession, AgentSpec, Entry, Lease, LostUpdate, Store
+from ._store import (
+    TRUST_LEVELS,
+    AgentSession,
+    AgentSpec,
+    Endorsement,
+    Entry,
+    Lease,
+    LostUpdate,
+    Store,
+)
 from ._stream import Consumer, DeadLetter, Message, Stream, StreamEntry
 from ._trust import (
     Endorser,
@@ -67,6 +76,7 @@ __all__ = [
     "Consumer",
     "DeadLetter",
     "DuplicateMessageError",
+    "Endorsement",
     "Endorser",
     "Entry",
     "Label",

@@ -1,11 +1,13 @@
-"""Seed 002, Hard 2: the 7-step agent ported to an existing durable engine, under kill -9.
+"""Seed 002, Hard 2: the 7-step agent ported to existing durable engines, under kill -9.
 
-The seed asks for a Temporal port; Temporal needs a server this machine cannot start, so
-the port runs on DBOS (same model: workflow = orchestration, steps = activities) in a
-real worker process on a SQLite system database. The worker is SIGKILLed mid-run at each
-step from 2 to 6 and restarted; DBOS's launch recovers the run. What the fake services
-received is counted in surefoot's ledger, outside the worker, for the DBOS port and for
-surefoot's own agent killed at the same point (``chaos.kill_mid_run``), side by side.
+The port the seed asks for runs on a real Temporal dev server (``_temporal_rows``; the
+workflow is the orchestration, the calls are activities, the approval is a signal), and a
+second port on DBOS (same model: workflow = orchestration, steps = activities) on a SQLite
+system database. Each runs in a real worker process, SIGKILLed mid-run at each step from
+2 to 6 and restarted; Temporal's server is also SIGKILLed once and restarted on its file.
+What the fake services received is counted in surefoot's ledger, outside the worker, for
+both ports and for surefoot's own agent killed at the same point
+(``chaos.kill_mid_run``), side by side.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ from .._registry import NO_MODEL, LabContext, LabResult, Table, experiment
 from ..agent import STEPS, AgentServices, Ledger, build_agent, start_agent
 from ..agent.chaos import ChaosConfig, WorkerProcesses, kill_mid_run
 from ..agent.port_dbos import PortKillReport, dbos_module, kill_dbos_mid_run
+from ..agent.port_temporal import DEFAULTS, TUNED
+from ._temporal_rows import skipped_reason, temporal_plan, temporal_rows, temporal_summary
 
 SEED_FILE = "002_91829255f3db9460.txt"
 KILL_POINTS = STEPS[1:6]
@@ -164,6 +168,47 @@ def _surefoot_replacement(ctx: LabContext, latency: float, lease: float) -> dict
     }
 
 
+def _row_order(row: tuple[str, str, dict[str, Any]]) -> tuple[int, int, int]:
+    """Rows killed at the same step side by side: request kills, reply kills, the rest."""
+    engine, when, _ = row
+    group = 0 if "(request)" in when or "(waiting)" in when else 1 if "(reply)" in when else 3
+    if "[defaults]" in when:
+        group = 2
+    rank = {"dbos": 0, "surefoot": 1, "temporal": 2}[engine]
+    return (group, STEPS.index(when.split()[0]), rank)
+
+
+def _temporal_times(rows: dict[str, dict[str, Any]]) -> Table:
+    """Temporal's resumption times, with and without heartbeats and a short sticky timeout."""
+    t = Table(
+        "Temporal: seconds from the SIGKILL (the worker restarted at once) to the run going on",
+        [
+            "kill during",
+            "killed",
+            "tuning",
+            "in-flight step attempts",
+            "kill -> next attempt starts",
+            "kill -> the step after starts",
+            "kill -> result",
+        ],
+    )
+
+    def s(v: float | None) -> Any:
+        return "-" if v is None else round(v, 2)
+
+    for when, r in rows.items():
+        t.add(
+            when.split(" [")[0],
+            r["target"],
+            r["tuning"],
+            "-" if r["in_flight"] == "approve" else r["in_flight_attempts"],
+            s(r["resumed_in_s"]),
+            s(r["next_step_in_s"]),
+            s(r["result_in_s"]),
+        )
+    return t
+
+
 def _replace(yes: bool, wait: float) -> dict[str, Any]:
     return {"replacement": "replacement-host", "wait": wait} if yes else {}
 
@@ -179,12 +224,41 @@ def _skipped(exc: MissingExtraError) -> LabResult:
     )
 
 
+def _temporal_answer(t: dict[str, Any], skipped: str | None) -> str:
+    """Temporal's timings and server kill, formatted from the summary of its rows."""
+    if skipped is not None:
+        return f" Temporal: not measured ({skipped})."
+    med, n = t["resumed_in_s_median"], t["resumed_kills"]
+    times = ", ".join(
+        f"{med[x.name]} s over {n[x.name]} kills with {x.name}"
+        for x in (TUNED, DEFAULTS)
+        if med[x.name] is not None
+    )
+    server = (
+        "; its server SIGKILLed mid-activity and restarted on its file: the run "
+        + ("completed" if t["server_kill_succeeded"] else "did not complete")
+        + f", next activity {t['server_resumed_in_s']:.2f} s after the kill"
+        if t["server_resumed_in_s"] is not None
+        else ""
+    )
+    return (
+        f" On Temporal the activity in flight ran again in {t['in_flight_reran']} of "
+        f"{t['in_flight_rows']} kills (attempt 2); kill to the next activity attempt (after "
+        f"the approval wait: publish), median {times}{server}."
+    )
+
+
 def _port_answer(
-    rows: list[tuple[str, str, dict[str, Any]]], d_rep: dict[str, Any], s_rep: dict[str, Any]
+    rows: list[tuple[str, str, dict[str, Any]]],
+    d_rep: dict[str, Any],
+    s_rep: dict[str, Any],
+    t_sum: dict[str, Any],
+    t_skipped: str | None,
 ) -> str:
     """Say what the kill rows and the replacement worker showed, formatted from them."""
     parts = []
-    for engine in ("dbos", "surefoot"):
+    engines = ("temporal", "dbos", "surefoot") if t_skipped is None else ("dbos", "surefoot")
+    for engine in engines:
         mine = [r for e, _, r in rows if e == engine]
         ok = sum(1 for r in mine if r["succeeded"])
         rep = sum(r["repeated_for_journalled_steps"] for r in mine)
@@ -195,10 +269,13 @@ def _port_answer(
             + ("no duplicate post" if dup == 0 else f"{dup} duplicate posts")
         )
     return (
-        "Ported to DBOS (model, tool and publish calls in steps, orchestration in the "
-        "workflow) and SIGKILLed mid-run: "
+        "Ported to Temporal (a dev server) and to DBOS (model, tool and publish calls in "
+        "activities / steps, orchestration in the workflow; the model is the seeded FakeLLM) "
+        "and SIGKILLed mid-run: "
         + "; ".join(parts)
-        + ". The step in flight may run again in both (at-least-once steps). A worker under "
+        + ". The step in flight may run again in every engine (at-least-once calls)."
+        + _temporal_answer(t_sum, t_skipped)
+        + " A worker under "
         f"a new id: DBOS's run stayed {d_rep['status_while_replacement_ran']} "
         f"({d_rep['steps_while_replacement_ran']} steps recorded) until a worker under the "
         f"dead one's executor id was started; surefoot's run ended {s_rep['status']} on the "
@@ -210,7 +287,7 @@ def _port_answer(
     id="durable.port",
     seed_file=SEED_FILE,
     exercise="Hard 2",
-    title="The agent ported to DBOS: kill -9 mid-run repeats no completed step's LLM call",
+    title="The agent ported to Temporal and DBOS: kill -9 mid-run repeats no completed LLM call",
 )
 def port(ctx: LabContext) -> LabResult:
     try:
@@ -222,9 +299,12 @@ def port(ctx: LabContext) -> LabResult:
     rng = random.Random(ctx.seed)
     points = (rng.choice(KILL_POINTS),) if ctx.quick else KILL_POINTS
     replies = REPLY_KILLS
-    total = 2 * len(points) + len(replies)
+    t_skipped = skipped_reason()
+    t_plan = [] if t_skipped is not None else temporal_plan(ctx, points)
+    total = 2 * len(points) + len(replies) + len(t_plan)
     t = Table(
-        "One agent run per row; its worker SIGKILLed with the step in flight, then restarted",
+        "One agent run per row; its worker (once: Temporal's server) SIGKILLed with the step "
+        "in flight, then restarted",
         [
             "engine",
             "kill during",
@@ -256,6 +336,15 @@ def port(ctx: LabContext) -> LabResult:
         d_rep = _dbos_row(ctx, "read", "request", latency, **_replace(True, wait))["replacement"]
         assert d_rep is not None
     s_rep = _surefoot_replacement(ctx, latency, lease)
+    done = [len(rows)]
+
+    def tick() -> None:
+        done[0] += 1
+        ctx.progress(done[0], total)
+
+    t_rows, t_server = temporal_rows(ctx, t_plan, latency, tick) if t_plan else ({}, {})
+    rows += [("temporal", when, r) for when, r in t_rows.items()]
+    rows.sort(key=_row_order)
     ctx.progress(total, total)
     t2 = Table(
         "The worker's machine never comes back: a worker under another id is started instead",
@@ -288,6 +377,7 @@ def port(ctx: LabContext) -> LabResult:
             "-" if r["resumed_in_s"] is None else round(r["resumed_in_s"], 2),
         )
     dbos_rows = [r for e, _, r in rows if e == "dbos"]
+    t_sum = temporal_summary(t_rows)
     facts: dict[str, Any] = {
         "kills": len(rows),
         "dbos": {when: r for e, when, r in rows if e == "dbos"},
@@ -298,15 +388,28 @@ def port(ctx: LabContext) -> LabResult:
         "dbos_duplicate_posts": sum(r["duplicate_posts"] for r in dbos_rows),
         "dbos_all_succeeded": all(r["succeeded"] for r in dbos_rows),
         "replacement": {"dbos": d_rep, "surefoot": s_rep},
+        "temporal": t_rows,
+        "temporal_summary": t_sum,
+        "temporal_server": t_server,
+        "temporal_skipped": t_skipped,
     }
     return LabResult(
-        tables=[t, t2],
+        tables=[t, _temporal_times(t_rows), t2] if t_rows else [t, t2],
         facts=facts,
-        answer=_port_answer(rows, d_rep, s_rep),
+        answer=_port_answer(rows, d_rep, s_rep, t_sum, t_skipped),
         params={
             "latency_s": latency,
             "kill_points": list(points),
             "reply_kills": list(replies),
-            "engines": ["dbos (SQLite system database)", "surefoot (SQLite journal)"],
+            "engines": [
+                "temporal (dev server 1.9.1, SQLite file, WAL)",
+                "dbos (SQLite system database)",
+                "surefoot (SQLite journal)",
+            ],
+            "temporal_runs": [list(p) for p in t_plan],
+            "temporal_tunings": {
+                x.name: {"start_to_close_s": x.start_to_close_s, "heartbeat_s": x.heartbeat_s}
+                for x in (TUNED, DEFAULTS)
+            },
         },
     )

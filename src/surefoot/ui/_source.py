@@ -1,0 +1,351 @@
+"""What the inspector reads and does, on the public API only (the adapter of ``surefoot ui``).
+
+Everything the pages show comes through here: ``durable.App`` (list_runs, show, retry,
+cancel, resolve, signal, fork), ``statebus.Store`` (snapshot) and ``statebus.Stream``
+(consumers, dead letters, redrive). Where the public API has no call for what a page needs,
+the gap is filled here and marked ``API GAP`` so the real call can replace it:
+
+- runs: the API has no offset, no version or age filter and no counts per status; on a
+  SQLite journal ``_runindex`` pages with indexed SQL, elsewhere one ``list_runs`` of every
+  run is filtered, counted and paged in Python;
+- workers: ``App.journal.live_workflows`` (the versions live workers offer) and the lease
+  owners of running runs (there is no list of workers with their ids and leases);
+- streams and consumers: named on the command line (there is no list of either).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from .. import durable
+from ..errors import ConfigError
+from ._runindex import SqliteRunIndex
+
+__all__ = ["Inspector", "RunView", "RunsPage", "RunsQuery", "StreamView", "parse_json"]
+
+NEEDS_ATTENTION = "needs_attention"
+WAITING = ("pending", "sleeping")
+
+
+def parse_json(text: str, what: str) -> Any:
+    """``text`` as JSON (empty means null), with the CLI's message when it is not JSON."""
+    if text.strip() == "":
+        return None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(
+            f"{what} must be JSON, got {text!r} ({exc}); quote strings: '\"yes\"'"
+        ) from None
+
+
+@dataclass(frozen=True, slots=True)
+class RunsQuery:
+    """The runs page's filters: state, workflow, version, max age in seconds, id search."""
+
+    state: str = ""
+    workflow: str = ""
+    version: str = ""
+    max_age: float | None = None
+    search: str = ""
+    page: int = 1
+    per_page: int = 50
+
+
+@dataclass(frozen=True, slots=True)
+class RunsPage:
+    """One page of runs (needs_attention first, then newest), with the counts per state."""
+
+    rows: list[durable.RunInfo]
+    total: int
+    counts: dict[str, int]
+    all_runs: int
+    page: int
+    pages: int
+    workflows: list[str]
+    versions: list[str]
+
+
+@dataclass(frozen=True, slots=True)
+class RunView:
+    """One run as the run page shows it."""
+
+    detail: durable.RunDetail
+    keys: dict[str, str]
+    children: list[str]
+    undone: list[Any]
+    not_undone: list[Any]
+    lease_expired: bool
+    signals: list[durable.AuditEntry]
+    attention: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerView:
+    """A consumer group's position, pending count and dead letters."""
+
+    name: str
+    position: int
+    pending: int
+    dead: list[Any]
+
+
+@dataclass(frozen=True, slots=True)
+class StreamView:
+    """A stream's last sequence number and its consumer groups."""
+
+    name: str
+    last_seq: int
+    consumers: list[ConsumerView] = field(default_factory=list)
+
+
+def _sort_key(r: durable.RunInfo) -> tuple[int, float, str]:
+    return (0 if r.status == NEEDS_ATTENTION else 1, -r.created_at, r.run_id)
+
+
+class Inspector:
+    """The inspector's view of one journal, and optionally one store and some streams.
+
+    Args:
+        db: the journal URL (as ``surefoot runs --db``).
+        store: a statebus storage URL for the shared-state and streams pages.
+        namespace: the store namespace to show.
+        streams: ``"name"`` or ``"name:consumer1,consumer2"`` (API GAP: no listing call).
+    """
+
+    def __init__(
+        self,
+        db: str,
+        *,
+        store: str | None = None,
+        namespace: str = "default",
+        streams: tuple[str, ...] = (),
+    ) -> None:
+        self.db = db
+        self.app = durable.App(db)
+        self.index = SqliteRunIndex.for_url(db)
+        self.store_url = store
+        self.namespace = namespace
+        self.stream_specs = [_stream_spec(s) for s in streams]
+        if self.stream_specs and store is None:
+            raise ConfigError("--stream needs --store URL: the storage that holds the streams")
+
+    def close(self) -> None:
+        """Release the journal's connections."""
+        self.app.close()
+
+    # -- runs ---------------------------------------------------------------------------
+
+    def _all_runs(self) -> list[durable.RunInfo]:
+        # API GAP: list_runs has no offset/version/age filters nor counts; read all once.
+        return self.app.list_runs(limit=10**9)
+
+    def runs_page(self, q: RunsQuery, *, now: float) -> RunsPage:
+        """Filter, count and page the runs; needs_attention first, then newest first."""
+        if self.index is not None:
+            return self._indexed_page(self.index, q, now=now)
+        return self.scanned_page(q, now=now)
+
+    def _indexed_page(self, index: SqliteRunIndex, q: RunsQuery, *, now: float) -> RunsPage:
+        got, page = index.page(
+            state=q.state,
+            workflow=q.workflow,
+            version=q.version,
+            since=None if q.max_age is None else now - q.max_age,
+            search=q.search.strip(),
+            page=q.page,
+            per_page=q.per_page,
+        )
+        journal = self.app.journal
+        rows = []
+        for run_id in got.run_ids:
+            row = journal.get_run(run_id)
+            if row is not None:  # deleted between the two reads
+                rows.append(durable.RunInfo.from_row(row))
+        return RunsPage(
+            rows=rows,
+            total=got.total,
+            counts={s: got.counts.get(s, 0) for s in durable.STATUSES},
+            all_runs=got.all_runs,
+            page=page,
+            pages=max(1, -(-got.total // q.per_page)),
+            workflows=got.workflows,
+            versions=got.versions,
+        )
+
+    def scanned_page(self, q: RunsQuery, *, now: float) -> RunsPage:
+        """The runs page through the public ``list_runs`` alone (any backend)."""
+        runs = self._all_runs()
+        counts = Counter(r.status for r in runs)
+        workflows = sorted({r.workflow for r in runs})
+        versions = sorted({r.version for r in runs})
+        needle = q.search.strip()
+        oldest = None if q.max_age is None else now - q.max_age
+        rows = [
+            r
+            for r in runs
+            if (not q.state or r.status == q.state)
+            and (not q.workflow or r.workflow == q.workflow)
+            and (not q.version or r.version == q.version)
+            and (oldest is None or r.created_at >= oldest)
+            and (not needle or needle in r.run_id)
+        ]
+        rows.sort(key=_sort_key)
+        pages = max(1, -(-len(rows) // q.per_page))
+        page = min(max(1, q.page), pages)
+        start = (page - 1) * q.per_page
+        return RunsPage(
+            rows=rows[start : start + q.per_page],
+            total=len(rows),
+            counts={s: counts.get(s, 0) for s in durable.STATUSES},
+            all_runs=len(runs),
+            page=page,
+            pages=pages,
+            workflows=workflows,
+            versions=versions,
+        )
+
+    def run(self, run_id: str, *, now: float) -> RunView:
+        """A run's detail plus what the page derives: keys, fork children, undo lists."""
+        d = self.app.show(run_id)
+        r = d.run
+        keys = {
+            s.pos: f"{r.run_id}:{s.pos}"
+            for s in d.steps
+            if s.kind == "effect" and r.strategy == "journal_keys"
+        }
+        children = [
+            str(a.detail.get("as"))
+            for a in d.audit
+            if a.action == "fork" and isinstance(a.detail, dict)
+        ]
+        undone: list[Any] = []
+        not_undone: list[Any] = []
+        attention: dict[str, Any] = {}
+        for a in d.audit:
+            if a.action == NEEDS_ATTENTION and isinstance(a.detail, dict):
+                attention = a.detail
+                undone = list(a.detail.get("undone") or [])
+                not_undone = list(a.detail.get("not_undone") or [])
+        expired = r.status == "running" and (r.lease_until or 0) < now
+        signals = [a for a in d.audit if a.action == "signal"]
+        return RunView(d, keys, children, undone, not_undone, expired, signals, attention)
+
+    # -- actions (the CLI's calls, and its messages when one is refused) ----------------
+
+    def retry(self, run_id: str, reason: str) -> str:
+        self.app.retry(run_id, reason=reason)
+        return f"retried {run_id}: now {self.app.show(run_id).run.status}"
+
+    def cancel(self, run_id: str, reason: str) -> str:
+        if not self.app.cancel(run_id, reason=reason):
+            raise ConfigError(f"run {run_id!r} has already ended; nothing to cancel")
+        return f"cancelled {run_id}: now {self.app.show(run_id).run.status}"
+
+    def resolve(self, run_id: str, step: str, result: str, reason: str) -> str:
+        value = parse_json(result, "RESULT")
+        self.app.resolve(run_id, step, value, reason=reason)
+        return f"resolved step {step} of {run_id}: now {self.app.show(run_id).run.status}"
+
+    def signal(self, run_id: str, name: str, payload: str, signal_id: str) -> str:
+        if not name:
+            raise ConfigError("a signal needs a name (the one the run's wait_for waits for)")
+        value = parse_json(payload, "PAYLOAD")
+        sent = self.app.signal(run_id, name, value, signal_id=signal_id or None)
+        if not sent:
+            return f"signal id {signal_id!r} was already delivered to {run_id}; nothing sent"
+        return f"signal {name!r} sent to {run_id} (now {self.app.show(run_id).run.status})"
+
+    def fork(self, run_id: str, step: str, new_id: str) -> tuple[str, str]:
+        if not step:
+            raise ConfigError("fork needs the step position to run again from, e.g. 3")
+        handle = self.app.fork(run_id, step, new_run_id=new_id or None)
+        return handle.run_id, f"forked {run_id} at step {step} as {handle.run_id}"
+
+    # -- workers --------------------------------------------------------------------------
+
+    def workers(self, *, now: float) -> dict[str, Any]:
+        """Live workflow versions, lease holders of running runs, and stranded runs."""
+        # API GAP: no list of workers; the journal knows what live workers offer, and the
+        # runs know who holds their lease.
+        live = self.app.journal.live_workflows(since=now - 3 * self.app.lease)
+        holders: dict[str, list[durable.RunInfo]] = {}
+        stranded: list[durable.RunInfo] = []
+        for r in self._all_runs():
+            if r.status == "running" and r.owner:
+                holders.setdefault(r.owner, []).append(r)
+            waiting = r.status in WAITING or (r.status == "running" and (r.lease_until or 0) < now)
+            if waiting and (r.workflow, r.version) not in live:
+                stranded.append(r)
+        return {
+            "live": sorted(live),
+            "holders": sorted(holders.items()),
+            "stranded": stranded,
+        }
+
+    # -- shared state and streams ---------------------------------------------------------
+
+    def state(self) -> list[Any]:
+        """Every key of the namespace with value, version, author and trust, by key."""
+        if self.store_url is None:
+            return []
+        from ..statebus import Store
+
+        st = Store(self.store_url, namespace=self.namespace)
+        try:
+            snap = st.snapshot()
+        finally:
+            st.close()
+        return [snap[k] for k in sorted(snap)]
+
+    def streams(self) -> list[StreamView]:
+        """The named streams with each named consumer's position and dead letters."""
+        if self.store_url is None:
+            return []
+        from ..statebus import Stream
+
+        out = []
+        for name, consumers in self.stream_specs:
+            s = Stream(self.store_url, name)
+            try:
+                views = [
+                    ConsumerView(c, cons.position, cons.pending, cons.dead_letters())
+                    for c in consumers
+                    for cons in [s.consumer(c)]
+                ]
+                out.append(StreamView(name, s.last_seq, views))
+            finally:
+                s.close()
+        return out
+
+    def redrive(self, stream: str, consumer: str, seqs: list[int] | None) -> str:
+        """Put dead letters back for delivery (all of the group's, or those in ``seqs``)."""
+        if (stream, consumer) not in {(n, c) for n, cs in self.stream_specs for c in cs}:
+            raise ConfigError(
+                f"stream {stream!r} consumer {consumer!r} is not one this inspector shows; "
+                "name it with --stream NAME:CONSUMER"
+            )
+        if self.store_url is None:  # pragma: no cover - guarded in __init__
+            raise ConfigError("no --store")
+        from ..statebus import Stream
+
+        s = Stream(self.store_url, stream)
+        try:
+            n = s.consumer(consumer).redrive(seqs)
+        finally:
+            s.close()
+        return f"redrove {n} dead letter{'s' if n != 1 else ''} of {stream}/{consumer}"
+
+
+def _stream_spec(text: str) -> tuple[str, list[str]]:
+    name, _, rest = text.partition(":")
+    consumers = [c for c in rest.split(",") if c]
+    if not name or not consumers:
+        raise ConfigError(
+            f"--stream must look like 'NAME:CONSUMER[,CONSUMER…]', got {text!r}; "
+            "the consumers are the groups whose positions and dead letters to show"
+        )
+    return name, consumers

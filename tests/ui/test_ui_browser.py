@@ -1,0 +1,133 @@
+"""The inspector in a real browser (headless Debian chromium): pages, clicks, screenshots.
+
+Screenshots go to a temporary folder, or to ``$SUREFOOT_UI_SCREENSHOTS`` (the docs' images
+are refreshed with ``SUREFOOT_UI_SCREENSHOTS=docs/img``).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import pytest
+
+from surefoot.durable import App
+
+pytestmark = pytest.mark.browser
+
+
+@pytest.fixture
+def shots(tmp_path: Path) -> Path:
+    """Where screenshots go."""
+    out = Path(os.environ.get("SUREFOOT_UI_SCREENSHOTS") or tmp_path / "shots")
+    out.mkdir(parents=True, exist_ok=True)
+    return out
+
+
+def test_every_page_renders_with_its_story(live_server: Any, page: Any, shots: Path) -> None:
+    """Each page shows what it is for, in the browser, and is kept as a screenshot."""
+    u = live_server.url
+    page.goto(f"{u}/runs")
+    assert page.locator("tbody tr").count() == 11
+    assert page.locator("tbody tr").first.locator("a.runid").inner_text() in {
+        "trip-rome",
+        "notify-ops",
+    }
+    page.screenshot(path=str(shots / "ui-runs.png"), full_page=True)
+
+    page.goto(f"{u}/run?id=trip-rome")
+    assert page.get_by_text("not undone:", exact=True).is_visible()
+    page.locator("details.val summary").last.click()  # unfold the needs_attention detail
+    assert page.locator("details.val[open]").count() == 1
+    page.screenshot(path=str(shots / "ui-run-saga.png"), full_page=True)
+
+    page.goto(f"{u}/run?id=research-crash")
+    assert page.get_by_text("research-crash:3").is_visible()
+    page.screenshot(path=str(shots / "ui-run-resumed.png"), full_page=True)
+
+    page.goto(f"{u}/run?id=notify-ops")
+    assert page.get_by_text("intent, no outcome").is_visible()
+    page.screenshot(path=str(shots / "ui-run-unknown-outcome.png"), full_page=True)
+
+    page.goto(f"{u}/workers")
+    assert page.get_by_text("Stranded runs").is_visible()
+    page.screenshot(path=str(shots / "ui-workers.png"), full_page=True)
+
+    page.goto(f"{u}/state")
+    assert page.locator("span.t-untrusted").count() == 1
+    page.screenshot(path=str(shots / "ui-state.png"), full_page=True)
+
+    page.goto(f"{u}/streams")
+    assert page.locator("h3").inner_text() == "Dead letters of summarizers"
+    page.screenshot(path=str(shots / "ui-streams.png"), full_page=True)
+    assert page.dialogs == []
+
+
+def test_clicking_retry_sends_the_saga_back_to_work(
+    live_server: Any, page: Any, shots: Path
+) -> None:
+    """Retry… then Yes, retry: the run is pending and its audit log ends with retry."""
+    page.goto(f"{live_server.url}/run?id=trip-rome")
+    page.get_by_role("link", name="Retry…").click()
+    page.get_by_label("reason (kept in the audit log)").fill("the hotel API is back")
+    page.screenshot(path=str(shots / "ui-confirm-retry.png"), full_page=True)
+    page.get_by_role("button", name="Yes, retry").click()
+    assert page.locator("p.msg").inner_text() == "retried trip-rome: now pending"
+    page.screenshot(path=str(shots / "ui-retried.png"))
+    with App(live_server.db) as app:
+        d = app.show("trip-rome")
+    assert d.run.status == "pending"
+    assert d.audit[-1].action == "retry"
+    assert d.audit[-1].detail["reason"] == "the hotel API is back"
+
+
+def test_clicking_retry_on_a_finished_run_shows_the_refusal(live_server: Any, page: Any) -> None:
+    """A retry the API refuses shows its message, and the run is unchanged."""
+    page.goto(f"{live_server.url}/run/confirm?id=research-ok&do=retry")
+    page.get_by_role("button", name="Yes, retry").click()
+    msg = page.locator("p.msg").inner_text()
+    assert msg.startswith("surefoot: error: run 'research-ok' is succeeded, not needs_attention")
+    with App(live_server.db) as app:
+        assert app.show("research-ok").run.status == "succeeded"
+
+
+def test_clicking_redrive_puts_the_dead_letter_back(live_server: Any, page: Any) -> None:
+    """Redrive… on one dead letter, then Yes: only the other dead letter is left."""
+    page.goto(f"{live_server.url}/streams")
+    rows = page.locator("table.grid").nth(1).locator("tbody tr")
+    assert rows.count() == 2
+    rows.first.get_by_role("link", name="Redrive…").click()
+    page.get_by_role("button", name="Yes, redrive").click()
+    assert page.locator("p.msg").inner_text() == "redrove 1 dead letter of tasks/summarizers"
+    page.goto(f"{live_server.url}/streams")
+    assert page.locator("table.grid").nth(1).locator("tbody tr").count() == 1
+
+
+def test_payloads_stay_inert_in_the_browser(hostile_server: Any, page: Any, shots: Path) -> None:
+    """Script, HTML and javascript: values fire no dialog and inject no element."""
+    import demo_journal
+
+    u = hostile_server.url
+    rid = quote(demo_journal.PAYLOADS["run_id"])
+    blocked: list[str] = []
+    page.on("console", lambda m: blocked.append(m.text) if m.type == "error" else None)
+    for path in ("/runs", f"/run?id={rid}", "/run?id=gate-1", "/state"):
+        page.goto(u + path)
+        for d in page.locator("details.val summary").all():
+            d.click()  # unfold every value: folded text must stay text too
+        counts = page.evaluate(
+            "() => ({bad: document.querySelectorAll('script, iframe, img, [id=injected]').length,"
+            " js: [...document.querySelectorAll('[href], [src]')]"
+            ".filter(e => /javascript:/i.test(e.getAttribute('href') || e.getAttribute('src')))"
+            ".length})"
+        )
+        assert counts == {"bad": 0, "js": 0}, path
+        for link in page.locator("a").all():
+            assert (link.get_attribute("href") or "").startswith("/"), path
+    page.goto(u + f"/run?id={rid}")
+    assert page.get_by_text("<script>alert('result')</script>").count() >= 1
+    page.screenshot(path=str(shots / "ui-xss-inert.png"), full_page=True)
+    assert page.dialogs == []
+    assert blocked == []  # nothing even tried to run (a CSP block would log an error)

@@ -1,0 +1,194 @@
+"""The inspector's pages, read without a browser: what each one shows of the journal."""
+
+from __future__ import annotations
+
+import html as html_lib
+import re
+from typing import Any
+
+import pytest
+from ui_support import make_client
+
+
+@pytest.fixture(scope="module")
+def client(demo: dict[str, Any]) -> Any:
+    """A client on the demo journal and store."""
+    return make_client(demo["db"], demo["store"])
+
+
+def _run_ids(html: str) -> list[str]:
+    return re.findall(r'<a class="runid" href="/run\?id=[^"]*">([^<]*)</a>', html)
+
+
+def test_runs_page_counts_every_state_and_lists_attention_first(client: Any) -> None:
+    """The runs page counts runs per state and lists needs_attention runs before the rest."""
+    html = client.get("/runs").text
+    for state, n in {"needs attention": 2, "sleeping": 2, "failed": 1, "cancelled": 1}.items():
+        assert re.search(rf"{state} <b>{n}</b>", html), state
+    ids = _run_ids(html)
+    assert len(ids) == 11
+    assert set(ids[:2]) == {"trip-rome", "notify-ops"}
+
+
+def test_runs_page_filters_by_state_workflow_version_and_search(client: Any) -> None:
+    """Each filter narrows the list to the matching runs."""
+    assert _run_ids(client.get("/runs?state=sleeping").text) == ["approval-42", "digest-daily"]
+    assert set(_run_ids(client.get("/runs?workflow=trip").text)) == {"trip-rome"}
+    assert set(_run_ids(client.get("/runs?version=3").text)) == {"trip-rome"}
+    assert set(_run_ids(client.get("/runs?q=digest").text)) == {
+        "digest-daily",
+        "digest-cancelled",
+    }
+    assert len(_run_ids(client.get("/runs?age=1h").text)) == 11
+    assert "no runs match" in client.get("/runs?q=nothing-like-this").text
+
+
+def test_runs_page_is_paginated(tmp_path: Any) -> None:
+    """120 runs show 50 per page over 3 pages, none twice and none missing."""
+    from surefoot.durable import App
+
+    db = f"sqlite:///{tmp_path / 'many.db'}"
+    with App(db) as app:
+
+        @app.workflow(name="w")
+        def w() -> None:
+            return None
+
+        for i in range(120):
+            app.enqueue("w", run_id=f"r-{i:03d}")
+    c = make_client(db)
+    pages = [_run_ids(c.get(f"/runs?page={p}").text) for p in (1, 2, 3)]
+    assert [len(p) for p in pages] == [50, 50, 20]
+    assert sorted(i for p in pages for i in p) == [f"r-{i:03d}" for i in range(120)]
+    assert "page 3 of 3" in c.get("/runs?page=99").text
+
+
+def test_saga_page_tells_what_was_and_was_not_undone(client: Any) -> None:
+    """The saga's page shows its compensations, the undone and not-undone effects, keys."""
+    html = client.get("/run?id=trip-rome").text
+    assert "needs attention" in html
+    assert "the hotel provider refused the cancellation (HTTP 503)" in html
+    assert "<b>undone:</b> <code>book 3</code>" in html
+    assert "<code>book 2</code>, <code>book 1</code>" in html
+    for pos in ("1", "2", "3"):
+        assert f"trip-rome:{pos}" in html  # the derived idempotency keys of the effects
+    assert "5bb9" in html or "structure hash" in html
+
+
+def test_unknown_outcome_is_marked_and_offers_resolve(client: Any) -> None:
+    """An effect started and never journalled shows as intent without outcome, with Resolve."""
+    html = client.get("/run?id=notify-ops").text
+    assert "intent, no outcome" in html
+    assert "do=resolve&amp;step=1" in html
+
+
+def test_resumed_run_shows_takeover_by_the_other_worker(client: Any) -> None:
+    """The crashed and resumed run shows epoch 2, the second attempt, and the resume entry."""
+    html = client.get("/run?id=research-crash").text
+    assert "research-crash:3" in html
+    assert '"worker": "worker-b"' in html_lib.unescape(html)
+    assert re.search(r"<dt>epoch</dt><dd>2</dd>", html)
+
+
+def test_stuck_run_shows_its_expired_lease_and_holder(client: Any) -> None:
+    """A run whose worker died shows its holder and that the lease expired."""
+    html = client.get("/run?id=research-stuck").text
+    assert "Its lease expired" in html and "worker-a" in html
+
+
+def test_waiting_run_shows_signal_name_and_deadline(client: Any) -> None:
+    """A run waiting for a signal names it and shows the timeout's deadline."""
+    html = client.get("/run?id=approval-42").text
+    assert "signal <code>approve</code>, deadline" in html
+
+
+def test_fork_lineage_links_both_ways(client: Any) -> None:
+    """A fork links to its parent, and the parent lists the fork."""
+    assert (
+        'href="/run?id=research-ok">research-ok</a>' in client.get("/run?id=research-ok-fork").text
+    )
+    assert 'href="/run?id=research-ok-fork"' in client.get("/run?id=research-ok").text
+
+
+def test_large_value_is_folded_with_its_full_text(client: Any) -> None:
+    """A long result is folded behind <details>, and the whole text is on the page."""
+    html = client.get("/run?id=research-ok").text
+    assert "<details" in html and "show all" in html
+    full = "Details follow. " * 40
+    assert full.strip() in html
+
+
+def test_unknown_run_is_a_clear_404(client: Any) -> None:
+    """A run id that is not in the journal gets the API's message, status 404."""
+    r = client.get("/run?id=no-such-run")
+    assert r.status_code == 404
+    assert "no-such-run" in r.text and "surefoot: error:" in r.text
+
+
+def test_workers_page_lists_lease_holders_and_stranded_runs(client: Any) -> None:
+    """With no live worker, waiting runs are stranded; the dead worker still holds a lease."""
+    html = client.get("/workers").text
+    assert "no worker has reported" in html or "<td>research</td>" in html
+    assert "worker-a" in html and "expired" in html
+    stranded = html.split("Stranded runs", 1)[1]
+    assert "research-queued" in stranded and "approval-42" in stranded
+
+
+def test_state_page_shows_value_version_author_and_trust(client: Any) -> None:
+    """Each key shows its version, author and trust label next to the value."""
+    html = client.get("/state").text
+    row = html.split("notes/source-1", 1)[1].split("</tr>", 1)[0]
+    assert "web-reader" in row and "t-untrusted" in row and "https://example.org/a" in row
+    assert "planner" in html and "t-trusted" in html
+
+
+def test_streams_page_shows_positions_and_dead_letters(client: Any) -> None:
+    """The stream page shows the consumer's position and both dead letters with reasons."""
+    html = client.get("/streams").text
+    assert "last sequence number 5" in html
+    assert "schema: missing field &#39;url&#39;" in html
+    assert "max_attempts" in html
+    assert "summarize page 4" in html and "summarize page 2" in html
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        {},
+        {"state": "sleeping"},
+        {"workflow": "research", "version": "2"},
+        {"search": "digest"},
+        {"max_age": 3600.0},
+        {"per_page": 3, "page": 2},
+        {"per_page": 3, "page": 99},
+    ],
+)
+def test_indexed_runs_page_equals_the_public_scan(demo: dict[str, Any], query: Any) -> None:
+    """The SQL fast path gives the same rows, order, totals and counts as list_runs alone."""
+    import time
+
+    from surefoot.ui import Inspector, RunsQuery
+
+    src = Inspector(demo["db"])
+    assert src.index is not None
+    q, now = RunsQuery(**query), time.time()
+    fast, slow = src.runs_page(q, now=now), src.scanned_page(q, now=now)
+    src.close()
+    assert [r.run_id for r in fast.rows] == [r.run_id for r in slow.rows]
+    assert (fast.total, fast.counts, fast.all_runs, fast.page, fast.pages) == (
+        slow.total,
+        slow.counts,
+        slow.all_runs,
+        slow.page,
+        slow.pages,
+    )
+    assert (fast.workflows, fast.versions) == (slow.workflows, slow.versions)
+
+
+def test_index_is_skipped_where_it_cannot_read_the_table(tmp_path: Any) -> None:
+    """A memory journal or a file without the runs table falls back to the public scan."""
+    from surefoot.ui._runindex import SqliteRunIndex
+
+    assert SqliteRunIndex.for_url("sqlite://") is None
+    assert SqliteRunIndex.for_url(f"sqlite:///{tmp_path / 'missing.db'}") is None
+    assert SqliteRunIndex.for_url("postgresql://u@127.0.0.1/db") is None
