@@ -173,3 +173,23 @@ def test_durable_plan_resumes_without_reparsing(app: App) -> None:
     out = app.resume("r").result(timeout=10)
     assert (llm.calls, bank.reads, bank.sent) == (1, 1, [("UK12345", 98.7)])
     assert out["text"] == "Paid 98.7" and out["marked"] is True
+
+
+def test_runner_refuses_a_tool_without_function_and_a_dangling_reference() -> None:
+    """A plan naming a tool the runner lacks, or a field its step lacks, fails with the name."""
+    bank = Bank()
+    runner = PlanRunner(POLICY, {"read_file": bank.read_file}, QuarantinedParser(reply({})))
+    pay = {"steps": [{"id": "s", "tool": "send_money", "args": {"recipient": "UK1", "amount": 1}}]}
+    with pytest.raises(ConfigError, match="no function for"):
+        runner.run(Plan.from_dict(pay), trusted("pay").label)
+    plan = Plan.from_dict(
+        {
+            "steps": [{"id": "b", "tool": "read_file", "args": {"path": "x"}}],
+            "answer": [{"ref": "b.nope"}],
+        }
+    )
+    with pytest.raises(ConfigError, match=r"plan ref 'b.nope': no 'nope' in it"):
+        runner.run(plan, trusted("pay").label)
+    bad = FakeLLM(responder=lambda m: "no plan today")
+    with pytest.raises(TrustError, match="plan must reply with one JSON object"):
+        make_plan(bad, trusted("pay"), {"read_file": ""})
