@@ -261,7 +261,9 @@ class PlanRunner:
             raise ConfigError(f"plan calls {tool!r}, which the runner has no function for")
         return self.policy.call(tool, self.tools[tool], args)
 
-    def _parse(self, content: Any, fields: dict[str, str]) -> dict[str, Labeled[Any]]:
+    # Any: the journal decodes it back to the registered Labeled values it stored (a generic
+    # Labeled[...] annotation is not a shape durable can rebuild by type)
+    def _parse(self, content: Any, fields: dict[str, str]) -> Any:
         return self.parser.parse(content, fields)
 
     def register(self, app: Any, *, name: str = "plan") -> Any:
