@@ -107,14 +107,8 @@ class SQLRunQueries:
 
     def run_versions(self) -> list[tuple[str, str]]:
         """The distinct (workflow, version) pairs of the journal's runs, sorted."""
-        c = self.d.order_c
-        rows = self.d.read(
-            self.d.sql(
-                "SELECT DISTINCT workflow, version FROM durable_runs "
-                f"ORDER BY workflow{c}, version{c}"
-            )
-        )
-        return [(str(w), str(v)) for w, v in rows]
+        rows = self.d.read(self.d.sql("SELECT DISTINCT workflow, version FROM durable_runs"))
+        return sorted((str(w), str(v)) for w, v in rows)  # code point order on every backend
 
     def workers(self, *, now: float) -> list[WorkerRow]:
         """Every worker the journal has seen, by id, with the unexpired leases it holds."""

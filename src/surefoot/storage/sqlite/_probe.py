@@ -3,7 +3,9 @@
 A file in WAL mode whose last connection closed has no ``-wal``/``-shm`` beside it, and the
 main file holds every commit: it is read as ``immutable`` (SQLite then takes no locks and
 creates no side files). When a ``-wal`` or ``-shm`` is there (a live writer), it is read
-``mode=ro`` through them, so the newest commits are seen; the files were there before.
+``mode=ro`` through them, so the newest commits are seen: the file and its ``-wal`` are
+left as they were, and no file is added (the ``-shm``, shared memory of the connections,
+gets the read mark every reader sets).
 """
 
 from __future__ import annotations
