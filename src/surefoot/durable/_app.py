@@ -20,7 +20,7 @@ from ..errors import (
 )
 from ..storage.base import Journal, RunRow
 from ._crash import CrashPlan
-from ._exists import check_opened, check_sqlite
+from ._exists import check_exists
 from ._handle import RunHandle
 from ._manage import Management
 from ._registry import Registry
@@ -167,14 +167,8 @@ class App(Management):
             with self._open_lock:
                 if self._journal is None:
                     if not self.create:
-                        check_sqlite(self.url)
+                        check_exists(self.url)
                     st = storage.open(self.url)
-                    if not self.create:
-                        try:
-                            check_opened(self.url, st)
-                        except BaseException:
-                            st.close()
-                            raise
                     self._journal = st.journal()
                     self._storage = st
                 j = self._journal

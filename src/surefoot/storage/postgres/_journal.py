@@ -96,6 +96,12 @@ MIGRATIONS = [
     """,
     # 2: claims since the run last suspended or an operator moved it (``max_claims``)
     "ALTER TABLE durable_runs ADD COLUMN claims INTEGER NOT NULL DEFAULT 0",
+    # 3: the run listing's filters and orders (``page_runs``, ``count_runs``)
+    """
+    CREATE INDEX durable_runs_status_created ON durable_runs (status, created_at);
+    CREATE INDEX durable_runs_created ON durable_runs (created_at);
+    CREATE INDEX durable_runs_versions ON durable_runs (workflow, version)
+    """,
 ]
 
 

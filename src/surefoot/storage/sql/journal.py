@@ -25,6 +25,7 @@ from typing import Any
 from ...errors import ConfigError, RunConflictError, UnknownRunError
 from ..base import AuditRow, RunRow, RunWrite, StepRow, StepWrite
 from .dialect import Dialect
+from .runs import SQLRunQueries
 
 __all__ = [
     "AUDIT_SQL",
@@ -116,12 +117,14 @@ def _workflows_text(workflows: list[tuple[str, str]]) -> str:
     return ";".join(f"{n}@{v}" for n, v in sorted(workflows))
 
 
-class SQLJournal:
+class SQLJournal(SQLRunQueries):
     """The ``Journal`` protocol in SQL, on one backend's :class:`Dialect`.
 
     Subclasses run their migrations, then call ``super().__init__(dialect)``; they
     implement :meth:`create_run` and :meth:`heartbeat`, which differ by backend.
     """
+
+    _sel = SEL
 
     def __init__(self, dialect: Dialect) -> None:
         d = self.d = dialect
