@@ -135,8 +135,12 @@ def enter(engine: RunEngine, run_id: str, workflow: str) -> contextvars.Token[Sc
 
 
 def leave(token: contextvars.Token[Scope | None]) -> None:
-    """Undo :func:`enter`."""
-    current.reset(token)
+    """Undo :func:`enter`. A run closed from another context (an engine evicting it from
+    its cache closes the coroutine elsewhere) has nothing left to undo."""
+    try:
+        current.reset(token)
+    except ValueError:
+        pass
 
 
 @contextmanager

@@ -6,8 +6,9 @@ annotations, adds the idempotency key the workflow computed (``f"{run_id}:{pos}"
 same on every attempt and replay), sets ``current_run()`` and calls the function: async
 ones on the worker's loop, sync ones in a thread. While it runs it heartbeats every third
 of the heartbeat timeout, so a dead worker's attempt is known lost within that timeout.
-A step's exception fails the activity with surefoot's error data (never retried by
-Temporal: the workflow's retry policy decides).
+A step's exception fails the activity with surefoot's error data and the step's retry
+decision, taken here on the real exception (never retried by Temporal: the workflow
+sleeps the decided wait on a durable timer and schedules the next attempt).
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import functools
+import random
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -47,9 +50,9 @@ async def run_step(args: Sequence[RawValue]) -> str:
     if call["undo"]:
         comp = sd.compensate
         assert comp is not None
-        fn, is_async, name = comp.fn, comp.is_async, comp.name
+        fn, is_async, name, retry = comp.fn, comp.is_async, comp.name, comp.retry
     else:
-        fn, is_async, name = sd.fn, sd.is_async, sd.name
+        fn, is_async, name, retry = sd.fn, sd.is_async, sd.name, sd.retry
     a, kw = decode_args(fn, call["args"])
     if call.get("key") is not None:
         kw["key"] = call["key"]
@@ -72,9 +75,21 @@ async def run_step(args: Sequence[RawValue]) -> str:
         task.cancel()
         raise
     except Exception as exc:
+        # The step's retry policy decides here, on the exception itself (its type, a
+        # Retry-After it carries); the decision is recorded in the history with the failure,
+        # so replay reads it back instead of deciding again.
+        r = call["retry"]
+        wait = retry.next_wait(
+            r["attempt"],
+            exc,
+            max(time.time() - r["started"], 0.0),
+            r["previous"],
+            random.Random(r["seed"]),
+        )
         raise ApplicationError(
             f"{type(exc).__name__}: {exc}",
             codec.error_to_data(exc),
+            wait,
             type=STEP_ERROR,
             non_retryable=True,
         ) from None

@@ -37,7 +37,7 @@ from ...errors import (
 )
 from ._url import TemporalConfig, parse_url
 from ._wire import parse_type, type_name
-from ._worker import connect, make_worker
+from ._worker import connect, make_worker, unserve
 from ._workflow import SIGNALS_QUERY
 
 __all__ = ["TemporalEngine", "TemporalHandle"]
@@ -131,9 +131,12 @@ class TemporalEngine:
             except Exception:
                 pass
             self._worker = None
+            unserve(self.app, self.config)
         loop.call_soon_threadsafe(loop.stop)
         if thread is not None:
             thread.join(timeout=5)
+        if not loop.is_running():
+            loop.close()
         self._loop = self._thread = None
         self._client = None
 
@@ -228,14 +231,22 @@ class TemporalEngine:
                 f"run {run_id!r} has ended ({status}); no wait_for({name!r}) will receive "
                 "this signal, so nothing was sent"
             )
+        sent = sid or uuid.uuid4().hex
         try:
-            await handle.signal(name, {"id": sid or uuid.uuid4().hex, "v": text})
+            await handle.signal(name, {"id": sent, "v": text})
         except RPCError as exc:
             if exc.status == RPCStatusCode.NOT_FOUND:
                 raise JournalError(
                     f"run {run_id!r} ended before signal {name!r} reached it; nothing was sent"
                 ) from None
             raise
+        # A signal that arrives while a workflow task is in flight is buffered outside the
+        # history until the task completes; wait until it is recorded, so that a repeated
+        # send of the same id (from this process or another) finds it and returns False.
+        for _ in range(200):
+            if sent in await self._signal_ids(handle):
+                break
+            await asyncio.sleep(0.01)
         return True
 
     def handle(self, run_id: str) -> TemporalHandle:

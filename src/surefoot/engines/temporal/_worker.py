@@ -19,7 +19,7 @@ from ._url import TemporalConfig, parse_url
 from ._wire import SERVED, Served
 from ._workflow import SurefootWorkflow
 
-__all__ = ["WorkflowClock", "connect", "make_worker", "serve"]
+__all__ = ["WorkflowClock", "connect", "make_worker", "serve", "unserve"]
 
 
 class WorkflowClock:
@@ -91,6 +91,13 @@ def make_worker(
     )
 
 
+def unserve(app: Any, config: TemporalConfig) -> None:
+    """Forget that this process serves ``app`` on ``config.task_queue`` (its worker stopped)."""
+    served = SERVED.get(config.task_queue)
+    if served is not None and served.registry is app.registry:
+        del SERVED[config.task_queue]
+
+
 async def serve(
     app: Any,
     url: str | None = None,
@@ -114,7 +121,11 @@ async def serve(
             loop.add_signal_handler(sig, stop.set)
     except (RuntimeError, ValueError):  # not the main thread: the caller sets ``stop``
         pass
-    async with worker:
-        if ready is not None:
-            ready(f"surefoot worker on {config.url()} serving {len(app.registered())} workflow(s)")
-        await stop.wait()
+    try:
+        async with worker:
+            if ready is not None:
+                n = len(app.registered())
+                ready(f"surefoot worker on {config.url()} serving {n} workflow(s)")
+            await stop.wait()
+    finally:
+        unserve(app, config)

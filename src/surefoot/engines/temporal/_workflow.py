@@ -9,12 +9,14 @@ registered; a type whose version the worker lacks fails the run at once with
 The workflow function runs unchanged under :func:`surefoot.durable.engine.enter`: each
 step call is an activity (type = the step's name, id = its position), ``app.sleep`` a
 durable timer, ``app.wait_for`` waits for a signal of that name whose id it has not seen.
-Retries are surefoot's: every activity has Temporal's retries off, and the step's own
-``RetryPolicy`` decides here, in workflow code (deterministic: workflow time, the
-workflow's seeded random), whether and after how long (a durable timer) a failed attempt
-is tried again. An attempt lost to a dead worker (heartbeat or start-to-close timeout) is
-run again like an embedded resume, except an effect with no key that is not idempotent:
-its outcome is unknown, so the run goes to ``needs_attention``.
+Retries are surefoot's: every activity has Temporal's retries off; the step's own
+``RetryPolicy`` decides in the failed activity, on the real exception (its type, a
+``Retry-After``), with a seed drawn here from the workflow's random, and the decision comes
+back with the failure (so it is in the history): the workflow sleeps that wait on a durable
+timer and schedules the next attempt (activity id ``pos#attempt``), same key. An attempt
+lost to a dead worker (heartbeat or start-to-close timeout) is run again like an embedded
+resume, except an effect with no key that is not idempotent: its outcome is unknown, so
+the run goes to ``needs_attention``.
 
 Runs without Temporal's sandbox: the user's module is not re-imported per run (a script's
 own ``app.start`` would run again). :mod:`._guard` makes the clock, random and I/O raise
@@ -115,7 +117,7 @@ class _Run:
         text = codec.dumps([list(args), kwargs], where=f"the arguments of step {pos} {sd.name!r}")
         key = f"{self.run_id}:{pos}" if sd.takes_key else None
         call = {"step": sd.name, "undo": False, "pos": pos, "args": text, "key": key}
-        out = await self._attempts(sd.name, pos, call, sd.retry, lost_ok=self._rerun_ok(sd))
+        out = await self._attempts(sd.name, pos, call, lost_ok=self._rerun_ok(sd))
         value = decode_result(sd, out)
         if sd.compensate is not None:
             self.saga.append((pos, sd, list(args), dict(kwargs), value))
@@ -126,7 +128,7 @@ class _Run:
         return sd.kind == "pure" or sd.idempotent or sd.takes_key
 
     async def _attempts(
-        self, activity: str, pos: str, call: dict[str, Any], retry: Any, *, lost_ok: bool
+        self, activity: str, pos: str, call: dict[str, Any], *, lost_ok: bool
     ) -> str:
         """Run one step (or compensation) as activities until it succeeds or gives up."""
         started = workflow.now().timestamp()
@@ -134,7 +136,18 @@ class _Run:
         wait: float | None = None
         while True:
             attempt += 1
-            payload = {**call, "run_id": self.run_id, "workflow": self.name, "attempt": attempt}
+            payload = {
+                **call,
+                "run_id": self.run_id,
+                "workflow": self.name,
+                "attempt": attempt,
+                "retry": {
+                    "attempt": attempt - lost,
+                    "started": started,
+                    "previous": wait,
+                    "seed": workflow.random().getrandbits(32),
+                },
+            }
             try:
                 out: str = await workflow.execute_activity(
                     activity,
@@ -162,8 +175,7 @@ class _Run:
                         raise codec.error_from_data(cause.details[0]) from None
                     raise
                 exc = codec.error_from_data(cause.details[0])
-                elapsed = workflow.now().timestamp() - started
-                wait = retry.next_wait(attempt - lost, exc, elapsed, wait, workflow.random())
+                wait = cause.details[1] if len(cause.details) > 1 else None
                 if wait is None:
                     raise exc from None
                 if wait > 0:
@@ -237,7 +249,7 @@ class _Run:
             text = codec.dumps([args, kw], where=f"the arguments of compensation {comp.name!r}")
             call = {"step": sd.name, "undo": True, "pos": upos, "args": text, "key": None}
             try:
-                await self._attempts(comp.name, upos, call, comp.retry, lost_ok=True)
+                await self._attempts(comp.name, upos, call, lost_ok=True)
             except Exception as exc:
                 failed = {**entry(e), "error": f"{type(exc).__name__}: {exc}"}
                 rest = [entry(x) for x in entries[i + 1 :]]
