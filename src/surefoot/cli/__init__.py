@@ -13,6 +13,7 @@ import click
 from .. import __version__
 from ..errors import SurefootError
 from ._chaos import chaos
+from ._engine import engine
 from ._lab import lab
 from ._runs import runs
 from ._ui import ui
@@ -32,6 +33,7 @@ cli.add_command(worker)
 cli.add_command(runs)
 cli.add_command(chaos)
 cli.add_command(ui)
+cli.add_command(engine)
 
 
 def main(argv: list[str] | None = None) -> None:
