@@ -1,4 +1,4 @@
-"""``surefoot engine …``: an app's runs on another engine (Temporal): worker, start, signal, show."""
+"""``surefoot engine …``: runs on another engine (Temporal): worker, start, signal, show."""
 
 from __future__ import annotations
 
