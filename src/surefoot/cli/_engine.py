@@ -136,7 +136,7 @@ def show(run_id: str, app_ref: str, url: str, as_json: bool) -> None:
     try:
         handle = app.handle(run_id)
         info = handle.info()
-        audit = getattr(handle, "audit", lambda: [])()
+        audit: list[tuple[str, Any]] = getattr(handle, "audit", lambda: [])()
     finally:
         app.close()
     data = {
