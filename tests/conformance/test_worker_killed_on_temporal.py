@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from _conformance_support import until
+
 from surefoot.errors import RunFailedError
 
 pytestmark = [pytest.mark.temporal, pytest.mark.crash]
