@@ -15,7 +15,7 @@ from typing import Protocol, runtime_checkable
 
 from .errors import ConfigError
 
-__all__ = ["Clock", "FakeClock", "SystemClock", "seconds"]
+__all__ = ["Clock", "FakeClock", "SystemClock", "default_clock", "seconds", "swap_default_clock"]
 
 
 def seconds(value: float | timedelta, name: str = "duration") -> float:
@@ -115,3 +115,23 @@ class FakeClock:
 
     def __repr__(self) -> str:
         return f"FakeClock(now={self._now!r}, sleeps={len(self.sleeps)})"
+
+
+_DEFAULT: list[Clock] = []  # the process-wide default: empty means a SystemClock
+
+
+def default_clock() -> Clock:
+    """The clock retry drivers use when given none (a ``SystemClock`` unless swapped)."""
+    if not _DEFAULT:
+        _DEFAULT.append(SystemClock())
+    return _DEFAULT[0]
+
+
+def swap_default_clock(clock: Clock | None) -> Clock:
+    """Make ``clock`` the process-wide default (None: the system clock); return the previous.
+
+    ``surefoot.testing.instant_retries`` uses it so retries made without a clock do not wait.
+    """
+    old = default_clock()
+    _DEFAULT[0] = clock if clock is not None else SystemClock()
+    return old

@@ -9,6 +9,7 @@
     ├── DecodeError                 stored data does not fit its annotation (also TypeError)
     ├── MissingExtraError           an optional driver is not installed (also ImportError)
     ├── TimeoutError_               one attempt ran past its per-attempt timeout (also TimeoutError)
+    ├── InvalidReplyError           a model's reply failed the caller's check (also ValueError)
     ├── RecordedError               an error read back from a journal whose type is not importable
     ├── CircuitOpenError            the breaker refused the call; try later or fall back
     ├── IdempotencyError
@@ -142,6 +143,31 @@ class TimeoutError_(SurefootError, TimeoutError):
     def __init__(self, timeout: float, message: str | None = None) -> None:
         self.timeout = timeout
         super().__init__(message or f"attempt exceeded its timeout of {timeout:g} s")
+
+
+class InvalidReplyError(SurefootError, ValueError):
+    """A model's reply was empty or failed the JSON schema / pydantic model the caller declared.
+
+    Raised inside an attempt, so the retry policy (and its budget) retries it like a
+    transient error; when attempts run out it is the error the caller sees, with the last
+    invalid reply attached.
+
+    Attributes:
+        reason: why the reply was refused (the schema's complaint, naming the path).
+        text: the reply's text. reply: the whole reply (``ChatCompletion``), when known.
+        model: the model that answered.
+    """
+
+    def __init__(self, reason: str, text: str = "", model: str = "", reply: Any = None) -> None:
+        self.reason = reason
+        self.text = text
+        self.model = model
+        self.reply = reply
+        shown = text if len(text) <= 200 else text[:200] + "…"
+        super().__init__(
+            f"model {model!r} replied {shown!r}, which was refused: {reason}. Make the prompt "
+            "ask for exactly that shape, loosen the schema, or raise max_attempts."
+        )
 
 
 class RecordedError(SurefootError):

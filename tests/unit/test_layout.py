@@ -25,9 +25,6 @@ SRC = Path(surefoot.__file__).parent
 # Cases that break a rule today, each with the reason; the integrator empties this list as
 # the owners fix them. An entry that no longer occurs fails the test, so the list stays true.
 ALLOWED: dict[tuple[str, str], str] = {
-    # resilience internals and the testing helper, no owner in issue 8 yet.
-    ("surefoot.testing", "surefoot.resilience._retry"): "follow-up: private module",
-    ("surefoot.testing", "surefoot.resilience._retry._swap_default_clock"): "follow-up",
     # The deprecated aliases of the names statebus exported until 0.1 resolve into the lab
     # by name, only when an old name is read; removed with the aliases.
     ("surefoot.statebus._moved", "surefoot.lab.statebus.*"): "deprecated aliases",

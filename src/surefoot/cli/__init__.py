@@ -15,6 +15,7 @@ from ..errors import SurefootError
 from ._chaos import chaos
 from ._engine import engine
 from ._lab import lab
+from ._provider import fake_provider
 from ._runs import runs
 from ._ui import ui
 from ._worker import worker
@@ -34,6 +35,7 @@ cli.add_command(runs)
 cli.add_command(chaos)
 cli.add_command(ui)
 cli.add_command(engine)
+cli.add_command(fake_provider)
 
 
 def main(argv: list[str] | None = None) -> None:

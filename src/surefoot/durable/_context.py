@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import random
-import sqlite3
 from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -68,7 +67,7 @@ class JournalDown(Interrupt):
         self.error = error
 
 
-DOWN: tuple[type[BaseException], ...] = (StoreError, sqlite3.Error)
+DOWN: tuple[type[BaseException], ...] = (StoreError,)
 """Errors that mean the journal is out of reach, not that the run's code failed."""
 
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 import concurrent.futures
 import logging
 import random
-import sqlite3
 import threading
 import time
 from typing import Any
@@ -39,7 +38,7 @@ _SLICE = 0.5  # seconds: the longest a wait blocks before checking ``stop`` agai
 
 # The journal is out of reach (server gone, file locked past the busy timeout, disk
 # error); a newer schema or a bad URL are not outages and still end the worker.
-_UNAVAILABLE: tuple[type[BaseException], ...] = (StoreUnavailableError, sqlite3.OperationalError)
+_UNAVAILABLE: tuple[type[BaseException], ...] = (StoreUnavailableError,)
 
 
 def _report(fut: concurrent.futures.Future[str]) -> None:
@@ -223,6 +222,7 @@ class Worker:
                 self._pause(stop, wake)
         finally:
             app.serving = False
+            app.executor.withdraw()
 
     def _down(self, exc: BaseException) -> int:
         """Log the start of an outage (once per outage)."""

@@ -49,11 +49,18 @@ class Choice:
 @register
 @dataclass(frozen=True, slots=True)
 class Usage:
-    """Token counts of one call."""
+    """Token counts of one call.
+
+    Attributes:
+        prompt_tokens: input tokens (cached ones included). completion_tokens: output
+        tokens. total_tokens: both. cached_tokens: input tokens the provider served from
+        its prompt cache (priced lower; 0 when unknown).
+    """
 
     prompt_tokens: int
     completion_tokens: int
     total_tokens: int
+    cached_tokens: int = 0
 
 
 @register
@@ -62,8 +69,9 @@ class ChatCompletion:
     """The reply of ``FakeLLM.create``, shaped like a chat-completions response.
 
     Attributes:
-        id: a deterministic id. model: the model asked for. choices: one choice.
-        usage: token counts. cost: priced tokens in USD.
+        id: a deterministic id (the provider's id for real calls). model: the model
+        that answered. choices: one choice. usage: token counts. cost: priced tokens in
+        USD. parsed: the value a ``schema=`` check produced (None without one).
     """
 
     id: str
@@ -71,6 +79,12 @@ class ChatCompletion:
     choices: list[Choice] = field(default_factory=list)
     usage: Usage = field(default_factory=lambda: Usage(0, 0, 0))
     cost: float = 0.0
+    parsed: Any = field(default=None, compare=False)
+
+    @property
+    def text(self) -> str:
+        """The first choice's message content ("" when there is none)."""
+        return self.choices[0].message.content if self.choices else ""
 
 
 def count_tokens(text: str) -> int:

@@ -1,21 +1,20 @@
-"""Exponential backoff with a cap, and four kinds of jitter."""
+"""Exponential backoff with a cap, and four kinds of jitter, for retries.
+
+The schedule itself is core (:mod:`surefoot.backoff`), shared with the storage clients'
+reconnect loops; ``Backoff`` is its name in the resilience API.
+"""
 
 from __future__ import annotations
 
-import random
-from dataclasses import dataclass, field
-from datetime import timedelta
+from dataclasses import dataclass
 
-from ..clock import seconds
-from ..errors import ConfigError
+from ..backoff import JITTERS, Schedule
 
 __all__ = ["JITTERS", "Backoff"]
 
-JITTERS = ("none", "full", "equal", "decorrelated")
-
 
 @dataclass(frozen=True, slots=True)
-class Backoff:
+class Backoff(Schedule):
     """Waits that grow exponentially up to a cap, optionally jittered.
 
     The wait after the n-th failed attempt (n = 1, 2, …), before attempt n + 1, is
@@ -28,7 +27,8 @@ class Backoff:
 
     The cap is applied first and the jitter drawn inside it, so the jitter never disappears
     at the cap and waits never pile up on the cap. With base 0.5 s, cap 8 s and no jitter the
-    waits before attempts 2..7 are 0.5, 1, 2, 4, 8, 8.
+    waits before attempts 2..7 are 0.5, 1, 2, 4, 8, 8. The waits and jitter draws are those
+    of :class:`surefoot.backoff.Schedule` with the same arguments and the same ``Random``.
 
     Args:
         base: the first wait, seconds (or a ``timedelta``), >= 0.
@@ -39,74 +39,3 @@ class Backoff:
     Raises:
         ConfigError: a negative base, a cap below the base, an unknown jitter.
     """
-
-    base: float = 0.5
-    cap: float = 8.0
-    jitter: str = "full"
-    multiplier: float = 2.0
-    _table: tuple[float, ...] = field(init=False, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        base = seconds(self.base, "base") if isinstance(self.base, timedelta) else self.base
-        cap = seconds(self.cap, "cap") if isinstance(self.cap, timedelta) else self.cap
-        if not isinstance(base, int | float) or isinstance(base, bool) or not base >= 0:
-            raise ConfigError(f"backoff base must be >= 0 seconds, got base={self.base!r}")
-        if not isinstance(cap, int | float) or isinstance(cap, bool) or not cap >= base:
-            raise ConfigError(
-                f"backoff cap must be >= base, got cap={self.cap!r} and base={self.base!r}. "
-                "Raise cap or lower base."
-            )
-        if self.jitter not in JITTERS:
-            raise ConfigError(f"unknown jitter {self.jitter!r}; use one of {', '.join(JITTERS)}")
-        if not isinstance(self.multiplier, int | float) or not self.multiplier >= 1:
-            raise ConfigError(f"backoff multiplier must be >= 1, got {self.multiplier!r}")
-        object.__setattr__(self, "base", float(base))
-        object.__setattr__(self, "cap", float(cap))
-        table = []
-        v = float(base)
-        for _ in range(64):
-            table.append(min(float(cap), v))
-            v *= self.multiplier
-        object.__setattr__(self, "_table", tuple(table))
-
-    def ceiling(self, n: int) -> float:
-        """The un-jittered wait after failed attempt ``n`` (1-based)."""
-        if n < 1:
-            raise ConfigError(f"attempt numbers start at 1, got {n!r}")
-        t = self._table
-        return t[n - 1] if n <= len(t) else t[-1]
-
-    def wait(
-        self, n: int, rng: random.Random | None = None, previous: float | None = None
-    ) -> float:
-        """The wait after failed attempt ``n`` (1-based).
-
-        Args:
-            n: the number of the attempt that just failed.
-            rng: the randomness for jitter (a fresh ``random.Random()`` when None).
-            previous: the previous wait, for ``decorrelated`` jitter.
-        """
-        j = self.jitter
-        if j == "none":
-            t = self._table
-            return t[n - 1] if 0 < n <= len(t) else self.ceiling(n)
-        r = rng if rng is not None else random.Random()
-        if j == "full":
-            return r.uniform(0.0, self.ceiling(n))
-        if j == "equal":
-            v = self.ceiling(n)
-            return v / 2 + r.uniform(0.0, v / 2)
-        prev = self.base if previous is None or n == 1 else previous
-        return min(self.cap, r.uniform(self.base, max(self.base, 3 * prev)))
-
-    def waits(self, n: int, rng: random.Random | None = None) -> list[float]:
-        """The first ``n`` waits: before attempts 2 .. n + 1."""
-        if n < 0:
-            raise ConfigError(f"waits(n) needs n >= 0, got {n!r}")
-        out: list[float] = []
-        prev: float | None = None
-        r = rng if rng is not None else random.Random()
-        for i in range(1, n + 1):
-            prev = self.wait(i, r, prev)
-            out.append(prev)
-        return out

@@ -31,7 +31,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, ParamSpec, TypeVar, overload
 
-from ..clock import Clock, SystemClock
+from ..clock import Clock, SystemClock, default_clock
 from ..errors import TimeoutError_
 from ._policy import Attempt, RetryEvent, RetryPolicy, decide_checked
 
@@ -40,21 +40,8 @@ __all__ = ["aretry_call", "retry", "retry_call"]
 P = ParamSpec("P")
 T = TypeVar("T")
 
-_SYSTEM: Clock = SystemClock()
 _RNG = random.Random()
 DEFAULT_POLICY = RetryPolicy()
-
-
-def _swap_default_clock(clock: Clock | None) -> Clock:
-    """Make ``clock`` the one retry drivers use when given none (None: the system clock).
-
-    Returns the previous default. Used by ``surefoot.testing.instant_retries``; read once
-    per failing call, so the success path pays nothing for it.
-    """
-    global _SYSTEM
-    old = _SYSTEM
-    _SYSTEM = clock if clock is not None else SystemClock()
-    return old
 
 
 def accepts_timeout(fn: Callable[..., Any]) -> bool:
@@ -133,7 +120,7 @@ class _Run:
         on_retry: Callable[[RetryEvent], Any] | None,
     ) -> None:
         self.policy = policy
-        c = clock if clock is not None else _SYSTEM
+        c = clock if clock is not None else default_clock()
         self.clock = c
         self.rng = rng if rng is not None else _RNG
         self.hook = on_retry if on_retry is not None else policy.on_retry

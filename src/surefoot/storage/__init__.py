@@ -40,9 +40,9 @@ def open(url: str) -> Storage:  # shadows the builtin on purpose: storage.open(u
 
         return SQLiteStorage(parsed)
     if parsed.scheme == "postgresql":
-        from .postgres import PostgresStorage  # type: ignore[import-not-found, unused-ignore]
+        from .postgres import PostgresStorage
 
-        return PostgresStorage(parsed)  # type: ignore[no-any-return, unused-ignore]
-    from .redis import RedisStorage  # type: ignore[import-not-found, unused-ignore]
+        return PostgresStorage(parsed)
+    from .redis import RedisStorage
 
-    return RedisStorage(parsed)  # type: ignore[no-any-return, unused-ignore]
+    return RedisStorage(parsed)

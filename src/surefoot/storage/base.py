@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from ..codec import loads
 from ..errors import ConfigError, ConflictError
 
 __all__ = [
@@ -39,6 +40,7 @@ __all__ = [
     "check_text",
     "fence_conflict",
     "stream_conflict",
+    "write_conflict",
 ]
 
 
@@ -48,10 +50,10 @@ class Storage(Protocol):
 
     url: str
 
-    def keystore(self) -> Any: ...
-    def statestore(self, namespace: str = "default") -> Any: ...
-    def stream(self, name: str) -> Any: ...
-    def journal(self) -> Any: ...
+    def keystore(self) -> KeyStore: ...
+    def statestore(self, namespace: str = "default") -> StateStore: ...
+    def stream(self, name: str) -> StreamLog: ...
+    def journal(self) -> Journal: ...
     def close(self) -> None: ...
 
 
@@ -236,6 +238,32 @@ def fence_conflict(
             "re-acquire the lease, re-read the data and write again; nothing was written",
         )
     return exc
+
+
+def write_conflict(
+    kind: str,
+    key: str,
+    expect: int | None,
+    fence: tuple[str, int] | None,
+    current: tuple[int, str | None, str | None] | None,
+) -> ConflictError:
+    """The ``ConflictError`` for a ``StateStore.write`` whose condition failed (every backend).
+
+    Args:
+        kind: ``"fence"`` (the fence's lease key was not at its version) or ``"conflict"``
+            (``key`` was not at ``expect``).
+        key: the key written. expect: the version the writer expected (None: any).
+        fence: the write's fence, ``(lease_key, version)``.
+        current: the failing key's ``(version, value as codec JSON, author)`` as stored now,
+            or None when it does not exist.
+    """
+    version, value, author = current if current is not None else (0, None, "")
+    decoded = loads(value) if value is not None else None
+    if kind == "fence" and fence is not None:
+        return fence_conflict(fence[0], fence[1], int(version), decoded, author or "")
+    return ConflictError(
+        key, expect if expect is not None else 0, int(version), decoded, author or ""
+    )
 
 
 def check_range(stream: str, after: int, limit: int) -> None:

@@ -19,7 +19,7 @@ from surefoot import FakeClock, storage
 from surefoot.durable import App, Worker
 from surefoot.errors import ConfigError, StoreUnavailableError
 from surefoot.resilience import Backoff
-from surefoot.storage.sqlite.journal import MIGRATIONS
+from surefoot.storage.sqlite._journal import MIGRATIONS
 
 APPROVE = "approve"
 

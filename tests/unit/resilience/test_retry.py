@@ -317,7 +317,7 @@ def test_an_attempt_that_raises_timeouterror_itself_is_not_mistaken_for_the_limi
 
 def test_instant_retries_waits_on_a_fake_clock_and_restores_the_default() -> None:
     """instant_retries: retries without a clock record their waits and never really sleep."""
-    import surefoot.resilience._retry as driver
+    from surefoot.clock import default_clock
     from surefoot.testing import instant_retries
 
     policy = RetryPolicy(max_attempts=3, backoff=Backoff(600, 600, "none"))
@@ -326,7 +326,7 @@ def test_instant_retries_waits_on_a_fake_clock_and_restores_the_default() -> Non
     def decorated_before(svc: faults.FaultyCall[str]) -> str:
         return svc()
 
-    before = driver._SYSTEM
+    before = default_clock()
     with instant_retries() as clock:
         svc = faults.wrap(lambda: "ok", faults.Script([503, 503]))
         assert decorated_before(svc) == "ok" and svc.calls == 3
@@ -337,7 +337,7 @@ def test_instant_retries_waits_on_a_fake_clock_and_restores_the_default() -> Non
 
         assert asyncio.run(aretry_call(acall, policy=policy)) == "ok" and asvc.calls == 2
     assert clock.sleeps == [600, 600, 600]  # ten minutes each, spent in no real time
-    assert driver._SYSTEM is before
+    assert default_clock() is before
 
 
 @pytest.mark.parametrize("ratio", [0.1, 0.2, 0.05, 0.01, 1 / 3])

@@ -4,11 +4,19 @@ by every ``open`` of the same name in this process; ``memory://`` is always fres
 from __future__ import annotations
 
 import threading
-from typing import Any, ClassVar
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, ClassVar, NoReturn, TypeVar
 
 from ..url import StorageURL
 
+if TYPE_CHECKING:
+    from ._keys import MemoryKeyStore
+    from ._state import MemoryStateStore
+    from ._stream import MemoryStream
+
 __all__ = ["MemoryStorage"]
+
+T = TypeVar("T")
 
 
 class MemoryStorage:
@@ -33,32 +41,37 @@ class MemoryStorage:
                 inst = cls._named[parsed.path] = cls(parsed.url)
             return inst
 
-    def _get(self, kind: str, name: str, factory: Any) -> Any:
+    def _get(self, kind: str, name: str, factory: Callable[[], T]) -> T:
         with self.lock:
-            obj = self._objects.get((kind, name))
+            obj: T | None = self._objects.get((kind, name))
             if obj is None:
                 obj = self._objects[(kind, name)] = factory()
             return obj
 
-    def keystore(self) -> Any:
-        from .keys import MemoryKeyStore  # type: ignore[import-not-found, unused-ignore]
+    def keystore(self) -> MemoryKeyStore:
+        from ._keys import MemoryKeyStore
 
         return self._get("keys", "", MemoryKeyStore)
 
-    def statestore(self, namespace: str = "default") -> Any:
-        from .state import MemoryStateStore  # type: ignore[import-not-found, unused-ignore]
+    def statestore(self, namespace: str = "default") -> MemoryStateStore:
+        from ._state import MemoryStateStore
 
         return self._get("state", namespace, lambda: MemoryStateStore(namespace))
 
-    def stream(self, name: str) -> Any:
-        from .stream import MemoryStream  # type: ignore[import-not-found, unused-ignore]
+    def stream(self, name: str) -> MemoryStream:
+        from ._stream import MemoryStream
 
         return self._get("stream", name, lambda: MemoryStream(name))
 
-    def journal(self) -> Any:
-        from .journal import MemoryJournal  # type: ignore[import-not-found, unused-ignore]
+    def journal(self) -> NoReturn:
+        """Not offered in memory.
 
-        return self._get("journal", "", MemoryJournal)
+        Raises:
+            ConfigError: always; a journal must outlive the process (use ``sqlite://``).
+        """
+        from ._journal import refuse_journal
+
+        refuse_journal()
 
     def close(self) -> None:
         """Nothing to release; data lives as long as the process (or this object)."""

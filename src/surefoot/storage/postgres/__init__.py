@@ -17,11 +17,17 @@ Every other query option (``sslmode``, ``application_name``, …) is passed to l
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ...clock import Clock
 from ..url import StorageURL, parse_url
 from ._db import OPTIONS, Listener, PostgresDB
+
+if TYPE_CHECKING:
+    from ._journal import PostgresJournal
+    from ._keys import PostgresKeyStore
+    from ._state import PostgresStateStore
+    from ._stream import PostgresStream
 
 __all__ = ["OPTIONS", "Listener", "PostgresDB", "PostgresStorage"]
 
@@ -44,23 +50,23 @@ class PostgresStorage:
         self.url = parsed.url
         self.db = PostgresDB(parsed, clock=clock)
 
-    def keystore(self) -> Any:
-        from ._keys import PostgresKeyStore  # type: ignore[import-not-found, unused-ignore]
+    def keystore(self) -> PostgresKeyStore:
+        from ._keys import PostgresKeyStore
 
         return PostgresKeyStore(self.db)
 
-    def statestore(self, namespace: str = "default") -> Any:
-        from ._state import PostgresStateStore  # type: ignore[import-not-found, unused-ignore]
+    def statestore(self, namespace: str = "default") -> PostgresStateStore:
+        from ._state import PostgresStateStore
 
         return PostgresStateStore(self.db, namespace)
 
-    def stream(self, name: str) -> Any:
-        from ._stream import PostgresStream  # type: ignore[import-not-found, unused-ignore]
+    def stream(self, name: str) -> PostgresStream:
+        from ._stream import PostgresStream
 
         return PostgresStream(self.db, name)
 
-    def journal(self) -> Any:
-        from ._journal import PostgresJournal  # type: ignore[import-not-found, unused-ignore]
+    def journal(self) -> PostgresJournal:
+        from ._journal import PostgresJournal
 
         return PostgresJournal(self.db)
 

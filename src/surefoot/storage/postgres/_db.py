@@ -25,6 +25,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+from ...backoff import RECONNECT
 from ...clock import Clock, SystemClock
 from ...errors import ConfigError, MissingExtraError, SchemaVersionError, StoreUnavailableError
 from ..url import StorageURL, redact
@@ -179,17 +180,17 @@ class PostgresDB:
         database or host fail at once. ``?reconnect_timeout=0`` fails at once in every case.
         """
         deadline = self.clock.monotonic() + self.reconnect_timeout
-        wait = 0.05
+        failed = 0
         while True:
             try:
                 conn = self.psycopg.connect(self.conninfo, connect_timeout=self.connect_timeout)
             except self.psycopg.Error as exc:
+                failed += 1
                 text = str(exc).lower()
                 transient = any(m in text for m in _TRANSIENT)
-                if not transient or self.clock.monotonic() + wait > deadline:
+                if not transient or self.clock.monotonic() + RECONNECT.ceiling(failed) > deadline:
                     raise self.unavailable(exc) from exc
-                self.clock.sleep(wait / 2 + self._rng.uniform(0, wait / 2))
-                wait = min(2.0, wait * 2)
+                self.clock.sleep(RECONNECT.wait(failed, self._rng))
                 continue
             conn.close()
             return
@@ -237,7 +238,7 @@ class PostgresDB:
         """
         psycopg = self.psycopg
         deadline = self.clock.monotonic() + self.reconnect_timeout
-        wait = 0.05
+        failed = 0
         while True:
             phase = "connect"
             try:
@@ -271,14 +272,12 @@ class PostgresDB:
                 last: BaseException = exc
             except self._pool_timeout() as exc:
                 last = exc
-            if self.clock.monotonic() + wait > deadline:
+            failed += 1
+            if self.clock.monotonic() + RECONNECT.ceiling(failed) > deadline:
                 raise self.unavailable(last, "reach") from last
-            # Bounded exponential back-off with equal jitter (base 0.05 s, cap 2 s), seeded per
-            # process so workers reconnecting after a restart spread out. Storage is core and
-            # must not import surefoot.resilience (imports flow core <- subsystems), so this is
-            # the same shape as resilience.Backoff(0.05, 2.0, "equal"), written out.
-            self.clock.sleep(wait / 2 + self._rng.uniform(0, wait / 2))
-            wait = min(2.0, wait * 2)
+            # Bounded back-off (the core schedule), seeded per process so workers
+            # reconnecting after a restart spread out.
+            self.clock.sleep(RECONNECT.wait(failed, self._rng))
 
     def count_commit(self) -> None:
         """Count one commit made outside ``run(write=True)`` (a write that may be empty)."""

@@ -12,9 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...codec import loads
-from ...errors import ConflictError
-from ..base import StateRecord, fence_conflict
+from ..base import StateRecord, write_conflict
 from ._db import PostgresDB
 
 __all__ = ["MIGRATIONS", "PostgresStateStore"]
@@ -124,18 +122,10 @@ class PostgresStateStore:
                 fence[1] if fence else None,
             ),
         )
-        kind, which, cur_value, version, revision, cur_author = rows[0]
+        kind, _, cur_value, version, revision, cur_author = rows[0]
         if kind == "ok":
             return StateRecord(key, value, int(version), int(revision), author, trust, float(now))
-        expected = fence[1] if kind == "fence" and fence is not None else expect
-        make = fence_conflict if kind == "fence" else ConflictError
-        raise make(
-            which,
-            expected if expected is not None else 0,
-            int(version),
-            loads(cur_value) if cur_value is not None else None,
-            cur_author or "",
-        )
+        raise write_conflict(kind, key, expect, fence, (version, cur_value, cur_author))
 
     def snapshot(self) -> dict[str, StateRecord]:
         rows = self.db.execute(

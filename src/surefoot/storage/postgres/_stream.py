@@ -1,4 +1,6 @@
-"""PostgreSQL ``StreamLog``: an append-only log with ids, consumer cursors, leases, dead letters.
+"""PostgreSQL ``StreamLog``: the shared SQL stream (:mod:`surefoot.storage.sql.stream`) plus
+what only PostgreSQL does: its migrations (with a PL/pgSQL append), the append itself,
+``last_seq`` from the head row, and a claim that locks the consumer's cursor row.
 
 An append is one call of ``sf_stream_append(…)`` (one round trip): it locks the stream's head
 row, so appends to one stream take turns and every later statement sees the others' work;
@@ -7,18 +9,19 @@ Sequence numbers have no gaps and no duplicates across processes and machines.
 
 A claim is one transaction that locks the consumer's cursor row (claims of one consumer take
 turns, as under SQLite's write lock) and the due pending rows, redelivers expired deliveries,
-dead-letters those past ``max_attempts`` and hands out new messages. The behaviour mirrors the
-SQLite backend statement for statement; the contract suite runs both.
+dead-letters those past ``max_attempts`` and hands out new messages: the statements are the
+SQLite backend's, written once; the contract suite runs both.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from ...codec import dumps, loads
 from ...errors import DuplicateMessageError
-from ..base import ClaimedMessage, DeadRecord, StreamRecord, check_range, stream_conflict
+from ..base import StreamRecord, stream_conflict
+from ..sql.stream import SQLStream
 from ._db import PostgresDB
+from ._dialect import PostgresDialect
 
 __all__ = ["MIGRATIONS", "PostgresStream"]
 
@@ -71,14 +74,8 @@ MIGRATIONS = [
     """,
 ]
 
-_REC = "SELECT seq, message_id, payload, appended_at FROM sf_stream WHERE stream = %s"
 
-
-def _rec(row: tuple[Any, ...], duplicate: bool = False) -> StreamRecord:
-    return StreamRecord(int(row[0]), str(row[1]), str(row[2]), float(row[3]), duplicate)
-
-
-class PostgresStream:
+class PostgresStream(SQLStream):
     """One named stream in PostgreSQL, shared by agents in many processes and machines.
 
     Args:
@@ -88,8 +85,8 @@ class PostgresStream:
 
     def __init__(self, db: PostgresDB, name: str) -> None:
         self.db = db
-        self.name = name
         db.migrate("stream", MIGRATIONS)
+        super().__init__(PostgresDialect(db), name)
 
     def append(
         self, message_id: str, payload: str, *, now: float, expect_last_seq: int | None = None
@@ -114,184 +111,15 @@ class PostgresStream:
         )
         return int(rows[0][0]) if rows else 0
 
-    def range(self, after: int = 0, limit: int = 100) -> list[StreamRecord]:
-        check_range(self.name, after, limit)
-        rows = self.db.execute(
-            _REC + " AND seq > %s ORDER BY seq LIMIT %s",
-            (self.name, after, limit),
-            write=False,
-        )
-        return [_rec(r) for r in rows]
-
-    def claim(
-        self,
-        consumer: str,
-        *,
-        limit: int,
-        now: float,
-        visibility_timeout: float,
-        max_attempts: int,
-        worker: str = "",
-    ) -> list[ClaimedMessage]:
-        key = (self.name, consumer)
-
-        def work(conn: Any) -> list[ClaimedMessage]:
-            out: list[ClaimedMessage] = []
-            position = conn.execute(
-                "INSERT INTO sf_stream_cursor AS c (stream, consumer, position) "
-                "VALUES (%s, %s, 0) ON CONFLICT (stream, consumer) "
-                "DO UPDATE SET position = c.position RETURNING c.position",
-                key,
-            ).fetchone()[0]
-            due = conn.execute(
-                "SELECT p.seq, p.attempts, p.history, s.message_id, s.payload, s.appended_at "
-                "FROM sf_stream_pending p JOIN sf_stream s "
-                "ON s.stream = p.stream AND s.seq = p.seq "
-                "WHERE p.stream = %s AND p.consumer = %s AND p.state = 'pending' "
-                "AND p.visible_at <= %s ORDER BY p.seq FOR UPDATE OF p",
-                (*key, now),
-            ).fetchall()
-            for seq, attempts, hist, mid, payload, at in due:
-                if len(out) >= limit:
-                    break
-                if attempts >= max_attempts:
-                    conn.execute(
-                        "UPDATE sf_stream_pending SET state = 'dead', reason = 'max_attempts' "
-                        "WHERE stream = %s AND consumer = %s AND seq = %s",
-                        (*key, seq),
-                    )
-                    continue
-                history = [*loads(hist), {"attempt": attempts + 1, "at": now, "worker": worker}]
-                conn.execute(
-                    "UPDATE sf_stream_pending SET attempts = %s, visible_at = %s, history = %s "
-                    "WHERE stream = %s AND consumer = %s AND seq = %s",
-                    (attempts + 1, now + visibility_timeout, dumps(history), *key, seq),
-                )
-                out.append(ClaimedMessage(StreamRecord(seq, mid, payload, at), attempts + 1))
-            if len(out) < limit:
-                fresh = conn.execute(
-                    _REC + " AND seq > %s ORDER BY seq LIMIT %s",
-                    (self.name, position, limit - len(out)),
-                ).fetchall()
-                if fresh:
-                    first = dumps([{"attempt": 1, "at": now, "worker": worker}])
-                    with conn.cursor() as cur:
-                        cur.executemany(
-                            "INSERT INTO sf_stream_pending (stream, consumer, seq, attempts, "
-                            "visible_at, state, history) VALUES (%s, %s, %s, 1, %s, 'pending', %s)",
-                            [(*key, r[0], now + visibility_timeout, first) for r in fresh],
-                        )
-                    conn.execute(
-                        "UPDATE sf_stream_cursor SET position = %s "
-                        "WHERE stream = %s AND consumer = %s",
-                        (fresh[-1][0], *key),
-                    )
-                    out += [ClaimedMessage(_rec(r), 1) for r in fresh]
-            return out
-
-        return self.db.run(work, tx=True)
-
-    def _change(self, sql: str, args: tuple[Any, ...]) -> bool:
-        def one(conn: Any) -> bool:
-            return bool(conn.execute(sql, args).rowcount > 0)
-
-        return self.db.run(one)
-
-    def ack(self, consumer: str, seq: int) -> bool:
-        return self._change(
-            "DELETE FROM sf_stream_pending WHERE stream = %s AND consumer = %s AND seq = %s "
-            "AND state = 'pending'",
-            (self.name, consumer, seq),
-        )
-
-    def ack_many(self, consumer: str, seqs: list[int]) -> int:
-        if not seqs:
-            return 0
-
-        def one(conn: Any) -> int:
-            return int(
-                conn.execute(
-                    "DELETE FROM sf_stream_pending WHERE stream = %s AND consumer = %s "
-                    "AND seq = ANY(%s) AND state = 'pending'",
-                    (self.name, consumer, sorted({int(s) for s in seqs})),
-                ).rowcount
-            )
-
-        return self.db.run(one)
-
-    def nack(self, consumer: str, seq: int, *, now: float, delay: float = 0.0) -> bool:
-        return self._change(
-            "UPDATE sf_stream_pending SET visible_at = %s WHERE stream = %s AND consumer = %s "
-            "AND seq = %s AND state = 'pending'",
-            (now + delay, self.name, consumer, seq),
-        )
-
-    def reject(self, consumer: str, seq: int, *, reason: str, now: float) -> bool:
-        def work(conn: Any) -> bool:
-            row = conn.execute(
-                "SELECT history FROM sf_stream_pending WHERE stream = %s AND consumer = %s "
-                "AND seq = %s AND state = 'pending' FOR UPDATE",
-                (self.name, consumer, seq),
-            ).fetchone()
-            if row is None:
-                return False
-            history = [*loads(row[0]), {"rejected": reason, "at": now}]
-            conn.execute(
-                "UPDATE sf_stream_pending SET state = 'dead', reason = %s, history = %s "
-                "WHERE stream = %s AND consumer = %s AND seq = %s",
-                (reason, dumps(history), self.name, consumer, seq),
-            )
-            return True
-
-        return self.db.run(work, tx=True)
-
-    def dead_letters(self, consumer: str) -> list[DeadRecord]:
-        rows = self.db.execute(
-            "SELECT s.seq, s.message_id, s.payload, s.appended_at, p.reason, p.attempts, "
-            "p.history FROM sf_stream_pending p JOIN sf_stream s ON s.stream = p.stream "
-            "AND s.seq = p.seq WHERE p.stream = %s AND p.consumer = %s AND p.state = 'dead' "
-            "ORDER BY p.seq",
+    def _claim_position(self, c: Any, consumer: str) -> int:
+        # Create-or-lock the cursor row: claims of one consumer take turns from here on.
+        row = c.execute(
+            "INSERT INTO sf_stream_cursor AS c (stream, consumer, position) "
+            "VALUES (%s, %s, 0) ON CONFLICT (stream, consumer) "
+            "DO UPDATE SET position = c.position RETURNING c.position",
             (self.name, consumer),
-            write=False,
-        )
-        return [DeadRecord(_rec(r[:4]), consumer, r[4], r[5], loads(r[6])) for r in rows]
-
-    def redrive(self, consumer: str, seqs: list[int] | None, *, now: float) -> int:
-        def work(conn: Any) -> int:
-            rows = conn.execute(
-                "SELECT seq, reason, history FROM sf_stream_pending WHERE stream = %s "
-                "AND consumer = %s AND state = 'dead' ORDER BY seq FOR UPDATE",
-                (self.name, consumer),
-            ).fetchall()
-            chosen = [r for r in rows if seqs is None or r[0] in seqs]
-            for seq, reason, hist in chosen:
-                history = [*loads(hist), {"redriven_at": now, "reason": reason}]
-                conn.execute(
-                    "UPDATE sf_stream_pending SET state = 'pending', reason = '', attempts = 0, "
-                    "visible_at = %s, history = %s WHERE stream = %s AND consumer = %s "
-                    "AND seq = %s",
-                    (now, dumps(history), self.name, consumer, seq),
-                )
-            return len(chosen)
-
-        return self.db.run(work, tx=True)
-
-    def position(self, consumer: str) -> int:
-        rows = self.db.execute(
-            "SELECT position FROM sf_stream_cursor WHERE stream = %s AND consumer = %s",
-            (self.name, consumer),
-            write=False,
-        )
-        return int(rows[0][0]) if rows else 0
-
-    def pending(self, consumer: str) -> int:
-        rows = self.db.execute(
-            "SELECT COUNT(*) FROM sf_stream_pending WHERE stream = %s AND consumer = %s "
-            "AND state = 'pending'",
-            (self.name, consumer),
-            write=False,
-        )
-        return int(rows[0][0])
+        ).fetchone()
+        return int(row[0])
 
     def __repr__(self) -> str:
         return f"PostgresStream({self.db.url!r}, {self.name!r})"

@@ -18,12 +18,16 @@ journal that can forget a committed step would repeat an effect. Use ``sqlite://
 
 from __future__ import annotations
 
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 from ...clock import Clock
 from ...errors import ConfigError
 from ..url import StorageURL, parse_url
 from ._client import OPTIONS, RedisDB
+
+if TYPE_CHECKING:
+    from ._state import RedisStateStore
+    from ._stream import RedisStream
 
 __all__ = ["OPTIONS", "RedisDB", "RedisStorage"]
 
@@ -53,7 +57,7 @@ class RedisStorage:
             "sqlite:///path.db or postgresql://… for it (state and streams can stay on Redis)."
         )
 
-    def keystore(self) -> Any:
+    def keystore(self) -> NoReturn:
         """Not offered on Redis.
 
         Raises:
@@ -61,7 +65,7 @@ class RedisStorage:
         """
         self._unsupported("idempotency KeyStore")
 
-    def journal(self) -> Any:
+    def journal(self) -> NoReturn:
         """Not offered on Redis.
 
         Raises:
@@ -69,13 +73,13 @@ class RedisStorage:
         """
         self._unsupported("durable Journal")
 
-    def statestore(self, namespace: str = "default") -> Any:
+    def statestore(self, namespace: str = "default") -> RedisStateStore:
         from ._state import RedisStateStore
 
         return RedisStateStore(self.db, namespace)
 
-    def stream(self, name: str) -> Any:
-        from ._stream import RedisStream  # type: ignore[import-not-found, unused-ignore]
+    def stream(self, name: str) -> RedisStream:
+        from ._stream import RedisStream
 
         return RedisStream(self.db, name)
 

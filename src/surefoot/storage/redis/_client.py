@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+from ...backoff import RECONNECT
 from ...clock import Clock, SystemClock
 from ...errors import ConfigError, MissingExtraError, SchemaVersionError, StoreUnavailableError
 from ..url import StorageURL, redact
@@ -168,7 +169,7 @@ class RedisDB:
         """
         redis = self.redis
         deadline = self.clock.monotonic() + self.reconnect_timeout
-        wait = 0.05
+        failed = 0
         while True:
             try:
                 result = fn(self.client)
@@ -188,14 +189,12 @@ class RedisDB:
                         f"({' '.join(str(exc).split())}); it may or may not have been applied. "
                         "Read the current state before writing again.",
                     ) from exc
-                if self.clock.monotonic() + wait > deadline:
+                failed += 1
+                if self.clock.monotonic() + RECONNECT.ceiling(failed) > deadline:
                     raise self.unavailable(exc, "reach") from exc
-            # Bounded exponential back-off with equal jitter (base 0.05 s, cap 2 s), seeded per
-            # process so workers reconnecting after a restart spread out. Storage is core and
-            # must not import surefoot.resilience (imports flow core <- subsystems), so this is
-            # the same shape as resilience.Backoff(0.05, 2.0, "equal"), written out.
-            self.clock.sleep(wait / 2 + self._rng.uniform(0, wait / 2))
-            wait = min(2.0, wait * 2)
+            # Bounded back-off (the core schedule), seeded per process so workers
+            # reconnecting after a restart spread out.
+            self.clock.sleep(RECONNECT.wait(failed, self._rng))
 
     def delete_prefix(self) -> int:
         """Delete every key under this prefix (tests, resets); returns how many."""

@@ -15,9 +15,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ...codec import loads
-from ...errors import ConflictError
-from ..base import StateRecord, fence_conflict
+from ..base import StateRecord, write_conflict
 from ._client import RedisDB
 
 __all__ = ["RedisStateStore"]
@@ -98,15 +96,8 @@ class RedisStateStore:
             return _record(key, out[1])
         kind, which, version, raw = out
         cur = _record(which, raw) if raw else None
-        expected = fence[1] if kind == "fence" and fence is not None else expect
-        make = fence_conflict if kind == "fence" else ConflictError
-        raise make(
-            which,
-            expected if expected is not None else 0,
-            int(version),
-            loads(cur.value) if cur is not None else None,
-            cur.author if cur is not None else "",
-        )
+        current = (int(version), cur.value, cur.author) if cur is not None else None
+        raise write_conflict(kind, key, expect, fence, current)
 
     def snapshot(self) -> dict[str, StateRecord]:
         rows: dict[str, str] = self.db.call(lambda c: c.hgetall(self._hash), write=False)

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ...errors import ConfigError
 from ..url import StorageURL, parse_url
 from ._db import SQLiteDB
+
+if TYPE_CHECKING:
+    from ._journal import SQLiteJournal
+    from ._keys import SQLiteKeyStore
+    from ._state import SQLiteStateStore
+    from ._stream import SQLiteStream
 
 __all__ = ["SQLiteDB", "SQLiteStorage"]
 
@@ -29,23 +35,23 @@ class SQLiteStorage:
         )
         self.db.conn()  # fail now, clearly, if the file is unusable
 
-    def keystore(self) -> Any:
-        from .keys import SQLiteKeyStore  # type: ignore[import-not-found, unused-ignore]
+    def keystore(self) -> SQLiteKeyStore:
+        from ._keys import SQLiteKeyStore
 
         return SQLiteKeyStore(self.db)
 
-    def statestore(self, namespace: str = "default") -> Any:
-        from .state import SQLiteStateStore  # type: ignore[import-not-found, unused-ignore]
+    def statestore(self, namespace: str = "default") -> SQLiteStateStore:
+        from ._state import SQLiteStateStore
 
         return SQLiteStateStore(self.db, namespace)
 
-    def stream(self, name: str) -> Any:
-        from .stream import SQLiteStream  # type: ignore[import-not-found, unused-ignore]
+    def stream(self, name: str) -> SQLiteStream:
+        from ._stream import SQLiteStream
 
         return SQLiteStream(self.db, name)
 
-    def journal(self) -> Any:
-        from .journal import SQLiteJournal  # type: ignore[import-not-found, unused-ignore]
+    def journal(self) -> SQLiteJournal:
+        from ._journal import SQLiteJournal
 
         return SQLiteJournal(self.db)
 

@@ -4,6 +4,11 @@ fork), short transactions, numbered migrations per component.
 
 Many processes on one file work: WAL lets readers run beside the one writer, and
 ``BEGIN IMMEDIATE`` takes the write lock up front so two writers never deadlock on an upgrade.
+
+Every driver error is turned into the storage error tree here, with the driver's error as
+the cause: ``sqlite3.OperationalError`` (locked, busy, disk I/O, read-only, cannot open)
+becomes ``StoreUnavailableError``; any other ``sqlite3.Error`` becomes ``StoreError``. So no
+module above ``storage/`` needs to import ``sqlite3``.
 """
 
 from __future__ import annotations
@@ -11,10 +16,12 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from typing import Any
 
-from ...errors import ConfigError, SchemaVersionError, StoreUnavailableError
+from ...errors import ConfigError, SchemaVersionError, StoreError, StoreUnavailableError
 
 __all__ = ["SQLiteDB"]
 
@@ -78,8 +85,10 @@ class SQLiteDB:
         try:
             c = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=0)
             c.execute(f"PRAGMA busy_timeout={int(self.busy_timeout_ms)}")
-            mode = c.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+            mode = self._wal(c)
             c.execute(f"PRAGMA synchronous={self.synchronous}")
+        except sqlite3.OperationalError as exc:
+            raise self.error(exc) from exc
         except sqlite3.DatabaseError as exc:
             raise StoreUnavailableError(
                 self.url,
@@ -94,6 +103,22 @@ class SQLiteDB:
             self._all.append(c)
         return c
 
+    def _wal(self, c: sqlite3.Connection) -> str:
+        """Switch ``c`` to WAL and return the journal mode now in force.
+
+        Two processes opening a new file at the same moment can both try the switch; the
+        loser gets "database is locked" at once (SQLite does not call the busy handler
+        here), so it tries again for up to ``busy_timeout``.
+        """
+        deadline = time.monotonic() + self.busy_timeout_ms / 1000
+        while True:
+            try:
+                return str(c.execute("PRAGMA journal_mode=WAL").fetchone()[0])
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.005)
+
     def close(self) -> None:
         """Close every connection this object opened (in this process)."""
         with self._lock:
@@ -107,9 +132,41 @@ class SQLiteDB:
 
     # -- transactions ------------------------------------------------------------------
 
+    def error(self, exc: sqlite3.Error) -> StoreError:
+        """The storage error for a driver error (raise it ``from exc``)."""
+        text = " ".join(str(exc).split()).rstrip(" .")
+        if isinstance(exc, sqlite3.OperationalError):
+            hint = (
+                "Another process holds the write lock; raise busy_timeout in the URL "
+                "(?busy_timeout=30000) or retry."
+                if "locked" in text or "busy" in text
+                else "Check the file, its folder's permissions and the free disk space."
+            )
+            return StoreUnavailableError(
+                self.url, f"SQLite cannot use {self.path!r}: {text}. {hint}"
+            )
+        return StoreError(
+            self.url,
+            f"SQLite refused a statement on {self.path!r}: {text} "
+            f"({type(exc).__name__}); nothing was committed.",
+        )
+
+    def read(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> list[Any]:
+        """Run one read outside any transaction and return its rows."""
+        try:
+            return self.conn().execute(sql, params).fetchall()
+        except sqlite3.Error as exc:
+            raise self.error(exc) from exc
+
     @contextmanager
     def write(self) -> Iterator[sqlite3.Connection]:
-        """A write transaction: ``BEGIN IMMEDIATE`` … ``COMMIT`` (rolled back on error)."""
+        """A write transaction: ``BEGIN IMMEDIATE`` … ``COMMIT`` (rolled back on error).
+
+        Raises:
+            StoreUnavailableError: the write lock was not had within ``busy_timeout``, or
+                the file cannot be written (driver ``OperationalError``).
+            StoreError: the driver refused a statement (any other ``sqlite3.Error``).
+        """
         c = self.conn()
         try:
             c.execute("BEGIN IMMEDIATE")
@@ -122,10 +179,16 @@ class SQLiteDB:
             ) from exc
         try:
             yield c
-        except BaseException:
-            c.execute("ROLLBACK")
+            c.execute("COMMIT")
+        except BaseException as exc:
+            if c.in_transaction:
+                try:
+                    c.execute("ROLLBACK")
+                except sqlite3.Error:
+                    pass  # the connection is gone; the transaction died with it
+            if isinstance(exc, sqlite3.Error):
+                raise self.error(exc) from exc
             raise
-        c.execute("COMMIT")
         self.commits += 1
 
     # -- schema ------------------------------------------------------------------------

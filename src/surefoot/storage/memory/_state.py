@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import threading
 
-from ...codec import loads
-from ...errors import ConflictError
-from ..base import StateRecord, fence_conflict
+from ..base import StateRecord, write_conflict
 
 __all__ = ["MemoryStateStore"]
+
+
+def _current(rec: StateRecord | None) -> tuple[int, str, str] | None:
+    return (rec.version, rec.value, rec.author) if rec is not None else None
 
 
 class MemoryStateStore:
@@ -41,25 +43,12 @@ class MemoryStateStore:
         with self._lock:
             if fence is not None:
                 lease = self._rows.get(fence[0])
-                held = lease.version if lease is not None else 0
-                if lease is None or held != fence[1]:  # a missing lease never matches
-                    raise fence_conflict(
-                        fence[0],
-                        fence[1],
-                        held,
-                        loads(lease.value) if lease is not None else None,
-                        lease.author if lease is not None else "",
-                    )
+                if lease is None or lease.version != fence[1]:  # a missing lease never matches
+                    raise write_conflict("fence", key, expect, fence, _current(lease))
             cur = self._rows.get(key)
             version = cur.version if cur is not None else 0
             if expect is not None and expect != version:
-                raise ConflictError(
-                    key,
-                    expect,
-                    version,
-                    loads(cur.value) if cur is not None else None,
-                    cur.author if cur is not None else "",
-                )
+                raise write_conflict("conflict", key, expect, fence, _current(cur))
             self._revision += 1
             rec = StateRecord(key, value, version + 1, self._revision, author, trust, now)
             self._rows[key] = rec

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import sqlite3
 from typing import Any
 
-from ...errors import SchemaVersionError, StoreUnavailableError
+from ...errors import SchemaVersionError, StoreError
 from ..base import KeyRecord
 from ._db import SQLiteDB
 
@@ -59,89 +58,61 @@ class SQLiteKeyStore:
             SchemaVersionError: the file is not surefoot's, was written by a newer surefoot,
                 or already has a ``surefoot_keys`` table surefoot did not create.
             StoreUnavailableError: the database cannot be used (corrupt, locked).
+            StoreError: the driver refused a statement.
         """
         self.db = db
         try:
             db.migrate("keys", MIGRATIONS)
-        except sqlite3.OperationalError as exc:
-            if "already exists" in str(exc):
+        except StoreError as exc:
+            if "already exists" in str(exc.__cause__):
                 raise SchemaVersionError(
                     db.url,
                     f"{db.path!r} already has a table or index of the idempotency store "
-                    f"({exc}) that this surefoot did not create (no 'keys' migration is "
-                    "recorded in surefoot_schema); it was left untouched. Use a new file, "
+                    f"({exc.__cause__}) that this surefoot did not create (no 'keys' migration "
+                    "is recorded in surefoot_schema); it was left untouched. Use a new file, "
                     "or move that table away.",
-                ) from exc
-            raise self._guard(exc) from exc
-        except sqlite3.Error as exc:
-            raise self._guard(exc) from exc
-
-    def _guard(self, exc: sqlite3.Error) -> StoreUnavailableError:
-        return StoreUnavailableError(
-            self.db.url, f"idempotency store {self.db.path!r} failed: {exc}; nothing was changed"
-        )
+                ) from exc.__cause__
+            raise
 
     def claim(
         self, key: str, fingerprint: str, owner: str, now: float, lease_until: float
     ) -> tuple[bool, KeyRecord]:
-        try:
-            with self.db.write() as c:
-                got = c.execute(_CLAIM, (key, fingerprint, owner, now, lease_until)).fetchone()
-                if got is not None:
-                    return True, _row(got)
-                cur = c.execute(f"SELECT {_COLS} FROM surefoot_keys WHERE key = ?", (key,))
-                return False, _row(cur.fetchone())
-        except sqlite3.Error as exc:
-            raise self._guard(exc) from exc
+        with self.db.write() as c:
+            got = c.execute(_CLAIM, (key, fingerprint, owner, now, lease_until)).fetchone()
+            if got is not None:
+                return True, _row(got)
+            cur = c.execute(f"SELECT {_COLS} FROM surefoot_keys WHERE key = ?", (key,))
+            return False, _row(cur.fetchone())
 
     def complete(self, key: str, owner: str, result: str, expires_at: float | None) -> bool:
-        try:
-            with self.db.write() as c:
-                n = c.execute(
-                    "UPDATE surefoot_keys SET state = 'done', result = ?, expires_at = ? "
-                    "WHERE key = ? AND owner = ? AND state = 'running'",
-                    (result, expires_at, key, owner),
-                ).rowcount
-            return bool(n)
-        except sqlite3.Error as exc:
-            raise self._guard(exc) from exc
+        with self.db.write() as c:
+            n = c.execute(
+                "UPDATE surefoot_keys SET state = 'done', result = ?, expires_at = ? "
+                "WHERE key = ? AND owner = ? AND state = 'running'",
+                (result, expires_at, key, owner),
+            ).rowcount
+        return bool(n)
 
     def release(self, key: str, owner: str) -> bool:
-        try:
-            with self.db.write() as c:
-                n = c.execute(
-                    "DELETE FROM surefoot_keys WHERE key = ? AND owner = ? AND state = 'running'",
-                    (key, owner),
-                ).rowcount
-            return bool(n)
-        except sqlite3.Error as exc:
-            raise self._guard(exc) from exc
+        with self.db.write() as c:
+            n = c.execute(
+                "DELETE FROM surefoot_keys WHERE key = ? AND owner = ? AND state = 'running'",
+                (key, owner),
+            ).rowcount
+        return bool(n)
 
     def get(self, key: str) -> KeyRecord | None:
-        try:
-            r = (
-                self.db.conn()
-                .execute(f"SELECT {_COLS} FROM surefoot_keys WHERE key = ?", (key,))
-                .fetchone()
-            )
-        except sqlite3.Error as exc:
-            raise self._guard(exc) from exc
-        return _row(r) if r is not None else None
+        rows = self.db.read(f"SELECT {_COLS} FROM surefoot_keys WHERE key = ?", (key,))
+        return _row(rows[0]) if rows else None
 
     def delete(self, key: str) -> bool:
-        try:
-            with self.db.write() as c:
-                return bool(c.execute("DELETE FROM surefoot_keys WHERE key = ?", (key,)).rowcount)
-        except sqlite3.Error as exc:
-            raise self._guard(exc) from exc
+        with self.db.write() as c:
+            return bool(c.execute("DELETE FROM surefoot_keys WHERE key = ?", (key,)).rowcount)
 
     def purge(self, now: float) -> int:
-        try:
-            with self.db.write() as c:
-                return c.execute(
-                    "DELETE FROM surefoot_keys WHERE state = 'done' AND expires_at IS NOT NULL "
-                    "AND expires_at <= ?",
-                    (now,),
-                ).rowcount
-        except sqlite3.Error as exc:
-            raise self._guard(exc) from exc
+        with self.db.write() as c:
+            return c.execute(
+                "DELETE FROM surefoot_keys WHERE state = 'done' AND expires_at IS NOT NULL "
+                "AND expires_at <= ?",
+                (now,),
+            ).rowcount

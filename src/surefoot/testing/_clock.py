@@ -1,4 +1,4 @@
-"""Helpers for *your* tests: virtual time and counting fakes.
+"""Virtual time for tests: ``FakeClock`` and ``instant_retries``.
 
 ``FakeClock`` advances instantly and records every sleep; pass it wherever surefoot takes a
 ``clock``. The fakes that count what they receive (``FakeLLM``, fault injectors) live in
@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
-from .clock import FakeClock
+from ..clock import FakeClock, swap_default_clock
 
 __all__ = ["FakeClock", "instant_retries"]
 
@@ -36,11 +36,9 @@ def instant_retries(clock: FakeClock | None = None) -> Iterator[FakeClock]:
     Yields:
         The clock: ``clock.sleeps`` lists every wait the retries asked for.
     """
-    from .resilience._retry import _swap_default_clock
-
     fake = clock if clock is not None else FakeClock()
-    old = _swap_default_clock(fake)
+    old = swap_default_clock(fake)
     try:
         yield fake
     finally:
-        _swap_default_clock(old)
+        swap_default_clock(old)

@@ -12,9 +12,7 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
-from ...codec import loads
-from ...errors import ConflictError
-from ..base import StateRecord, fence_conflict
+from ..base import StateRecord, write_conflict
 from ._db import SQLiteDB
 
 __all__ = ["SQLiteStateStore"]
@@ -84,14 +82,10 @@ class SQLiteStateStore:
         db.migrate("statestore", MIGRATIONS)
 
     def read(self, key: str) -> StateRecord | None:
-        row = (
-            self.db.conn()
-            .execute(
-                f"SELECT {_COLS} FROM sf_state WHERE ns = ? AND key = ?", (self.namespace, key)
-            )
-            .fetchone()
+        rows = self.db.read(
+            f"SELECT {_COLS} FROM sf_state WHERE ns = ? AND key = ?", (self.namespace, key)
         )
-        return _record(row) if row else None
+        return _record(rows[0]) if rows else None
 
     def write(
         self,
@@ -124,46 +118,23 @@ class SQLiteStateStore:
             if row is not None:
                 return _record(row)
             # Nothing written: say why, from the same transaction.
+            current = "SELECT version, value, author FROM sf_state WHERE ns = ? AND key = ?"
             if fence is not None:
-                lease = c.execute(
-                    "SELECT value, version, author FROM sf_state WHERE ns = ? AND key = ?",
-                    (self.namespace, fence[0]),
-                ).fetchone()
-                if lease is None or lease[1] != fence[1]:
-                    raise fence_conflict(
-                        fence[0],
-                        fence[1],
-                        lease[1] if lease else 0,
-                        loads(lease[0]) if lease else None,
-                        lease[2] if lease else "",
-                    )
-            cur = c.execute(
-                "SELECT value, version, author FROM sf_state WHERE ns = ? AND key = ?",
-                (self.namespace, key),
-            ).fetchone()
-            raise ConflictError(
-                key,
-                expect if expect is not None else 0,
-                cur[1] if cur else 0,
-                loads(cur[0]) if cur else None,
-                cur[2] if cur else "",
-            )
+                lease = c.execute(current, (self.namespace, fence[0])).fetchone()
+                if lease is None or lease[0] != fence[1]:
+                    raise write_conflict("fence", key, expect, fence, lease)
+            cur = c.execute(current, (self.namespace, key)).fetchone()
+            raise write_conflict("conflict", key, expect, fence, cur)
 
     def snapshot(self) -> dict[str, StateRecord]:
-        rows = (
-            self.db.conn()
-            .execute(f"SELECT {_COLS} FROM sf_state WHERE ns = ? ORDER BY key", (self.namespace,))
-            .fetchall()
+        rows = self.db.read(
+            f"SELECT {_COLS} FROM sf_state WHERE ns = ? ORDER BY key", (self.namespace,)
         )
         return {r[0]: _record(r) for r in rows}
 
     def revision(self) -> int:
-        row = (
-            self.db.conn()
-            .execute("SELECT MAX(revision) FROM sf_state WHERE ns = ?", (self.namespace,))
-            .fetchone()
-        )
-        return int(row[0] or 0)
+        rows = self.db.read("SELECT MAX(revision) FROM sf_state WHERE ns = ?", (self.namespace,))
+        return int(rows[0][0] or 0)
 
     def __repr__(self) -> str:
         return f"SQLiteStateStore({self.db.path!r}, {self.namespace!r})"

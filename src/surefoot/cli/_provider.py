@@ -1,0 +1,53 @@
+"""``surefoot fake-provider``: the provider that fails on cue, for your own integration tests."""
+
+from __future__ import annotations
+
+import signal
+import threading
+
+import click
+
+from .. import testing
+
+
+@click.command("fake-provider")
+@click.option(
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=0,
+    show_default=True,
+    help="Port on 127.0.0.1 (0: a free one; the URL is printed).",
+)
+@click.option(
+    "--fault",
+    "faults",
+    multiple=True,
+    metavar="SPEC",
+    help="What the next request gets, in order (repeat): ok, slow=S, 503, "
+    "429:retry-after=2, 429:retry-after-ms=150, 500:x-should-retry=false, quota, "
+    "overloaded, drop-before, drop-during[=N], stream-error[=N[:TYPE]].",
+)
+@click.option(
+    "--model",
+    default="fake-provider-model",
+    show_default=True,
+    help="The model name GET /v1/models reports.",
+)
+def fake_provider(port: int, faults: tuple[str, ...], model: str) -> None:
+    """Serve the OpenAI and Anthropic wire formats on 127.0.0.1, failing on cue.
+
+    Point OPENAI_BASE_URL at URL/v1 or ANTHROPIC_BASE_URL at URL. Runs until SIGTERM or
+    Ctrl-C, then prints how many requests it received.
+    """
+    script = [testing.parse_fault(f) for f in faults]
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    with testing.FakeProvider(port, model=model) as fp:
+        fp.script(script)
+        click.echo(f"fake provider listening on {fp.url}", err=False)
+        try:
+            while not stop.wait(0.2):
+                pass
+        except KeyboardInterrupt:
+            pass
+        click.echo(f"received {fp.count()} requests, answered {fp.completed} in full", err=True)

@@ -1,0 +1,108 @@
+"""What both SDK adapters share: lazy imports, the SDK-retries warning, key hiding."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import sys
+import threading
+import urllib.parse
+import warnings
+import weakref
+from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from ..errors import MissingExtraError
+
+__all__ = ["PerLoop", "Secret", "load_sdk", "redact_url", "warn_sdk_retries"]
+
+_PACKAGE = str(Path(__file__).resolve().parents[1])
+
+
+class PerLoop:
+    """One async SDK client per event loop: an HTTP pool must not outlive the loop it was
+    made in (a second ``asyncio.run`` would meet "Event loop is closed")."""
+
+    def __init__(self, make: Callable[[], Any]) -> None:
+        self._make = make
+        self._lock = threading.Lock()
+        self._by_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    def get(self) -> Any:
+        """The client of the running loop (made on first use)."""
+        loop = asyncio.get_running_loop()
+        client = self._by_loop.get(loop)
+        if client is None:
+            with self._lock:
+                client = self._by_loop.get(loop)
+                if client is None:
+                    client = self._by_loop[loop] = self._make()
+        return client
+
+    def pop(self) -> Any:
+        """Forget the running loop's client and return it (None if it has none)."""
+        return self._by_loop.pop(asyncio.get_running_loop(), None)
+
+
+class Secret:
+    """An API key that shows as ``***`` in reprs, so printing a client's state leaks nothing."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: str | None) -> None:
+        self._value = value
+
+    def get(self) -> str | None:
+        """The key itself (only for the SDK constructor)."""
+        return self._value
+
+    def __repr__(self) -> str:
+        return "Secret('***')" if self._value else "Secret(None)"
+
+    __str__ = __repr__
+
+
+def redact_url(url: str) -> str:
+    """``url`` without a password or token in its user part (for reprs and messages)."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return url
+    host = parts.hostname or ""
+    if parts.port is not None:
+        host = f"{host}:{parts.port}"
+    return urllib.parse.urlunsplit(parts._replace(netloc=f"***@{host}"))
+
+
+def load_sdk(name: str) -> ModuleType:
+    """Import ``openai`` or ``anthropic``, or say which extra to install."""
+    try:
+        return importlib.import_module(name)
+    except ImportError as exc:
+        raise MissingExtraError(name, f"the {name} adapter (surefoot.llm)") from exc
+
+
+def _caller_stacklevel() -> int:
+    """The stacklevel of the first frame outside surefoot (for warnings.warn from here)."""
+    level = 1
+    frame = sys._getframe(1)
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE):
+        frame = frame.f_back  # type: ignore[assignment]
+        level += 1
+    return level
+
+
+def warn_sdk_retries(client: Any, provider: str) -> None:
+    """Warn when a client passed in still retries by itself (attempts would multiply)."""
+    n = getattr(client, "max_retries", 0)
+    if isinstance(n, int) and n > 0:
+        warnings.warn(
+            f"the {provider} client passed in has max_retries={n}: the SDK retries inside "
+            f"every surefoot attempt, so one call can send up to (max_retries + 1) x "
+            f"max_attempts requests and the SDK's waits ignore the deadline and budget. "
+            f"Build it with max_retries=0 (or use client.with_options(max_retries=0)).",
+            stacklevel=_caller_stacklevel(),
+        )

@@ -1,0 +1,150 @@
+"""Streamed replies: the text piece by piece, then the whole ``ChatCompletion``."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ._fake import ChatCompletion, Usage
+
+if TYPE_CHECKING:
+    from ._client import ChatClient, Request
+
+__all__ = ["AsyncReplyStream", "Delta", "ReplyStream"]
+
+
+@dataclass(frozen=True, slots=True)
+class Delta:
+    """One streamed event, normalised: text, and/or usage, and/or the end of the reply."""
+
+    text: str = ""
+    usage: Usage | None = None
+    finish_reason: str | None = None
+    model: str | None = None
+    id: str | None = None
+
+
+class ReplyStream:
+    """The text of a streamed reply, piece by piece; ``reply`` once it is exhausted.
+
+    Attributes:
+        text: the text so far. reply: the whole ``ChatCompletion`` (None until the end).
+    """
+
+    def __init__(
+        self, client: ChatClient, req: Request, events: Iterator[Delta], head: list[Delta]
+    ) -> None:
+        self._client = client
+        self._req = req
+        self._gen = self._run(events, head)
+        self.parts: list[str] = []
+        self.reply: ChatCompletion | None = None
+
+    @property
+    def text(self) -> str:
+        """The text received so far."""
+        return "".join(self.parts)
+
+    def _run(self, events: Iterator[Delta], head: list[Delta]) -> Iterator[str]:
+        last = Delta()
+        finished = False
+        try:
+            for d in _chain(head, events):
+                last = _merge(last, d)
+                finished = finished or d.finish_reason is not None
+                if d.text:
+                    self.parts.append(d.text)
+                    yield d.text
+            if not finished:
+                raise ConnectionResetError(
+                    "the stream ended before the reply was complete (no finish reason)"
+                )
+        except Exception as exc:
+            self._client._stream_failed(self._req, self.parts, exc)
+            raise
+        self.reply = self._client._stream_done(self._req, self.parts, last)
+
+    def __iter__(self) -> Iterator[str]:
+        return self._gen
+
+    def __next__(self) -> str:
+        return next(self._gen)
+
+    def read(self) -> ChatCompletion:
+        """Consume the rest and return the whole reply."""
+        for _ in self._gen:
+            pass
+        assert self.reply is not None
+        return self.reply
+
+
+class AsyncReplyStream:
+    """The async twin of ``ReplyStream``: ``async for piece in stream``; ``await read()``."""
+
+    def __init__(
+        self, client: ChatClient, req: Request, events: AsyncIterator[Delta], head: list[Delta]
+    ) -> None:
+        self._client = client
+        self._req = req
+        self._gen = self._run(events, head)
+        self.parts: list[str] = []
+        self.reply: ChatCompletion | None = None
+
+    @property
+    def text(self) -> str:
+        """The text received so far."""
+        return "".join(self.parts)
+
+    async def _run(self, events: AsyncIterator[Delta], head: list[Delta]) -> AsyncIterator[str]:
+        last = Delta()
+        finished = False
+        try:
+            for d in head:
+                last = _merge(last, d)
+                finished = finished or d.finish_reason is not None
+                if d.text:
+                    self.parts.append(d.text)
+                    yield d.text
+            async for d in events:
+                last = _merge(last, d)
+                finished = finished or d.finish_reason is not None
+                if d.text:
+                    self.parts.append(d.text)
+                    yield d.text
+            if not finished:
+                raise ConnectionResetError(
+                    "the stream ended before the reply was complete (no finish reason)"
+                )
+        except Exception as exc:
+            self._client._stream_failed(self._req, self.parts, exc)
+            raise
+        self.reply = self._client._stream_done(self._req, self.parts, last)
+
+    def __aiter__(self) -> AsyncIterator[str]:
+        return self._gen
+
+    async def __anext__(self) -> str:
+        return await self._gen.__anext__()
+
+    async def read(self) -> ChatCompletion:
+        """Consume the rest and return the whole reply."""
+        async for _ in self._gen:
+            pass
+        assert self.reply is not None
+        return self.reply
+
+
+def _chain(head: list[Delta], rest: Iterator[Delta]) -> Iterator[Delta]:
+    yield from head
+    yield from rest
+
+
+def _merge(last: Delta, d: Delta) -> Delta:
+    return Delta(
+        text="",
+        usage=d.usage if d.usage is not None else last.usage,
+        finish_reason=d.finish_reason or last.finish_reason,
+        model=d.model or last.model,
+        id=d.id or last.id,
+    )

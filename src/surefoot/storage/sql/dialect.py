@@ -1,0 +1,92 @@
+"""What a SQL backend tells the shared journal and stream: its SQL spelling and how it runs.
+
+The shared code (:mod:`.journal`, :mod:`.stream`) writes every statement once, with ``?``
+placeholders, and asks the dialect for the few fragments that differ between SQLite and
+PostgreSQL (row locks, list membership, the row order column) and for how statements run: a
+read, one write that is its own commit, a transaction, a batch (pipelined on PostgreSQL) and
+a poll that usually changes nothing (SQLite looks before it locks). A dialect does no
+deciding; it only spells and runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol, TypeVar
+
+__all__ = ["Dialect"]
+
+T = TypeVar("T")
+
+
+class Dialect(Protocol):
+    """One SQL backend's spelling and statement runner.
+
+    Attributes:
+        url: the storage URL (for errors).
+        row_lock: ``" FOR UPDATE"`` where rows can be locked (PostgreSQL), else ``""``
+            (SQLite's write lock already serializes the transaction).
+        share_lock: ``" FOR SHARE"`` or ``""``: holds the run row while a step is written.
+        skip_locked: ``" FOR UPDATE SKIP LOCKED"`` or ``""``: claimers skip each other's rows.
+        order_c: ``' COLLATE "C"'`` or ``""``: byte order for text, as SQLite sorts.
+        step_seq: the column giving journal order of steps (``rowid`` / ``seq``).
+    """
+
+    url: str
+    row_lock: str
+    share_lock: str
+    skip_locked: str
+    order_c: str
+    step_seq: str
+
+    def sql(self, text: str) -> str:
+        """``text`` with its ``?`` placeholders in this driver's style."""
+        ...
+
+    def any_of(self, column: str) -> str:
+        """A condition true when ``column`` is in the list bound to its one placeholder."""
+        ...
+
+    def array(self, values: Sequence[Any]) -> Any:
+        """The parameter bound to an :meth:`any_of` placeholder."""
+        ...
+
+    def member(self, names: str, name: str) -> str:
+        """True when the ``chr(31)``-separated list ``names`` contains ``name`` (SQL exprs)."""
+        ...
+
+    def read(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        """Run one read-only statement and return its rows (no commit counted)."""
+        ...
+
+    def write(self, sql: str, params: Sequence[Any] = (), *, idempotent: bool = False) -> int:
+        """Run one write as its own transaction (one commit); return its row count."""
+        ...
+
+    def transaction(self, fn: Callable[[Any], T], *, idempotent: bool = False) -> T:
+        """Run ``fn(conn)`` in one write transaction (one commit) and return its result.
+
+        ``idempotent``: running ``fn`` again after a lost reply leaves the same state.
+        """
+        ...
+
+    def batch(self, fn: Callable[[Any], T], *, idempotent: bool = False) -> T:
+        """Like :meth:`transaction`, for statements that need no answer of an earlier one:
+        PostgreSQL pipelines them (one round trip); read row counts after it returns."""
+        ...
+
+    def poll_write(
+        self, sql: str, params: Sequence[Any], probe: tuple[str, Sequence[Any]] | None
+    ) -> list[Any]:
+        """Run a write an idle poller sends often and that usually changes nothing; return
+        its rows. SQLite first runs ``probe`` without the write lock and skips the write
+        when it finds no row; PostgreSQL sends the write (its ``SKIP LOCKED`` keeps
+        claimers apart) and counts a commit only when rows came back."""
+        ...
+
+    def many(self, conn: Any, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        """Run ``sql`` once per parameter row, inside ``conn``'s transaction."""
+        ...
+
+    def notify(self, conn: Any, channel: str, payload: str) -> None:
+        """Wake listeners of ``channel`` when ``conn``'s transaction commits (or do nothing)."""
+        ...

@@ -1,0 +1,71 @@
+"""SQLite's spelling of the shared SQL, and how its statements run on a ``SQLiteDB``.
+
+No row locks: ``BEGIN IMMEDIATE`` takes the file's write lock for the whole transaction, so
+``FOR UPDATE`` / ``SKIP LOCKED`` are left out. A claim looks before it locks (a plain read
+first), so idle workers polling the queue never take the write lock or commit.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+from ._db import SQLiteDB
+
+__all__ = ["SQLiteDialect"]
+
+T = TypeVar("T")
+
+
+class SQLiteDialect:
+    """The :class:`~surefoot.storage.sql.dialect.Dialect` of one SQLite file."""
+
+    row_lock = ""
+    share_lock = ""
+    skip_locked = ""
+    order_c = ""  # SQLite compares text byte by byte already
+    step_seq = "rowid"
+
+    def __init__(self, db: SQLiteDB) -> None:
+        self.db = db
+        self.url = db.url
+
+    def sql(self, text: str) -> str:
+        return text
+
+    def any_of(self, column: str) -> str:
+        return f"{column} IN (SELECT value FROM json_each(?))"
+
+    def array(self, values: Sequence[Any]) -> Any:
+        return json.dumps(list(values))
+
+    def member(self, names: str, name: str) -> str:
+        return f"instr(char(31) || {names} || char(31), char(31) || {name} || char(31)) > 0"
+
+    def read(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        return self.db.read(sql, params)
+
+    def write(self, sql: str, params: Sequence[Any] = (), *, idempotent: bool = False) -> int:
+        with self.db.write() as c:
+            return int(c.execute(sql, params).rowcount)
+
+    def transaction(self, fn: Callable[[Any], T], *, idempotent: bool = False) -> T:
+        with self.db.write() as c:
+            return fn(c)
+
+    batch = transaction
+
+    def poll_write(
+        self, sql: str, params: Sequence[Any], probe: tuple[str, Sequence[Any]] | None
+    ) -> list[Any]:
+        if probe is not None and not self.db.read(*probe):
+            return []
+        with self.db.write() as c:
+            return list(c.execute(sql, params).fetchall())
+
+    def many(self, conn: Any, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        conn.executemany(sql, rows)
+
+    def notify(self, conn: Any, channel: str, payload: str) -> None:
+        """Nothing: SQLite has no notifications; workers poll."""

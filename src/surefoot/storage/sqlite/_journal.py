@@ -1,0 +1,136 @@
+"""The durable journal on SQLite: the shared SQL journal plus what only SQLite does.
+
+The statements are those of :mod:`surefoot.storage.sql.journal`, run under ``BEGIN
+IMMEDIATE`` (the file's write lock fences every write by the lease epoch). What stays here:
+the migrations (SQLite types, ``rowid`` as the journal order), creating a run (a plain read
+first, so the common repeat takes no write lock) and the heartbeat (one short transaction).
+"""
+
+from __future__ import annotations
+
+from ..base import RunRow
+from ..sql.journal import AUDIT_SQL, RUN_COLS, RUN_MARKS, SEL, SQLJournal, row_params
+from ._db import SQLiteDB
+from ._dialect import SQLiteDialect
+
+__all__ = ["MIGRATIONS", "SQLiteJournal"]
+
+MIGRATIONS = [
+    """
+    CREATE TABLE durable_runs (
+        run_id TEXT PRIMARY KEY,
+        workflow TEXT NOT NULL,
+        version TEXT NOT NULL,
+        structure_hash TEXT NOT NULL,
+        args TEXT NOT NULL,
+        strategy TEXT NOT NULL,
+        status TEXT NOT NULL,
+        result TEXT,
+        error TEXT,
+        owner TEXT,
+        epoch INTEGER NOT NULL DEFAULT 0,
+        lease_until REAL,
+        wake_at REAL,
+        waiting_for TEXT,
+        forked_from TEXT,
+        created_at REAL NOT NULL,
+        updated_at REAL NOT NULL
+    );
+    CREATE INDEX durable_runs_ready ON durable_runs(status, wake_at);
+    CREATE TABLE durable_steps (
+        run_id TEXT NOT NULL,
+        pos TEXT NOT NULL,
+        name TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        status TEXT NOT NULL,
+        result TEXT,
+        error TEXT,
+        attempts INTEGER NOT NULL,
+        epoch INTEGER NOT NULL,
+        started_at REAL NOT NULL,
+        finished_at REAL,
+        PRIMARY KEY (run_id, pos)
+    );
+    CREATE TABLE durable_signals (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        run_id TEXT NOT NULL,
+        name TEXT NOT NULL,
+        payload TEXT NOT NULL,
+        signal_id TEXT,
+        sent_at REAL NOT NULL,
+        consumed_pos TEXT,
+        UNIQUE (run_id, signal_id)
+    );
+    CREATE INDEX durable_signals_wait ON durable_signals(run_id, name, consumed_pos);
+    CREATE TABLE durable_audit (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        run_id TEXT NOT NULL,
+        at REAL NOT NULL,
+        actor TEXT NOT NULL,
+        action TEXT NOT NULL,
+        detail TEXT NOT NULL
+    );
+    CREATE INDEX durable_audit_run ON durable_audit(run_id, id);
+    CREATE TABLE durable_workers (
+        worker_id TEXT PRIMARY KEY,
+        workflows TEXT NOT NULL,
+        seen_at REAL NOT NULL
+    )
+    """,
+    # 2: claims since the run last suspended or an operator moved it (``max_claims``)
+    "ALTER TABLE durable_runs ADD COLUMN claims INTEGER NOT NULL DEFAULT 0",
+]
+
+
+class SQLiteJournal(SQLJournal):
+    """The ``Journal`` protocol on one SQLite file (see ``surefoot.storage.base``).
+
+    Args:
+        db: the shared ``SQLiteDB``; the journal's tables are created by migration.
+
+    Raises:
+        SchemaVersionError: the file is foreign or from a newer surefoot (left untouched).
+    """
+
+    def __init__(self, db: SQLiteDB) -> None:
+        self.db = db
+        db.migrate("durable", MIGRATIONS)
+        super().__init__(SQLiteDialect(db))
+
+    def create_run(self, row: RunRow) -> tuple[RunRow, bool]:
+        """Insert ``row`` unless the run id exists; return (the stored row, created)."""
+        existing = self.get_run(row.run_id)  # the common repeat: no write lock, no commit
+        if existing is not None:
+            return existing, False
+        with self.db.write() as c:
+            cur = c.execute(
+                f"INSERT INTO durable_runs ({RUN_COLS}) VALUES ({RUN_MARKS}) "
+                "ON CONFLICT (run_id) DO NOTHING",
+                row_params(row),
+            )
+            if cur.rowcount == 1:
+                c.execute(
+                    AUDIT_SQL, (row.run_id, row.created_at, row.owner or "app", "created", "{}")
+                )
+                return row, True
+            stored = c.execute(f"SELECT {SEL} FROM durable_runs WHERE run_id = ?", (row.run_id,))
+            found = stored.fetchone()
+        return RunRow(*found), False
+
+    def heartbeat(
+        self, owner: str, runs: list[tuple[str, int]], *, lease_until: float, now: float
+    ) -> list[str]:
+        """Extend the leases ``owner`` holds; return the run ids it no longer holds."""
+        lost: list[str] = []
+        if not runs:
+            return lost
+        with self.db.write() as c:
+            for run_id, epoch in runs:
+                cur = c.execute(
+                    "UPDATE durable_runs SET lease_until = ? WHERE run_id = ? AND epoch = ? "
+                    "AND status = 'running'",
+                    (lease_until, run_id, epoch),
+                )
+                if cur.rowcount != 1:
+                    lost.append(run_id)
+        return lost

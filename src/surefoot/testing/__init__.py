@@ -1,0 +1,49 @@
+"""Helpers for *your* tests: virtual time, and a model provider that fails on cue.
+
+``FakeClock`` advances instantly and records every sleep; pass it wherever surefoot takes a
+``clock``. ``instant_retries()`` makes retries given no clock wait on a ``FakeClock``.
+
+``FakeProvider`` is a local HTTP server (127.0.0.1, a free port) speaking the OpenAI
+chat-completions and Anthropic messages wire formats, streaming included, whose faults are
+scripted per request (``Status``, ``rate_limited``, ``insufficient_quota``, ``overloaded``,
+``Reply(delay=…)``, ``DropBeforeReply``, ``DropMidReply``, ``StreamError``). Point the real
+SDKs (or surefoot's adapters) at it and count what it received. The same server runs as
+``surefoot fake-provider --port N``.
+
+The fakes that count what they receive in-process (``FakeLLM``, fault injectors) live in
+``surefoot.llm`` and ``surefoot.resilience.faults``.
+"""
+
+from __future__ import annotations
+
+from ._clock import FakeClock, instant_retries
+from ._faults import (
+    DropBeforeReply,
+    DropMidReply,
+    Fault,
+    Reply,
+    Status,
+    StreamError,
+    insufficient_quota,
+    overloaded,
+    parse_fault,
+    rate_limited,
+)
+from ._provider import FakeProvider, Received
+
+__all__ = [
+    "DropBeforeReply",
+    "DropMidReply",
+    "FakeClock",
+    "FakeProvider",
+    "Fault",
+    "Received",
+    "Reply",
+    "Status",
+    "StreamError",
+    "instant_retries",
+    "insufficient_quota",
+    "overloaded",
+    "parse_fault",
+    "rate_limited",
+]

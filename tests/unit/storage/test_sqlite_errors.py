@@ -1,0 +1,63 @@
+"""SQLiteDB turns every driver error into the storage error tree, keeping the cause."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from surefoot import storage
+from surefoot.errors import StoreError, StoreUnavailableError
+from surefoot.storage.base import RunRow
+from surefoot.storage.sqlite import SQLiteDB
+
+
+def _row(run_id: str) -> RunRow:
+    return RunRow(run_id, "wf", "1", "h", "[]", "journal_keys", "pending", 1.0, 1.0)
+
+
+def test_a_refused_statement_is_a_store_error_and_rolls_back(tmp_path: Path) -> None:
+    """An IntegrityError inside a write becomes StoreError (not unavailable), with the
+    driver's error as its cause; nothing of the transaction is kept or counted."""
+    db = SQLiteDB(str(tmp_path / "a.db"))
+    db.migrate("t", ["CREATE TABLE t (k TEXT PRIMARY KEY)"])
+    commits = db.commits
+    with pytest.raises(StoreError) as info, db.write() as c:
+        c.execute("INSERT INTO t VALUES ('x')")
+        c.execute("INSERT INTO t VALUES ('x')")
+    assert not isinstance(info.value, StoreUnavailableError)
+    assert isinstance(info.value.__cause__, sqlite3.IntegrityError)
+    assert "a.db" in str(info.value)
+    assert db.read("SELECT COUNT(*) FROM t") == [(0,)]
+    assert db.commits == commits
+    db.close()
+
+
+def test_a_locked_file_is_store_unavailable_for_the_journal(tmp_path: Path) -> None:
+    """A journal write while another connection holds the write lock raises
+    StoreUnavailableError saying how to raise busy_timeout, caused by the driver's error."""
+    path = tmp_path / "j.db"
+    st = storage.open(f"sqlite:///{path}?busy_timeout=0")
+    j = st.journal()
+    other = sqlite3.connect(path, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")
+    try:
+        with pytest.raises(StoreUnavailableError, match="busy_timeout") as info:
+            j.create_run(_row("r"))
+        assert isinstance(info.value.__cause__, sqlite3.OperationalError)
+    finally:
+        other.execute("ROLLBACK")
+        other.close()
+    assert j.create_run(_row("r"))[1] is True
+    st.close()
+
+
+def test_a_failing_read_is_translated_too(tmp_path: Path) -> None:
+    """A read the driver refuses (no such table) raises a StoreError with the cause kept."""
+    db = SQLiteDB(str(tmp_path / "r.db"))
+    with pytest.raises(StoreError) as info:
+        db.read("SELECT * FROM missing")
+    assert isinstance(info.value.__cause__, sqlite3.OperationalError)
+    assert "no such table" in str(info.value)
+    db.close()
