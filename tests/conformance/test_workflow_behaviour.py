@@ -34,7 +34,7 @@ def test_results_come_back_with_each_step_run_once(engine: Harness) -> None:
     f = build(app, calls)
     out = app.start(f.results, "sky", run_id="res-1").result(timeout=60)
     assert out["topics"] == ["sky-a", "sky-b"]
-    assert out["text"] == "sky-a=5"
+    assert out["text"] == "sky-a=5" and out["score"] == 5.0
     assert calls == [("plan", "sky"), ("score", "sky-a"), ("describe", "Finding")]
 
 
