@@ -118,6 +118,11 @@ def build(app: durable.App, calls: list[Any]) -> SimpleNamespace:
         return [first, second]
 
     @app.workflow
+    async def typed_signal() -> str:
+        got = await app.wait_for("finding", timeout=60, type=Finding)
+        return f"{type(got).__name__} {got.topic}"
+
+    @app.workflow
     async def saga(items: list[str]) -> str:
         for item in items:
             await book(item)

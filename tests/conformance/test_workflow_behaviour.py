@@ -124,6 +124,15 @@ def test_a_signal_sent_before_the_wait_is_kept(engine: Harness) -> None:
     assert handle.result(timeout=60) == [1, 2]
 
 
+def test_a_typed_wait_reads_the_payload_as_its_type(engine: Harness) -> None:
+    """wait_for(type=Finding) gets a Finding from the signal's JSON, on either engine."""
+    app = engine.app()
+    f = build(app, [])
+    handle = app.start(f.typed_signal, run_id="sig-3")
+    app.signal("sig-3", "finding", {"topic": "tides", "score": 2.0})
+    assert handle.result(timeout=60) == "Finding tides"
+
+
 def test_a_saga_undoes_effects_newest_first_and_audits_it(engine: Harness) -> None:
     """A failure after two bookings undoes both, newest first, with their keys; the run ends
     failed and its audit lists what was undone."""

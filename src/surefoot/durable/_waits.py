@@ -192,7 +192,7 @@ def wait_step(name: str, timeout: float | None, default: Any, ann: Any = Any) ->
     scope = _scope("wait_for")
     pos = scope.next()
     if scope.engine is not None:
-        return scope.engine.wait(pos, name, timeout, default)
+        return scope.engine.wait(pos, name, timeout, default, ann)
     if _in_loop():
         return _await(scope.run, pos, name, timeout, default, ann)
     # A sync workflow gets the payload itself (``approval = app.wait_for("approve")``).

@@ -61,8 +61,9 @@ class RunEngine(Protocol):
     def sleep(self, pos: str, wake_at: float) -> Any:
         """A durable timer until ``wake_at`` (the app clock's seconds); an awaitable."""
 
-    def wait(self, pos: str, name: str, timeout: float | None, default: Any) -> Any:
-        """Wait for signal ``name`` (each delivered once) or ``timeout``; an awaitable."""
+    def wait(self, pos: str, name: str, timeout: float | None, default: Any, ann: Any) -> Any:
+        """Wait for signal ``name`` (each delivered once) or ``timeout``; an awaitable of
+        the payload read as ``ann`` (``typing.Any``: as decoded)."""
 
 
 class Engine(Protocol):

@@ -213,16 +213,19 @@ class _Run:
         if delay > 0:
             await workflow.sleep(delay)
 
-    def wait(self, pos: str, name: str, timeout: float | None, default: Any) -> Any:
-        return self._wait(name, timeout, default)
+    def wait(self, pos: str, name: str, timeout: float | None, default: Any, ann: Any) -> Any:
+        return self._wait(name, timeout, default, ann)
 
-    async def _wait(self, name: str, timeout: float | None, default: Any) -> Any:
+    async def _wait(self, name: str, timeout: float | None, default: Any, ann: Any) -> Any:
         queue = self.wf.queue(name)
         try:
             await workflow.wait_condition(lambda: bool(queue), timeout=timeout)
         except TimeoutError:
             return default
-        return codec.loads(queue.popleft())
+        text = queue.popleft()
+        if ann is Any:
+            return codec.loads(text)
+        return codec.loads_as(text, ann, where=f"the payload of signal {name!r}")
 
     # -- sagas ----------------------------------------------------------------------------
 
