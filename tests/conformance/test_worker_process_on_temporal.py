@@ -1,13 +1,15 @@
-"""A `surefoot engine worker` process SIGKILLed mid-step, on Temporal: what runs again.
+"""`surefoot engine worker` processes on Temporal: SIGKILLed mid-step, and driven by the CLI.
 
 The worker is a real process (the CLI entry); the steps write to a ledger file outside it.
 A new worker finishes the run: completed steps do not run again, the step in flight runs
 again once (at-least-once, like an embedded resume), and an effect with no key that was in
-flight sends the run to needs_attention instead of being repeated.
+flight sends the run to needs_attention instead of being repeated. `surefoot engine start`,
+`signal` and `show` drive and read runs from the command line.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -28,6 +30,7 @@ SRC = Path(__file__).resolve().parents[2] / "src"
 
 FLOWS = """
 import asyncio
+import json
 import os
 
 from surefoot import durable
@@ -168,3 +171,28 @@ def test_a_keyless_effect_in_flight_goes_to_needs_attention(
     assert info.value.status == "needs_attention"
     assert "outcome_unknown" in str(info.value) or "no idempotency key" in str(info.value)
     assert [x.split()[0] for x in _lines(ledger)] == ["post-start"]
+
+
+def _cli(workers: Workers, *args: str) -> subprocess.CompletedProcess[str]:
+    argv = [sys.executable, "-m", "surefoot", "engine", *args]
+    argv += ["--app", "killflows:app", "--url", workers.url]
+    return subprocess.run(argv, env=workers.env, capture_output=True, text=True, timeout=90)
+
+
+def test_the_cli_starts_signals_and_shows_runs(setup: tuple[Workers, Any, Path]) -> None:
+    """`surefoot engine start --wait` prints the result; `show --json` the header; a signal to
+    an ended run is one error line and exit 1; an unknown run is too."""
+    workers, _, _ = setup
+    workers.start()
+    done = _cli(workers, "start", "pipeline", "[5]", "--run-id", "cli-1", "--wait", "60")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "112"
+    shown = _cli(workers, "show", "cli-1", "--json")
+    assert shown.returncode == 0, shown.stderr
+    data = json.loads(shown.stdout)
+    assert (data["workflow"], data["version"], data["status"]) == ("pipeline", "1", "succeeded")
+    assert data["args"] == [5] and data["result"] == 112
+    late = _cli(workers, "signal", "cli-1", "go", '"x"', "--id", "s-1")
+    assert late.returncode == 1 and "has ended (succeeded)" in late.stderr
+    missing = _cli(workers, "show", "no-such-run")
+    assert missing.returncode == 1 and "no-such-run" in missing.stderr
