@@ -147,7 +147,7 @@ def build(app: durable.App, calls: list[Any]) -> SimpleNamespace:
 
     @app.workflow
     async def clock_read() -> float:
-        await plan("tick")
+        await book("seat")
         return time.time()  # not replayable: the clock belongs in a step
 
     return SimpleNamespace(**{k: v for k, v in locals().items() if k not in ("app", "calls")})

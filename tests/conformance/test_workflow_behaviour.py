@@ -223,9 +223,11 @@ def test_a_run_whose_version_is_gone_is_not_retried_forever(engine: Harness) -> 
 
 def test_workflow_code_reading_the_clock(engine: Harness) -> None:
     """time.time() in workflow code: Temporal fails the run with NondeterminismError's message
-    (no task retried forever); the embedded journal replays by position and allows it."""
+    (no task retried forever) and undoes the effect before it; the embedded journal replays
+    by position and allows it."""
+    calls: list[Any] = []
     app = engine.app()
-    f = build(app, [])
+    f = build(app, calls)
     handle = app.start(f.clock_read, run_id="nd-1")
     if engine.name == "sqlite":
         assert isinstance(handle.result(timeout=60), float)
@@ -236,6 +238,8 @@ def test_workflow_code_reading_the_clock(engine: Harness) -> None:
     assert info.value.error["t"] == "surefoot.errors.NondeterminismError"
     assert "time.time()" in info.value.error["message"]
     assert "in a step" in info.value.error["message"]
+    assert [c[:2] for c in calls] == [("book", "seat"), ("unbook", "seat")]
+    assert [a for a, _ in engine.audit(app, handle)] == ["compensated", "failed"]
 
 
 def test_bad_input_is_refused_clearly(engine: Harness) -> None:

@@ -355,27 +355,21 @@ class SurefootWorkflow:
                 [["needs_attention", detail]],
             ) from None
         except Exception as exc:
-            if run.violation is not None:
-                raise self._nondeterminism(run.violation) from None
-            status, audit = await run.compensate(exc)
-            raise _fail(
-                status, f"{type(exc).__name__}: {exc}", codec.error_to_data(exc), audit
-            ) from None
+            raise await self._failed(run, run.violation or exc) from None
         finally:
             leave(token)
         if run.violation is not None:  # caught by the workflow's own code: fail all the same
-            raise self._nondeterminism(run.violation)
+            raise await self._failed(run, run.violation)
         try:
             return codec.dumps(value, where=f"the result of workflow {name!r}")
         except EncodeError as exc:
-            raise _fail("failed", str(exc), codec.error_to_data(exc), []) from None
+            raise await self._failed(run, exc) from None
 
     @staticmethod
-    def _nondeterminism(err: NondeterminismError) -> ApplicationError:
-        data = codec.error_to_data(err)
-        return _fail(
-            "failed",
-            str(err),
-            data,
-            [["failed", {"error": str(err), "undone": [], "not_undone": []}]],
+    async def _failed(run: _Run, err: BaseException) -> ApplicationError:
+        """The run failed with ``err``: undo its effects (as embedded), then fail the run."""
+        status, audit = await run.compensate(err)
+        message = (
+            str(err) if isinstance(err, NondeterminismError) else f"{type(err).__name__}: {err}"
         )
+        return _fail(status, message, codec.error_to_data(err), audit)
