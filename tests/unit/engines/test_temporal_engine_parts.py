@@ -128,7 +128,7 @@ def test_an_engine_url_has_no_journal() -> None:
     app.close()
 
 
-def test_an_unreachable_cluster_is_one_clear_error() -> None:
+def test_an_unreachable_cluster_is_one_clear_error(temporal_bin: str) -> None:
     """app.start on a temporal:// URL nobody answers names the address and what to do."""
     from surefoot.errors import StoreUnavailableError
 
