@@ -24,6 +24,7 @@
     │   ├── UnknownRunError             no run with that id (also KeyError)
     │   ├── WorkflowNotFoundError       no registered workflow of that name and version
     │   ├── LeaseLostError              another worker took the run over; this one must stop
+    │   ├── NondeterminismError         workflow code used the clock, random or I/O (Temporal)
     │   └── RunFailedError              the awaited run ended failed, cancelled or needing attention
     └── StateError
         ├── ConflictError               a versioned write met a newer version
@@ -286,6 +287,28 @@ class LeaseLostError(JournalError):
         super().__init__(
             f"run {run_id!r}: this worker's lease (epoch {epoch}) was taken over by another "
             "worker, so its write was refused. Nothing to do: the other worker continues the run."
+        )
+
+
+class NondeterminismError(JournalError):
+    """Workflow code did something a replay would not do the same way (on Temporal).
+
+    An engine that replays the workflow function from its history (Temporal) needs the
+    function to take the same path every time: the clock, random numbers and I/O belong in
+    steps. Raised in the workflow's code at the call; the run then fails with it.
+
+    Attributes:
+        run_id: the run. workflow: its workflow. call: what was called (``time.time``).
+    """
+
+    def __init__(self, run_id: str, workflow: str, call: str, hint: str) -> None:
+        self.run_id = run_id
+        self.workflow = workflow
+        self.call = call
+        super().__init__(
+            f"run {run_id!r}: workflow {workflow!r} called {call} in its own code. On "
+            f"Temporal the workflow function is replayed from its history, so it must take "
+            f"the same path every time: {hint}. Nothing was retried; the run failed."
         )
 
 

@@ -13,6 +13,7 @@ import click
 from .. import __version__, telemetry
 from ..errors import SurefootError
 from ._chaos import chaos
+from ._engine import engine
 from ._lab import lab
 from ._provider import fake_provider
 from ._runs import runs
@@ -50,6 +51,7 @@ cli.add_command(worker)
 cli.add_command(runs)
 cli.add_command(chaos)
 cli.add_command(ui)
+cli.add_command(engine)
 cli.add_command(fake_provider)
 
 

@@ -29,6 +29,7 @@ from ._step import make_step
 from ._types import STRATEGIES, WAIT_SEP, StepSpec
 from ._versions import Workflow, describe
 from ._waits import sleep_step, wait_step
+from .engine import Engine, engine_scheme, open_engine
 
 __all__ = ["App"]
 
@@ -118,6 +119,7 @@ class App(Management):
         self.registry = Registry()
         self.executor = Executor(self.registry, self)
         self.serving = False
+        self._engine: Engine | None = None  # an engine URL's (temporal://…), opened on use
 
     # -- configuration -----------------------------------------------------------------
 
@@ -137,7 +139,7 @@ class App(Management):
             ConfigError: a new URL after the journal was opened.
         """
         if url is not None and url != self.url:
-            if self._journal is not None:
+            if self._journal is not None or self._engine is not None:
                 raise ConfigError(
                     f"this app already uses {storage.redact(self.url)!r}; configure(url=…) "
                     "must come before the first run"
@@ -164,6 +166,13 @@ class App(Management):
         """
         j = self._journal
         if j is None:
+            if engine_scheme(self.url) is not None:
+                raise ConfigError(
+                    f"this app runs on an engine ({storage.redact(self.url)}), not on a "
+                    "journal: its runs live there (see docs/engines.md for how to look at "
+                    "them); start, signal and wait for them with app.start / app.signal / "
+                    "handle.result"
+                )
             with self._open_lock:
                 if self._journal is None:
                     if not self.create:
@@ -177,6 +186,9 @@ class App(Management):
 
     def close(self) -> None:
         """Stop executing runs here and close the journal. Runs in flight stay resumable."""
+        if self._engine is not None:
+            self._engine.close()
+            self._engine = None
         self.executor.close()
         closer = getattr(self._journal, "close", None)
         if closer is not None:
@@ -370,6 +382,10 @@ class App(Management):
             EncodeError: an argument cannot be stored (nothing written).
             WorkflowNotFoundError: ``workflow`` is not registered.
         """
+        eng = self._engine_now()
+        if eng is not None:  # e.g. temporal://: that engine runs it (a worker here too)
+            wf = self.registry.resolve(workflow)
+            return eng.start(wf, args, kwargs, run_id=run_id, here=True)
         row, created = self._create(workflow, args, kwargs, run_id, strategy, embedded=True)
         if created:
             return RunHandle(
@@ -390,6 +406,10 @@ class App(Management):
         Raises:
             RunConflictError / EncodeError / WorkflowNotFoundError: as for ``start``.
         """
+        eng = self._engine_now()
+        if eng is not None:
+            wf = self.registry.resolve(workflow)
+            return eng.start(wf, args, kwargs, run_id=run_id, here=False)
         row, _ = self._create(workflow, args, kwargs, run_id, strategy, embedded=False)
         return RunHandle(self, row.run_id, drive=False)
 
@@ -444,6 +464,29 @@ class App(Management):
         Raises:
             UnknownRunError: no such run.
         """
+        eng = self._engine_now()
+        if eng is not None:
+            return eng.handle(run_id)
         if self.journal.get_run(run_id) is None:
             raise UnknownRunError(run_id, self.url)
         return RunHandle(self, run_id, drive=False)
+
+    # -- another engine (temporal://…) -------------------------------------------------
+
+    def _engine_now(self) -> Engine | None:
+        """The engine this app's URL names (opened on first use), or None for a journal."""
+        if self._engine is None and engine_scheme(self.url) is not None:
+            with self._open_lock:
+                if self._engine is None:
+                    self._engine = open_engine(self)
+        return self._engine
+
+    def signal(
+        self, run_id: str, name: str, payload: Any = None, *, signal_id: str | None = None
+    ) -> bool:
+        """Deliver signal ``name`` to a run (see ``Management.signal``); on an engine URL,
+        through that engine, with the same once-per-``signal_id`` rule."""
+        eng = self._engine_now()
+        if eng is not None:
+            return eng.signal(run_id, name, payload, signal_id)
+        return super().signal(run_id, name, payload, signal_id=signal_id)

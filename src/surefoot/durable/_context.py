@@ -146,6 +146,10 @@ class Scope:
 
     __slots__ = ("n", "prefix", "run")
 
+    engine: Any = None
+    """Set on the scope of a run executing on another engine (``durable.engine.EngineScope``):
+    its steps and waits are handed to that engine instead of this journal."""
+
     def __init__(self, run: RunState, prefix: str = "") -> None:
         self.run = run
         self.prefix = prefix

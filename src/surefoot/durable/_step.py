@@ -204,6 +204,8 @@ def make_step(sd: StepDef) -> Callable[..., Any]:
             scope = current.get()
             if scope is None:
                 return fn(*args, **kwargs)
+            if scope.engine is not None:  # a run on another engine: it runs the step
+                return scope.engine.step(sd, scope.next(), args, kwargs)
             return run_async(scope.run, sd, scope.next(), args, kwargs)
 
         astep.__surefoot_step__ = sd  # type: ignore[attr-defined]
@@ -214,6 +216,8 @@ def make_step(sd: StepDef) -> Callable[..., Any]:
         scope = current.get()
         if scope is None:
             return fn(*args, **kwargs)
+        if scope.engine is not None:
+            return scope.engine.step(sd, scope.next(), args, kwargs)
         return run_sync(scope.run, sd, scope.next(), args, kwargs)
 
     step.__surefoot_step__ = sd  # type: ignore[attr-defined]

@@ -98,6 +98,8 @@ def sleep_step(wake_at: float) -> Any:
     """Journal a timer due at ``wake_at`` (clock seconds) and suspend until then."""
     scope = _scope("sleep")
     pos = scope.next()
+    if scope.engine is not None:  # a run on another engine: its own durable timer
+        return scope.engine.sleep(pos, wake_at)
     if _in_loop():
         return _asleep(scope.run, pos, wake_at)
     _sleep(scope.run, pos, wake_at)
@@ -189,6 +191,8 @@ def wait_step(name: str, timeout: float | None, default: Any, ann: Any = Any) ->
     payload is read as ``ann``."""
     scope = _scope("wait_for")
     pos = scope.next()
+    if scope.engine is not None:
+        return scope.engine.wait(pos, name, timeout, default, ann)
     if _in_loop():
         return _await(scope.run, pos, name, timeout, default, ann)
     # A sync workflow gets the payload itself (``approval = app.wait_for("approve")``).
