@@ -36,6 +36,8 @@ class Entry:
         author: who wrote it (an agent name, or ``system``); set by the runtime.
         trust: ``system``, ``trusted`` or ``untrusted``; set by the runtime.
         written_at: the store clock's time of the write.
+        lineage: how many versions this value descends from, itself included (``version``
+            when no version of the key was lost); None for an entry not read from a store.
     """
 
     key: str
@@ -45,6 +47,7 @@ class Entry:
     author: str
     trust: str
     written_at: float
+    lineage: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,19 +78,61 @@ class Lease:
 
 @dataclass(frozen=True, slots=True)
 class LostUpdate:
-    """Version ``version`` of ``key`` was overwritten by ``overwritten_by``, whose write was
-    based on version ``seen``: the change made in ``version`` is gone, silently."""
+    """A last-writer-wins write by ``overwritten_by``, based on version ``seen`` of ``key``,
+    landed over version ``version``: the ``versions`` versions after ``seen`` (up to
+    ``version``) are not in what it wrote, so their changes are gone, silently, unless a
+    later write based on one of them brings it back."""
 
     key: str
     version: int
     overwritten_by: str
     seen: int
+    versions: int = 1
 
 
 def _entry(rec: StateRecord) -> Entry:
     return Entry(
-        rec.key, loads(rec.value), rec.version, rec.revision, rec.author, rec.trust, rec.written_at
+        rec.key,
+        loads(rec.value),
+        rec.version,
+        rec.revision,
+        rec.author,
+        rec.trust,
+        rec.written_at,
+        rec.lineage,
     )
+
+
+def _basis(key: str, seen: Any) -> tuple[int, int] | None:
+    """``seen`` as (version, lineage): an Entry read, a pair, or a version (taken as having
+    lost nothing before it)."""
+    if seen is None:
+        return None
+    if isinstance(seen, Entry):
+        return (seen.version, seen.lineage if seen.lineage is not None else seen.version)
+    if isinstance(seen, tuple) and len(seen) == 2:
+        version, lineage = seen
+    else:
+        version = lineage = seen
+    for n in (version, lineage):
+        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+            raise ConfigError(
+                f"seen for key {key!r} must be the Entry you read (or its version, >= 0), "
+                f"got {seen!r}"
+            )
+    if lineage > version:
+        raise ConfigError(
+            f"seen for key {key!r}: lineage {lineage} exceeds version {version}; pass the "
+            "Entry you read"
+        )
+    return (version, lineage)
+
+
+def _seen(e: Entry | None) -> tuple[int, int]:
+    """What a session remembers of an entry it saw: (version, lineage)."""
+    if e is None:
+        return (0, 0)
+    return (e.version, e.lineage if e.lineage is not None else e.version)
 
 
 def _check_key(key: Any) -> str:
@@ -113,8 +158,15 @@ class Store:
     """Versioned shared state for a team of agents.
 
     ``write(k, v)`` is last-writer-wins and counts the updates it silently loses (in
-    ``lost_updates``); ``write(k, v, expect=version)`` raises ``ConflictError`` (with the
-    current value, version and author) instead of losing one.
+    ``lost_updates``, kept by the store); ``write(k, v, expect=version)`` raises
+    ``ConflictError`` (with the current value, version and author) instead of losing one.
+
+    What counts as lost: every write is based on a version (the one its writer read) and
+    carries that version's changes plus its own, so each version descends from a chain of
+    earlier ones, its lineage. A version none of the key's current value descends from was
+    overwritten without its change being read: it is lost. A write based on version ``v``
+    that lands over version ``w > v`` drops versions ``v+1 … w`` from the lineage; a later
+    write based on one of those (read before it was overwritten) brings it back.
 
     Args:
         url: a storage URL (``sqlite:///team.db``, ``memory://``) or an opened ``Storage``.
@@ -122,10 +174,11 @@ class Store:
         clock: time for ``written_at`` and leases (``SystemClock`` by default).
 
     Attributes:
-        lost_updates: versions overwritten by a last-writer-wins write whose writer had
-            read an older version, so their change is gone (counted in this process; only
-            writes whose basis is known count: session writes, or ``seen=``).
-        lost: one ``LostUpdate`` per such write.
+        lost_updates: versions of this namespace's keys that no current value descends
+            from (read from the store: the same total in every process). Only writes whose
+            basis is known can lose one: session writes, or ``seen=``.
+        lost: one ``LostUpdate`` per last-writer-wins write of this process that landed
+            over versions its writer had not read.
         writes: successful writes through this object. conflicts: refused versioned writes.
     """
 
@@ -154,7 +207,6 @@ class Store:
         self.agents: dict[str, AgentSpec] = {}
         self._schemas: list[tuple[str, Any]] = []
         self._lock = threading.Lock()
-        self.lost_updates = 0
         self.lost: list[LostUpdate] = []
         self.writes = 0
         self.conflicts = 0
@@ -231,6 +283,12 @@ class Store:
         }
 
     @property
+    def lost_updates(self) -> int:
+        """Versions of this namespace's keys that no current value descends from (counted by
+        the store with each write, so every process reads the same total)."""
+        return self.state.lost_updates()
+
+    @property
     def revision(self) -> int:
         """The global revision: the number of writes the namespace has seen."""
         return self.state.revision()
@@ -242,7 +300,7 @@ class Store:
         *,
         author: str = "system",
         expect: int | None = None,
-        seen: int | None = None,
+        seen: Entry | tuple[int, int] | int | None = None,
         fence: Lease | None = None,
     ) -> Entry:
         """Write ``value`` to ``key`` (one conditional statement in the backend).
@@ -252,8 +310,9 @@ class Store:
             value: any value the codec can store.
             author: ``system`` (the runtime) or a registered agent, whose trust is used.
             expect: None for last-writer-wins; 0 to create only; n to write only over version n.
-            seen: the version the writer based its value on (lets last-writer-wins count what
-                it overwrote unseen); sessions pass it for you.
+            seen: the Entry the writer based its value on (lets last-writer-wins count what
+                it overwrote unseen); sessions pass it for you. A bare version number counts
+                as a version that had lost nothing before it.
             fence: a ``Lease``; the write succeeds only while that lease is still held.
 
         Raises:
@@ -263,6 +322,7 @@ class Store:
         """
         key = _check_key(key)
         expect = _check_expect(key, expect)
+        basis = _basis(key, seen)
         if author == "system":
             trust = "system"
         else:
@@ -286,6 +346,7 @@ class Store:
                 expect=expect,
                 now=self.clock.now(),
                 fence=(fence.key, fence.epoch) if fence is not None else None,
+                seen=basis,
             )
         except ConflictError:
             with self._lock:
@@ -293,11 +354,10 @@ class Store:
             raise
         with self._lock:
             self.writes += 1
-            # Version n-1 is lost when the write making version n never saw it. Each version
-            # has one successor, so every lost version is counted exactly once.
-            if expect is None and seen is not None and seen < rec.version - 1:
-                self.lost_updates += 1
-                self.lost.append(LostUpdate(key, rec.version - 1, author, seen))
+            # The store counted it; this process keeps the story of its own writes.
+            if expect is None and basis is not None and basis[0] < rec.version - 1:
+                dropped = rec.version - 1 - basis[0]
+                self.lost.append(LostUpdate(key, rec.version - 1, author, basis[0], dropped))
         return _entry(rec)
 
     # -- leases ------------------------------------------------------------------------
@@ -348,8 +408,9 @@ class Store:
 class AgentSession:
     """What one agent uses: reads limited to its read scope, writes labelled with its identity.
 
-    The session remembers the version of each key it last saw, so a last-writer-wins write
-    that overwrites versions it never saw is counted in ``Store.lost_updates``.
+    The session remembers the version (and lineage) of each key it last saw, so a
+    last-writer-wins write that overwrites versions it never saw is counted in
+    ``Store.lost_updates``.
     """
 
     def __init__(self, store: Store, spec: AgentSpec) -> None:
@@ -357,7 +418,7 @@ class AgentSession:
         self.spec = spec
         self.name = spec.name
         self.trust = spec.trust
-        self.seen: dict[str, int] = {}
+        self.seen: dict[str, tuple[int, int]] = {}
 
     def read(self, key: str) -> Entry | None:
         """The key's entry, or None.
@@ -368,14 +429,14 @@ class AgentSession:
         if not self.spec.may("read", key):
             raise ScopeError(self.name, key, "read", list(self.spec.read))
         e = self.store.read(key)
-        self.seen[key] = e.version if e is not None else 0
+        self.seen[key] = _seen(e)
         return e
 
     def snapshot(self) -> dict[str, Entry]:
         """Every entry this agent may read (keys outside its read scope are left out)."""
         out = {k: e for k, e in self.store.snapshot().items() if self.spec.may("read", k)}
         for k, e in out.items():
-            self.seen[k] = e.version
+            self.seen[k] = _seen(e)
         return out
 
     def write(self, key: str, value: Any, *, expect: int | None = None) -> Entry:
@@ -388,7 +449,7 @@ class AgentSession:
         if not self.spec.may("write", key):
             raise ScopeError(self.name, key, "write", list(self.spec.write))
         e = self.store.write(key, value, author=self.name, expect=expect, seen=self.seen.get(key))
-        self.seen[key] = e.version
+        self.seen[key] = _seen(e)
         return e
 
     def acquire(self, name: str, ttl: float) -> Lease | None:
@@ -404,7 +465,7 @@ class AgentSession:
         e = self.store.write(
             key, value, author=self.name, expect=expect, seen=self.seen.get(key), fence=lease
         )
-        self.seen[key] = e.version
+        self.seen[key] = _seen(e)
         return e
 
     def __repr__(self) -> str:

@@ -39,6 +39,7 @@ __all__ = [
     "check_range",
     "check_text",
     "fence_conflict",
+    "next_lineage",
     "stream_conflict",
     "write_conflict",
 ]
@@ -116,7 +117,13 @@ class KeyStore(Protocol):
 @dataclass(frozen=True, slots=True)
 class StateRecord:
     """One key as stored: the value is codec JSON text; ``version`` counts writes to the key
-    (1 for the first), ``revision`` is the namespace's global revision at that write."""
+    (1 for the first), ``revision`` is the namespace's global revision at that write.
+
+    ``lineage`` counts the versions this value descends from, itself included: each write
+    is based on a version (the one its writer read), and the value carries the changes of
+    that version's lineage plus its own. ``version - lineage`` versions of the key were
+    overwritten without their writer's successor having read them: their change is lost.
+    """
 
     key: str
     value: str
@@ -125,6 +132,7 @@ class StateRecord:
     author: str
     trust: str
     written_at: float
+    lineage: int
 
 
 @runtime_checkable
@@ -138,6 +146,14 @@ class StateStore(Protocol):
     ``ConflictError`` carrying the current value, version and author, and writes nothing.
     A fence on a lease key that does not exist never matches (not even at version 0): a
     lease is held only once it has been written.
+
+    Lost updates are counted in the same statement as the write: ``seen=(version,
+    lineage)`` names the record the writer read. A last-writer-wins write based on an older
+    version than the key's current one descends from the record it read, not from the
+    current one (``lineage = seen lineage + 1``); every other write descends from the current
+    record (``lineage + 1``). ``lost_updates()`` is the sum of ``version - lineage`` over the
+    namespace: the versions whose change no current value carries, seen alike by every
+    process.
     """
 
     namespace: str
@@ -153,9 +169,13 @@ class StateStore(Protocol):
         expect: int | None,
         now: float,
         fence: tuple[str, int] | None = None,
+        seen: tuple[int, int] | None = None,
     ) -> StateRecord: ...
     def snapshot(self) -> dict[str, StateRecord]: ...
     def revision(self) -> int: ...
+    def lost_updates(self) -> int:
+        """Versions of the namespace's keys that no current value descends from."""
+        ...
 
 
 # --- Stream (append-only log with ids and consumer positions) -- owned by surefoot.statebus --
@@ -210,6 +230,20 @@ def check_text(what: str, value: str) -> str:
             f"{what} {value!r} contains a lone surrogate (not valid UTF-8); pass real text"
         ) from None
     return value
+
+
+def next_lineage(
+    version: int, lineage: int, expect: int | None, seen: tuple[int, int] | None
+) -> int:
+    """The lineage of the version a write makes over a key at ``(version, lineage)``.
+
+    A last-writer-wins write (``expect=None``) based on an older version than the current
+    one descends from what its writer read; every other write descends from the current
+    version. The SQL statements and the Redis script spell the same rule.
+    """
+    if expect is None and seen is not None and seen[0] < version:
+        return seen[1] + 1
+    return lineage + 1
 
 
 def fence_conflict(

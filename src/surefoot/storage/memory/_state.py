@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 
-from ..base import StateRecord, write_conflict
+from ..base import StateRecord, next_lineage, write_conflict
 
 __all__ = ["MemoryStateStore"]
 
@@ -39,6 +39,7 @@ class MemoryStateStore:
         expect: int | None,
         now: float,
         fence: tuple[str, int] | None = None,
+        seen: tuple[int, int] | None = None,
     ) -> StateRecord:
         with self._lock:
             if fence is not None:
@@ -49,8 +50,9 @@ class MemoryStateStore:
             version = cur.version if cur is not None else 0
             if expect is not None and expect != version:
                 raise write_conflict("conflict", key, expect, fence, _current(cur))
+            lineage = next_lineage(version, cur.lineage if cur else 0, expect, seen)
             self._revision += 1
-            rec = StateRecord(key, value, version + 1, self._revision, author, trust, now)
+            rec = StateRecord(key, value, version + 1, self._revision, author, trust, now, lineage)
             self._rows[key] = rec
             return rec
 
@@ -60,6 +62,10 @@ class MemoryStateStore:
 
     def revision(self) -> int:
         return self._revision
+
+    def lost_updates(self) -> int:
+        with self._lock:
+            return sum(r.version - r.lineage for r in self._rows.values())
 
     def __repr__(self) -> str:
         return f"MemoryStateStore({self.namespace!r}, keys={len(self._rows)})"

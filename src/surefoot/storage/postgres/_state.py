@@ -66,14 +66,72 @@ MIGRATIONS = [
     END;
     $$
     """,
+    # Lost updates are counted per key: versions its value does not descend from.
+    """
+    ALTER TABLE sf_state ADD COLUMN lineage BIGINT NOT NULL DEFAULT 0;
+    UPDATE sf_state SET lineage = version;
+    DROP FUNCTION sf_state_write(TEXT, TEXT, TEXT, TEXT, TEXT, BIGINT, DOUBLE PRECISION,
+        TEXT, BIGINT);
+    CREATE FUNCTION sf_state_write(
+        p_ns TEXT, p_key TEXT, p_value TEXT, p_author TEXT, p_trust TEXT,
+        p_expect BIGINT, p_now DOUBLE PRECISION, p_fkey TEXT, p_fver BIGINT,
+        p_sver BIGINT, p_slin BIGINT)
+    RETURNS TABLE (o_kind TEXT, o_key TEXT, o_value TEXT, o_version BIGINT,
+                   o_revision BIGINT, o_author TEXT, o_lineage BIGINT)
+    LANGUAGE plpgsql AS $$
+    DECLARE
+        cur RECORD;
+        rev BIGINT;
+        ver BIGINT;
+        lin BIGINT;
+    BEGIN
+        INSERT INTO sf_state_ns AS n (ns, revision) VALUES (p_ns, 0)
+        ON CONFLICT (ns) DO UPDATE SET revision = n.revision;  -- locks the namespace
+        IF p_fkey IS NOT NULL THEN
+            SELECT s.value, s.version, s.author INTO cur
+            FROM sf_state s WHERE s.ns = p_ns AND s.key = p_fkey;
+            IF NOT FOUND OR cur.version <> p_fver THEN
+                RETURN QUERY SELECT 'fence', p_fkey, cur.value, COALESCE(cur.version, 0),
+                    0::BIGINT, cur.author, 0::BIGINT;
+                RETURN;
+            END IF;
+        END IF;
+        SELECT s.value, s.version, s.author, s.lineage INTO cur
+        FROM sf_state s WHERE s.ns = p_ns AND s.key = p_key;
+        ver := COALESCE(cur.version, 0);
+        IF p_expect IS NULL AND p_sver IS NOT NULL AND p_sver < ver THEN
+            lin := p_slin + 1;  -- a stale write descends from what its writer read
+        ELSE
+            lin := COALESCE(cur.lineage, 0) + 1;
+        END IF;
+        IF p_expect IS NOT NULL AND p_expect <> ver THEN
+            RETURN QUERY SELECT 'conflict', p_key, cur.value, ver, 0::BIGINT, cur.author,
+                0::BIGINT;
+            RETURN;
+        END IF;
+        UPDATE sf_state_ns SET revision = revision + 1 WHERE ns = p_ns RETURNING revision
+            INTO rev;
+        INSERT INTO sf_state AS s
+            (ns, key, value, version, revision, author, trust, written_at, lineage)
+        VALUES (p_ns, p_key, p_value, ver + 1, rev, p_author, p_trust, p_now, lin)
+        ON CONFLICT (ns, key) DO UPDATE SET value = excluded.value,
+            version = excluded.version, revision = excluded.revision,
+            author = excluded.author, trust = excluded.trust, written_at = excluded.written_at,
+            lineage = excluded.lineage;
+        RETURN QUERY SELECT 'ok', p_key, p_value, ver + 1, rev, p_author, lin;
+    END;
+    $$
+    """,
 ]
 
-_COLS = "key, value, version, revision, author, trust, written_at"
+_COLS = "key, value, version, revision, author, trust, written_at, lineage"
 
 
 def _record(row: tuple[Any, ...]) -> StateRecord:
-    k, v, ver, rev, author, trust, at = row
-    return StateRecord(str(k), str(v), int(ver), int(rev), str(author), str(trust), float(at))
+    k, v, ver, rev, author, trust, at, lineage = row
+    return StateRecord(
+        str(k), str(v), int(ver), int(rev), str(author), str(trust), float(at), int(lineage)
+    )
 
 
 class PostgresStateStore:
@@ -107,9 +165,10 @@ class PostgresStateStore:
         expect: int | None,
         now: float,
         fence: tuple[str, int] | None = None,
+        seen: tuple[int, int] | None = None,
     ) -> StateRecord:
         rows = self.db.execute(
-            "SELECT * FROM sf_state_write(%s, %s, %s, %s, %s, %s, %s, %s, %s)",
+            "SELECT * FROM sf_state_write(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
             (
                 self.namespace,
                 key,
@@ -120,11 +179,15 @@ class PostgresStateStore:
                 float(now),
                 fence[0] if fence else None,
                 fence[1] if fence else None,
+                seen[0] if seen else None,
+                seen[1] if seen else None,
             ),
         )
-        kind, _, cur_value, version, revision, cur_author = rows[0]
+        kind, _, cur_value, version, revision, cur_author, lineage = rows[0]
         if kind == "ok":
-            return StateRecord(key, value, int(version), int(revision), author, trust, float(now))
+            return StateRecord(
+                key, value, int(version), int(revision), author, trust, float(now), int(lineage)
+            )
         raise write_conflict(kind, key, expect, fence, (version, cur_value, cur_author))
 
     def snapshot(self) -> dict[str, StateRecord]:
@@ -140,6 +203,14 @@ class PostgresStateStore:
             "SELECT revision FROM sf_state_ns WHERE ns = %s", (self.namespace,), write=False
         )
         return int(rows[0][0]) if rows else 0
+
+    def lost_updates(self) -> int:
+        rows = self.db.execute(
+            "SELECT COALESCE(SUM(version - lineage), 0) FROM sf_state WHERE ns = %s",
+            (self.namespace,),
+            write=False,
+        )
+        return int(rows[0][0])
 
     def __repr__(self) -> str:
         return f"PostgresStateStore({self.db.url!r}, {self.namespace!r})"

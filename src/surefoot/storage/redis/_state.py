@@ -3,8 +3,10 @@
 Layout (``P`` is the URL's prefix, ``ns`` the namespace; the braces keep a namespace's keys in
 one cluster slot)::
 
-    P:state:{ns}        hash   key -> JSON [value, version, revision, author, trust, written_at]
+    P:state:{ns}        hash   key -> JSON [value, version, revision, author, trust, written_at,
+                               lineage]   (no lineage, from before it was kept: = version)
     P:state:{ns}:rev    string the namespace's global revision (INCR)
+    P:state:{ns}:lost   string the namespace's lost updates, sum of version - lineage (INCRBY)
 
 The compare-version-and-set, the fence check, the revision bump and the write are one script,
 so they are atomic on the server and cost one round trip.
@@ -37,16 +39,27 @@ local version = version_of(raw)
 if ARGV[5] ~= '' and tonumber(ARGV[5]) ~= version then
   return {'conflict', ARGV[1], version, raw or ''}
 end
+local lineage = 0
+if raw then lineage = tonumber(cjson.decode(raw)[7] or version) end
+local new_lineage = lineage + 1
+if ARGV[5] == '' and ARGV[9] ~= '' and tonumber(ARGV[9]) < version then
+  new_lineage = tonumber(ARGV[10]) + 1  -- a stale write descends from what its writer read
+end
+local delta = (version + 1 - new_lineage) - (version - lineage)
+if delta ~= 0 then redis.call('INCRBY', KEYS[3], delta) end
 local rev = redis.call('INCR', KEYS[2])
-local rec = cjson.encode({ARGV[2], version + 1, rev, ARGV[3], ARGV[4], ARGV[6]})
+local rec = cjson.encode({ARGV[2], version + 1, rev, ARGV[3], ARGV[4], ARGV[6], new_lineage})
 redis.call('HSET', KEYS[1], ARGV[1], rec)
 return {'ok', rec}
 """
 
 
 def _record(key: str, raw: str) -> StateRecord:
-    value, version, revision, author, trust, written_at = json.loads(raw)
-    return StateRecord(key, value, int(version), int(revision), author, trust, float(written_at))
+    value, version, revision, author, trust, written_at, *rest = json.loads(raw)
+    lineage = int(rest[0]) if rest else int(version)
+    return StateRecord(
+        key, value, int(version), int(revision), author, trust, float(written_at), lineage
+    )
 
 
 class RedisStateStore:
@@ -62,6 +75,7 @@ class RedisStateStore:
         self.namespace = namespace
         self._hash = db.key("state", "{" + namespace + "}")
         self._rev = self._hash + ":rev"
+        self._lost = self._hash + ":lost"
         self._write = db.script("state_write", _WRITE)
 
     def read(self, key: str) -> StateRecord | None:
@@ -78,6 +92,7 @@ class RedisStateStore:
         expect: int | None,
         now: float,
         fence: tuple[str, int] | None = None,
+        seen: tuple[int, int] | None = None,
     ) -> StateRecord:
         args = [
             key,
@@ -88,9 +103,11 @@ class RedisStateStore:
             repr(float(now)),
             fence[0] if fence is not None else "",
             str(int(fence[1])) if fence is not None else "",
+            str(int(seen[0])) if seen is not None else "",
+            str(int(seen[1])) if seen is not None else "",
         ]
         out: list[Any] = self.db.call(
-            lambda c: self._write(keys=[self._hash, self._rev], args=args, client=c)
+            lambda c: self._write(keys=[self._hash, self._rev, self._lost], args=args, client=c)
         )
         if out[0] == "ok":
             return _record(key, out[1])
@@ -105,6 +122,10 @@ class RedisStateStore:
 
     def revision(self) -> int:
         raw = self.db.call(lambda c: c.get(self._rev), write=False)
+        return int(raw) if raw is not None else 0
+
+    def lost_updates(self) -> int:
+        raw = self.db.call(lambda c: c.get(self._lost), write=False)
         return int(raw) if raw is not None else 0
 
     def __repr__(self) -> str:

@@ -27,9 +27,14 @@ MIGRATIONS = [
     );
     CREATE INDEX sf_state_revision ON sf_state (ns, revision)
     """,
+    # Lost updates are counted per key: versions its value does not descend from.
+    """
+    ALTER TABLE sf_state ADD COLUMN lineage INTEGER NOT NULL DEFAULT 0;
+    UPDATE sf_state SET lineage = version
+    """,
 ]
 
-_COLS = "key, value, version, revision, author, trust, written_at"
+_COLS = "key, value, version, revision, author, trust, written_at, lineage"
 # A bare MAX() subquery, so SQLite reads one index entry instead of scanning the namespace.
 _NEXT_REV = "(COALESCE((SELECT MAX(revision) FROM sf_state WHERE ns = :ns), 0) + 1)"
 _FENCE_OK = (
@@ -38,11 +43,13 @@ _FENCE_OK = (
 )
 # expect None (last-writer-wins) or 0 (create only): one upsert.
 _UPSERT = f"""
-INSERT INTO sf_state (ns, key, value, version, revision, author, trust, written_at)
-SELECT :ns, :key, :value, 1, {_NEXT_REV}, :author, :trust, :now WHERE {_FENCE_OK}
+INSERT INTO sf_state (ns, key, value, version, revision, author, trust, written_at, lineage)
+SELECT :ns, :key, :value, 1, {_NEXT_REV}, :author, :trust, :now, 1 WHERE {_FENCE_OK}
 ON CONFLICT (ns, key) DO UPDATE SET
     value = excluded.value, version = sf_state.version + 1, revision = excluded.revision,
-    author = excluded.author, trust = excluded.trust, written_at = excluded.written_at
+    author = excluded.author, trust = excluded.trust, written_at = excluded.written_at,
+    lineage = CASE WHEN :sver IS NOT NULL AND :sver < sf_state.version THEN :slin + 1
+                   ELSE sf_state.lineage + 1 END
 WHERE :expect IS NULL AND {_FENCE_OK}
 RETURNING {_COLS}
 """
@@ -50,7 +57,7 @@ RETURNING {_COLS}
 _UPDATE = f"""
 UPDATE sf_state SET
     value = :value, version = version + 1, revision = {_NEXT_REV},
-    author = :author, trust = :trust, written_at = :now
+    author = :author, trust = :trust, written_at = :now, lineage = lineage + 1
 WHERE ns = :ns AND key = :key AND version = :expect AND {_FENCE_OK}
 RETURNING {_COLS}
 """
@@ -64,8 +71,10 @@ _UPDATE_NOFENCE = _UPDATE.replace(f" AND {_FENCE_OK}", "")
 
 
 def _record(row: tuple[Any, ...] | sqlite3.Row) -> StateRecord:
-    k, v, ver, rev, author, trust, at = row
-    return StateRecord(str(k), str(v), int(ver), int(rev), str(author), str(trust), float(at))
+    k, v, ver, rev, author, trust, at, lineage = row
+    return StateRecord(
+        str(k), str(v), int(ver), int(rev), str(author), str(trust), float(at), int(lineage)
+    )
 
 
 class SQLiteStateStore:
@@ -97,6 +106,7 @@ class SQLiteStateStore:
         expect: int | None,
         now: float,
         fence: tuple[str, int] | None = None,
+        seen: tuple[int, int] | None = None,
     ) -> StateRecord:
         params = {
             "ns": self.namespace,
@@ -108,6 +118,8 @@ class SQLiteStateStore:
             "expect": expect,
             "fkey": fence[0] if fence else None,
             "fver": fence[1] if fence else None,
+            "sver": seen[0] if seen else None,
+            "slin": seen[1] if seen else None,
         }
         with self.db.write() as c:
             if fence is None:
@@ -135,6 +147,13 @@ class SQLiteStateStore:
     def revision(self) -> int:
         rows = self.db.read("SELECT MAX(revision) FROM sf_state WHERE ns = ?", (self.namespace,))
         return int(rows[0][0] or 0)
+
+    def lost_updates(self) -> int:
+        rows = self.db.read(
+            "SELECT COALESCE(SUM(version - lineage), 0) FROM sf_state WHERE ns = ?",
+            (self.namespace,),
+        )
+        return int(rows[0][0])
 
     def __repr__(self) -> str:
         return f"SQLiteStateStore({self.db.path!r}, {self.namespace!r})"
