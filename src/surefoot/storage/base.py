@@ -18,9 +18,10 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from ..codec import loads
-from ..errors import ConfigError, ConflictError
+from ..errors import ConfigError, ConflictError, ValueTooLargeError
 
 __all__ = [
+    "DEFAULT_MAX_VALUE_BYTES",
     "AuditRow",
     "ClaimedMessage",
     "DeadRecord",
@@ -37,12 +38,58 @@ __all__ = [
     "StreamLog",
     "StreamRecord",
     "check_range",
+    "check_size",
     "check_text",
     "fence_conflict",
     "next_lineage",
     "stream_conflict",
+    "value_limit",
     "write_conflict",
 ]
+
+DEFAULT_MAX_VALUE_BYTES = 1 << 20
+"""The largest value a store accepts unless its URL says ``?max_value_bytes=N``: 1 MiB.
+
+Agent state is text and small records (a report, findings, a plan: kilobytes, a long
+transcript a few hundred); every write of a key rewrites its whole value, and every reader
+fetches it, so a value past a megabyte makes each write and read cost milliseconds of I/O
+and network and usually means a blob that belongs in a file or object store. The peers
+draw the line in the same place: etcd refuses requests over 1.5 MiB, DynamoDB items over
+400 KB, Temporal payloads over 2 MB."""
+
+
+def value_limit(url: str, options: dict[str, str]) -> int:
+    """The ``max_value_bytes`` option of a storage URL: bytes, 0 for no limit.
+
+    Raises:
+        ConfigError: not a whole number >= 0.
+    """
+    raw = options.get("max_value_bytes")
+    if raw is None:
+        return DEFAULT_MAX_VALUE_BYTES
+    try:
+        limit = int(raw)
+    except ValueError:
+        limit = -1
+    if limit < 0:
+        raise ConfigError(
+            f"max_value_bytes must be a whole number of bytes >= 0 (0: no limit), got "
+            f"{raw!r} in {url!r}; the default is {DEFAULT_MAX_VALUE_BYTES} (1 MiB)"
+        )
+    return limit
+
+
+def check_size(url: str, what: str, text: str | None, limit: int) -> None:
+    """Refuse ``text`` (codec JSON) when its UTF-8 size is over ``limit`` (0: no limit).
+
+    Raises:
+        ValueTooLargeError: naming ``what``, the size, the limit and how to raise it.
+    """
+    if text is None or not limit or len(text) * 4 <= limit:  # no character is over 4 bytes
+        return
+    size = len(text.encode("utf-8", "surrogatepass"))
+    if size > limit:
+        raise ValueTooLargeError(url, what, size, limit)
 
 
 @runtime_checkable

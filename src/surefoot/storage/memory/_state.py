@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import threading
 
-from ..base import StateRecord, next_lineage, write_conflict
+from ..base import (
+    DEFAULT_MAX_VALUE_BYTES,
+    StateRecord,
+    check_size,
+    next_lineage,
+    write_conflict,
+)
 
 __all__ = ["MemoryStateStore"]
 
@@ -18,10 +24,20 @@ class MemoryStateStore:
 
     Args:
         namespace: the namespace's name (shown in errors).
+        max_value_bytes: the largest value accepted (0: no limit).
+        url: the storage URL (shown in errors).
     """
 
-    def __init__(self, namespace: str = "default") -> None:
+    def __init__(
+        self,
+        namespace: str = "default",
+        *,
+        max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES,
+        url: str = "memory://",
+    ) -> None:
         self.namespace = namespace
+        self.max_value_bytes = max_value_bytes
+        self.url = url
         self._rows: dict[str, StateRecord] = {}
         self._revision = 0
         self._lock = threading.Lock()
@@ -41,6 +57,7 @@ class MemoryStateStore:
         fence: tuple[str, int] | None = None,
         seen: tuple[int, int] | None = None,
     ) -> StateRecord:
+        check_size(self.url, f"the value of key {key!r}", value, self.max_value_bytes)
         with self._lock:
             if fence is not None:
                 lease = self._rows.get(fence[0])

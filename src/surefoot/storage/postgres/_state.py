@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..base import StateRecord, write_conflict
+from ..base import StateRecord, check_size, write_conflict
 from ._db import PostgresDB
 
 __all__ = ["MIGRATIONS", "PostgresStateStore"]
@@ -167,6 +167,7 @@ class PostgresStateStore:
         fence: tuple[str, int] | None = None,
         seen: tuple[int, int] | None = None,
     ) -> StateRecord:
+        check_size(self.db.url, f"the value of key {key!r}", value, self.db.max_value_bytes)
         rows = self.db.execute(
             "SELECT * FROM sf_state_write(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
             (

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..base import StateRecord, write_conflict
+from ..base import StateRecord, check_size, write_conflict
 from ._client import RedisDB
 
 __all__ = ["RedisStateStore"]
@@ -94,6 +94,7 @@ class RedisStateStore:
         fence: tuple[str, int] | None = None,
         seen: tuple[int, int] | None = None,
     ) -> StateRecord:
+        check_size(self.db.url, f"the value of key {key!r}", value, self.db.max_value_bytes)
         args = [
             key,
             value,

@@ -22,6 +22,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from ...errors import ConfigError, SchemaVersionError, StoreError, StoreUnavailableError
+from ..base import DEFAULT_MAX_VALUE_BYTES
 
 __all__ = ["SQLiteDB"]
 
@@ -37,13 +38,19 @@ class SQLiteDB:
         path: the database file.
         synchronous: ``FULL`` (durable on power loss, the default) or ``NORMAL``.
         busy_timeout_ms: how long a writer waits for the lock before failing.
+        max_value_bytes: the largest value (key, message, step result) accepted; 0: no limit.
 
     Attributes:
         commits: write transactions committed through this object (tests count them).
     """
 
     def __init__(
-        self, path: str, *, synchronous: str = "FULL", busy_timeout_ms: int = 10_000
+        self,
+        path: str,
+        *,
+        synchronous: str = "FULL",
+        busy_timeout_ms: int = 10_000,
+        max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES,
     ) -> None:
         sync = synchronous.upper()
         if sync not in _SYNC:
@@ -54,6 +61,7 @@ class SQLiteDB:
         self.url = f"sqlite:///{path}"
         self.synchronous = sync
         self.busy_timeout_ms = busy_timeout_ms
+        self.max_value_bytes = max_value_bytes
         self.commits = 0
         self._local = threading.local()
         self._lock = threading.Lock()

@@ -12,7 +12,7 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
-from ..base import StateRecord, write_conflict
+from ..base import StateRecord, check_size, write_conflict
 from ._db import SQLiteDB
 
 __all__ = ["SQLiteStateStore"]
@@ -108,6 +108,7 @@ class SQLiteStateStore:
         fence: tuple[str, int] | None = None,
         seen: tuple[int, int] | None = None,
     ) -> StateRecord:
+        check_size(self.db.url, f"the value of key {key!r}", value, self.db.max_value_bytes)
         params = {
             "ns": self.namespace,
             "key": key,
