@@ -23,6 +23,7 @@ from ..errors import (
     ScopeError,
     TrustError,
 )
+from ._merge import Contribution
 from ._resolvers import ChatClient, Proposal, Resolution, judge, priority, vote
 from ._store import TRUST_LEVELS, AgentSession, AgentSpec, Entry, Lease, LostUpdate, Store
 from ._stream import Consumer, DeadLetter, Message, Stream, StreamEntry
@@ -47,6 +48,7 @@ __all__ = [
     "ChatClient",
     "ConflictError",
     "Consumer",
+    "Contribution",
     "DeadLetter",
     "DuplicateMessageError",
     "Endorser",

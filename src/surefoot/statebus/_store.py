@@ -8,15 +8,19 @@ from __future__ import annotations
 
 import fnmatch
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import storage as _storage
 from ..clock import Clock, SystemClock
 from ..codec import dumps, loads
 from ..errors import ConfigError, ConflictError, ScopeError
 from ..storage.base import StateRecord, StateStore, check_text
+from ._merge import Contribution, MergeRule, contributions, find_rule, make_rule, update
+
+if TYPE_CHECKING:
+    from ..resilience import RetryPolicy
 
 __all__ = ["TRUST_LEVELS", "AgentSession", "AgentSpec", "Entry", "Lease", "LostUpdate", "Store"]
 
@@ -38,6 +42,10 @@ class Entry:
         written_at: the store clock's time of the write.
         lineage: how many versions this value descends from, itself included (``version``
             when no version of the key was lost); None for an entry not read from a store.
+        merged_by: the merge a merge key's value is made by (``append``, ``add``, ...);
+            None for a plain key.
+        contributions: a merge key's contributions, oldest first, each with its author,
+            trust, time and id.
     """
 
     key: str
@@ -48,6 +56,8 @@ class Entry:
     trust: str
     written_at: float
     lineage: int | None = None
+    merged_by: str | None = None
+    contributions: tuple[Contribution, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +110,8 @@ def _entry(rec: StateRecord) -> Entry:
         rec.trust,
         rec.written_at,
         rec.lineage,
+        rec.merge_op,
+        contributions(rec),
     )
 
 
@@ -206,10 +218,12 @@ class Store:
         self.clock: Clock = clock if clock is not None else SystemClock()
         self.agents: dict[str, AgentSpec] = {}
         self._schemas: list[tuple[str, Any]] = []
+        self._merges: list[MergeRule] = []
         self._lock = threading.Lock()
         self.lost: list[LostUpdate] = []
         self.writes = 0
         self.conflicts = 0
+        self.duplicates = 0
 
     # -- identities and schemas --------------------------------------------------------
 
@@ -269,6 +283,27 @@ class Store:
 
         self._schemas.append((key_pattern, compile_schema(schema)))
 
+    def declare_merge(
+        self,
+        key_pattern: str,
+        op: str | None = None,
+        *,
+        reducer: Callable[[Any, Any], Any] | None = None,
+    ) -> None:
+        """Make keys matching ``key_pattern`` (a glob) merge keys, combined by the store.
+
+        ``op`` is ``append`` (a list; a contribution with an ``id`` already merged is not
+        added again), ``set_add`` (strings or ints, each once), ``add`` (a number),
+        ``max`` / ``min``, or ``merge`` (a dict updated key by key); or pass
+        ``reducer=fn``, a pure ``fn(current, contribution) -> new`` run inside the store
+        (memory and SQLite only; ``current`` is None for the first). Declare the same merges
+        in every process that uses the keys. A merge key is written only by ``merge``.
+
+        Raises:
+            ConfigError: a bad pattern, an unknown op, or a reducer that is not callable.
+        """
+        self._merges.append(make_rule(key_pattern, op, reducer))
+
     # -- reads and writes --------------------------------------------------------------
 
     def read(self, key: str) -> Entry | None:
@@ -323,6 +358,12 @@ class Store:
         key = _check_key(key)
         expect = _check_expect(key, expect)
         basis = _basis(key, seen)
+        rule = find_rule(self._merges, key)
+        if rule is not None:
+            raise ConfigError(
+                f"key {key!r} is a merge key ({rule.op!r}, declared for {rule.pattern!r}): "
+                "send contributions with merge(key, value), which never conflicts"
+            )
         if author == "system":
             trust = "system"
         else:
@@ -359,6 +400,82 @@ class Store:
                 dropped = rec.version - 1 - basis[0]
                 self.lost.append(LostUpdate(key, rec.version - 1, author, basis[0], dropped))
         return _entry(rec)
+
+    def merge(
+        self, key: str, value: Any, *, author: str = "system", id: str | None = None
+    ) -> Entry:
+        """Contribute ``value`` to the merge key ``key``; the store combines it atomically.
+
+        Never raises ``ConflictError``: contributions from any number of writers are all
+        applied, each once (a contribution whose ``id`` was already merged changes nothing,
+        so a retry is safe). Returns the key's entry after the merge.
+
+        Raises:
+            ConfigError: no merge is declared for the key, the contribution does not fit its
+                merge, the key holds a plain value, or the backend cannot run the reducer.
+            ValueTooLargeError: the merged value would exceed the store's limit.
+        """
+        key = _check_key(key)
+        rule = find_rule(self._merges, key)
+        if rule is None:
+            raise ConfigError(
+                f"no merge is declared for key {key!r}: call store.declare_merge(pattern, "
+                "'append' | 'set_add' | 'add' | 'max' | 'min' | 'merge') first, or write it"
+            )
+        if id is not None:
+            if not isinstance(id, str) or not id:
+                raise ConfigError(f"a merge id must be a non-empty string or None, got {id!r}")
+            check_text("merge id", id)
+        trust = self._trust_of(author)
+        rec, applied = self.state.merge(
+            key,
+            rule.op,
+            dumps(value, where=f"key {key!r}"),
+            author=author,
+            trust=trust,
+            now=self.clock.now(),
+            merge_id=id,
+            reducer=rule.reducer,
+        )
+        with self._lock:
+            if applied:
+                self.writes += 1
+            else:
+                self.duplicates += 1
+        return _entry(rec)
+
+    def update(
+        self,
+        key: str,
+        fn: Callable[[Any], Any],
+        *,
+        author: str = "system",
+        policy: RetryPolicy | None = None,
+    ) -> Entry:
+        """Read-modify-write without a hand-written retry loop: ``fn(current value or None)``
+        is written with ``expect=version``; on ``ConflictError`` the key is re-read and
+        ``fn`` runs again, under ``policy`` (default: 10 attempts, waits from 5 ms to 200 ms).
+        ``fn`` must be safe to run more than once (each run is a fresh attempt).
+
+        Raises:
+            ConflictError: the attempts ran out; the last conflict, unchanged.
+        """
+
+        def write(k: str, v: Any, version: int) -> Entry:
+            return self.write(k, v, author=author, expect=version)
+
+        return update(self, key, fn, write=write, policy=policy)
+
+    def _trust_of(self, author: str) -> str:
+        if author == "system":
+            return "system"
+        spec = self.agents.get(author)
+        if spec is None:
+            raise ConfigError(
+                f"author {author!r} is not a registered agent, so its trust is unknown; "
+                f"call store.register_agent({author!r}, ...) or write as 'system'"
+            )
+        return spec.trust
 
     # -- leases ------------------------------------------------------------------------
 
@@ -451,6 +568,34 @@ class AgentSession:
         e = self.store.write(key, value, author=self.name, expect=expect, seen=self.seen.get(key))
         self.seen[key] = _seen(e)
         return e
+
+    def merge(self, key: str, value: Any, *, id: str | None = None) -> Entry:
+        """Contribute to a merge key as this agent (see ``Store.merge``); never conflicts.
+
+        Raises:
+            ScopeError: the key is outside this agent's write scope.
+        """
+        if not self.spec.may("write", key):
+            raise ScopeError(self.name, key, "write", list(self.spec.write))
+        e = self.store.merge(key, value, author=self.name, id=id)
+        self.seen[key] = _seen(e)
+        return e
+
+    def update(
+        self, key: str, fn: Callable[[Any], Any], *, policy: RetryPolicy | None = None
+    ) -> Entry:
+        """``Store.update`` as this agent: reads in its read scope, writes in its write scope."""
+        if not self.spec.may("read", key):
+            raise ScopeError(self.name, key, "read", list(self.spec.read))
+        if not self.spec.may("write", key):
+            raise ScopeError(self.name, key, "write", list(self.spec.write))
+
+        def write(k: str, v: Any, version: int) -> Entry:
+            e = self.store.write(k, v, author=self.name, expect=version)
+            self.seen[k] = _seen(e)
+            return e
+
+        return update(self.store, key, fn, write=write, policy=policy)
 
     def acquire(self, name: str, ttl: float) -> Lease | None:
         """Take the lease ``name`` as this agent (see ``Store.acquire``)."""

@@ -170,6 +170,9 @@ class StateRecord:
     is based on a version (the one its writer read), and the value carries the changes of
     that version's lineage plus its own. ``version - lineage`` versions of the key were
     overwritten without their writer's successor having read them: their change is lost.
+
+    A key made by merges (:mod:`surefoot.storage.merges`) also has ``merge_op``, the
+    operation it merges by, and ``merge_log``, the JSON list of its contributions.
     """
 
     key: str
@@ -180,6 +183,8 @@ class StateRecord:
     trust: str
     written_at: float
     lineage: int
+    merge_op: str | None = None
+    merge_log: str | None = None
 
 
 @runtime_checkable
@@ -222,6 +227,26 @@ class StateStore(Protocol):
     def revision(self) -> int: ...
     def lost_updates(self) -> int:
         """Versions of the namespace's keys that no current value descends from."""
+        ...
+
+    def merge(
+        self,
+        key: str,
+        op: str,
+        arg: str,
+        *,
+        author: str,
+        trust: str,
+        now: float,
+        merge_id: str | None = None,
+        reducer: Any = None,
+    ) -> tuple[StateRecord, bool]:
+        """Combine the contribution ``arg`` (codec JSON) into ``key`` by ``op``, atomically.
+
+        Returns the record now stored and whether the contribution was applied (False: a
+        duplicate, by ``merge_id`` or, for ``set_add``, by member; nothing changed).
+        See :mod:`surefoot.storage.merges` for the operations.
+        """
         ...
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from typing import Any
 
 from ..base import (
     DEFAULT_MAX_VALUE_BYTES,
@@ -11,6 +12,7 @@ from ..base import (
     next_lineage,
     write_conflict,
 )
+from ..merges import apply, log_entry, lower_trust
 
 __all__ = ["MemoryStateStore"]
 
@@ -72,6 +74,45 @@ class MemoryStateStore:
             rec = StateRecord(key, value, version + 1, self._revision, author, trust, now, lineage)
             self._rows[key] = rec
             return rec
+
+    def merge(
+        self,
+        key: str,
+        op: str,
+        arg: str,
+        *,
+        author: str,
+        trust: str,
+        now: float,
+        merge_id: str | None = None,
+        reducer: Any = None,
+    ) -> tuple[StateRecord, bool]:
+        check_size(self.url, f"the contribution to key {key!r}", arg, self.max_value_bytes)
+        entry = log_entry(author, trust, now, merge_id, op, arg)
+        with self._lock:
+            cur = self._rows.get(key)
+            state = (cur.value, cur.merge_op, cur.merge_log) if cur is not None else None
+            out = apply(key, op, state, arg, entry, merge_id, reducer)
+            if out is None:
+                assert cur is not None
+                return cur, False
+            value, log = out
+            check_size(self.url, f"the value of key {key!r}", value, self.max_value_bytes)
+            self._revision += 1
+            rec = StateRecord(
+                key,
+                value,
+                (cur.version if cur else 0) + 1,
+                self._revision,
+                author,
+                lower_trust(cur.trust if cur else None, trust),
+                now,
+                (cur.lineage if cur else 0) + 1,
+                op,
+                log,
+            )
+            self._rows[key] = rec
+            return rec, True
 
     def snapshot(self) -> dict[str, StateRecord]:
         with self._lock:

@@ -8,6 +8,11 @@ one cluster slot)::
     P:state:{ns}:rev    string the namespace's global revision (INCR)
     P:state:{ns}:lost   string the namespace's lost updates, sum of version - lineage (INCRBY)
 
+A key made by merges has five more elements: its merge op, its log (JSON text), the ids
+its log holds, and (``set_add``) its members or (``merge``) its fields, each field's value
+kept as JSON text: the script splices text and never re-encodes a user's value, so numbers
+and empty lists come back exactly as they went in.
+
 The compare-version-and-set, the fence check, the revision bump and the write are one script,
 so they are atomic on the server and cost one round trip.
 """
@@ -17,7 +22,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ...errors import ValueTooLargeError
 from ..base import StateRecord, check_size, write_conflict
+from ..merges import check_contribution, log_entry, merge_refused
 from ._client import RedisDB
 
 __all__ = ["RedisStateStore"]
@@ -54,11 +61,84 @@ return {'ok', rec}
 """
 
 
+_MERGE = """
+local raw = redis.call('HGET', KEYS[1], ARGV[1])
+local op, arg, id = ARGV[2], ARGV[3], ARGV[7]
+local rec
+local v, log, ids, extra = nil, '[]', {}, {}
+if raw then
+  rec = cjson.decode(raw)
+  if rec[8] ~= op then return {'op', raw} end
+  v, log, ids, extra = rec[1], rec[9], rec[10], rec[11]
+end
+if id ~= '' and ids[id] then return {'dup', raw} end
+local function splice(items, item)
+  if (not items) or items == '[]' then return '[' .. item .. ']' end
+  return string.sub(items, 1, -2) .. ',' .. item .. ']'
+end
+local function num(n, float)
+  if (not float) and n == math.floor(n) and math.abs(n) < 9007199254740992 then
+    return string.format('%d', n)
+  end
+  local s = string.format('%.17g', n)
+  if not string.find(s, '[%.eEn]') then s = s .. '.0' end
+  return s
+end
+if op == 'append' or op == 'set_add' then
+  if v and string.sub(v, 1, 1) ~= '[' then return {'kind', raw} end
+  if op == 'set_add' then
+    if extra[arg] then return {'dup', raw} end
+    extra[arg] = 1
+  end
+  v = splice(v, arg)
+elseif op == 'add' or op == 'max' or op == 'min' then
+  local a = tonumber(arg)
+  if v then
+    local c = tonumber(v)
+    if not c then return {'kind', raw} end
+    local float = string.find(v, '[%.eE]') or string.find(arg, '[%.eE]')
+    if op == 'add' then v = num(c + a, float)
+    elseif (op == 'max' and a > c) or (op == 'min' and a < c) then v = arg end
+  else
+    v = arg
+  end
+elseif op == 'merge' then
+  if v and string.sub(v, 1, 1) ~= '{' then return {'kind', raw} end
+  for i = 10, #ARGV, 2 do extra[ARGV[i]] = ARGV[i + 1] end
+  local names = {}
+  for name in pairs(extra) do names[#names + 1] = name end
+  table.sort(names)
+  local parts = {}
+  for i, name in ipairs(names) do parts[i] = cjson.encode(name) .. ':' .. extra[name] end
+  v = '{' .. table.concat(parts, ',') .. '}'
+else
+  return {'unsupported', raw or ''}
+end
+local limit = tonumber(ARGV[9])
+if limit > 0 and string.len(v) > limit then return {'size', string.len(v)} end
+if id ~= '' then ids[id] = 1 end
+log = splice(log, ARGV[8])
+local trust = ARGV[5]
+if rec then
+  if rec[5] == 'untrusted' or trust == 'untrusted' then trust = 'untrusted'
+  elseif rec[5] == 'trusted' or trust == 'trusted' then trust = 'trusted' end
+end
+local version, lineage = 1, 1
+if rec then version, lineage = rec[2] + 1, (rec[7] or rec[2]) + 1 end
+local rev = redis.call('INCR', KEYS[2])
+local new = cjson.encode({v, version, rev, ARGV[4], trust, ARGV[6], lineage, op, log, ids,
+                          extra})
+redis.call('HSET', KEYS[1], ARGV[1], new)
+return {'ok', new}
+"""
+
+
 def _record(key: str, raw: str) -> StateRecord:
     value, version, revision, author, trust, written_at, *rest = json.loads(raw)
     lineage = int(rest[0]) if rest else int(version)
+    op, log = (rest[1], rest[2]) if len(rest) > 2 else (None, None)
     return StateRecord(
-        key, value, int(version), int(revision), author, trust, float(written_at), lineage
+        key, value, int(version), int(revision), author, trust, float(written_at), lineage, op, log
     )
 
 
@@ -77,6 +157,7 @@ class RedisStateStore:
         self._rev = self._hash + ":rev"
         self._lost = self._hash + ":lost"
         self._write = db.script("state_write", _WRITE)
+        self._merge = db.script("state_merge", _MERGE)
 
     def read(self, key: str) -> StateRecord | None:
         raw = self.db.call(lambda c: c.hget(self._hash, key), write=False)
@@ -116,6 +197,52 @@ class RedisStateStore:
         cur = _record(which, raw) if raw else None
         current = (int(version), cur.value, cur.author) if cur is not None else None
         raise write_conflict(kind, key, expect, fence, current)
+
+    def merge(
+        self,
+        key: str,
+        op: str,
+        arg: str,
+        *,
+        author: str,
+        trust: str,
+        now: float,
+        merge_id: str | None = None,
+        reducer: Any = None,
+    ) -> tuple[StateRecord, bool]:
+        limit = self.db.max_value_bytes
+        check_size(self.db.url, f"the contribution to key {key!r}", arg, limit)
+        data = check_contribution(key, op, arg)
+        if op == "reduce":
+            raise merge_refused(key, op, self.db.url)
+        if op == "set_add":
+            arg = json.dumps(data)  # one spelling per member: it is the member's identity
+        fields: list[str] = []
+        if op == "merge":
+            for name, item in data.items():
+                fields += [name, json.dumps(item, separators=(",", ":"))]
+        args = [
+            key,
+            op,
+            arg,
+            author,
+            trust,
+            repr(float(now)),
+            merge_id or "",
+            log_entry(author, trust, now, merge_id, op, arg),
+            str(limit),
+            *fields,
+        ]
+        out: list[Any] = self.db.call(
+            lambda c: self._merge(keys=[self._hash, self._rev], args=args, client=c)
+        )
+        kind = out[0]
+        if kind == "size":
+            raise ValueTooLargeError(self.db.url, f"the value of key {key!r}", int(out[1]), limit)
+        rec = _record(key, out[1]) if out[1] else None
+        if kind in ("ok", "dup") and rec is not None:
+            return rec, kind == "ok"
+        raise merge_refused(key, op, self.db.url, kind, rec)
 
     def snapshot(self) -> dict[str, StateRecord]:
         rows: dict[str, str] = self.db.call(lambda c: c.hgetall(self._hash), write=False)

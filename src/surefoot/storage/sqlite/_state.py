@@ -13,6 +13,7 @@ import sqlite3
 from typing import Any
 
 from ..base import StateRecord, check_size, write_conflict
+from ..merges import apply, log_entry, lower_trust
 from ._db import SQLiteDB
 
 __all__ = ["SQLiteStateStore"]
@@ -32,9 +33,14 @@ MIGRATIONS = [
     ALTER TABLE sf_state ADD COLUMN lineage INTEGER NOT NULL DEFAULT 0;
     UPDATE sf_state SET lineage = version
     """,
+    # Merges applied by the store: the op a key merges by and its log of contributions.
+    """
+    ALTER TABLE sf_state ADD COLUMN merge_op TEXT;
+    ALTER TABLE sf_state ADD COLUMN merge_log TEXT
+    """,
 ]
 
-_COLS = "key, value, version, revision, author, trust, written_at, lineage"
+_COLS = "key, value, version, revision, author, trust, written_at, lineage, merge_op, merge_log"
 # A bare MAX() subquery, so SQLite reads one index entry instead of scanning the namespace.
 _NEXT_REV = "(COALESCE((SELECT MAX(revision) FROM sf_state WHERE ns = :ns), 0) + 1)"
 _FENCE_OK = (
@@ -49,7 +55,8 @@ ON CONFLICT (ns, key) DO UPDATE SET
     value = excluded.value, version = sf_state.version + 1, revision = excluded.revision,
     author = excluded.author, trust = excluded.trust, written_at = excluded.written_at,
     lineage = CASE WHEN :sver IS NOT NULL AND :sver < sf_state.version THEN :slin + 1
-                   ELSE sf_state.lineage + 1 END
+                   ELSE sf_state.lineage + 1 END,
+    merge_op = NULL, merge_log = NULL
 WHERE :expect IS NULL AND {_FENCE_OK}
 RETURNING {_COLS}
 """
@@ -57,7 +64,8 @@ RETURNING {_COLS}
 _UPDATE = f"""
 UPDATE sf_state SET
     value = :value, version = version + 1, revision = {_NEXT_REV},
-    author = :author, trust = :trust, written_at = :now, lineage = lineage + 1
+    author = :author, trust = :trust, written_at = :now, lineage = lineage + 1,
+    merge_op = NULL, merge_log = NULL
 WHERE ns = :ns AND key = :key AND version = :expect AND {_FENCE_OK}
 RETURNING {_COLS}
 """
@@ -71,10 +79,32 @@ _UPDATE_NOFENCE = _UPDATE.replace(f" AND {_FENCE_OK}", "")
 
 
 def _record(row: tuple[Any, ...] | sqlite3.Row) -> StateRecord:
-    k, v, ver, rev, author, trust, at, lineage = row
+    k, v, ver, rev, author, trust, at, lineage, op, log = row
     return StateRecord(
-        str(k), str(v), int(ver), int(rev), str(author), str(trust), float(at), int(lineage)
+        str(k),
+        str(v),
+        int(ver),
+        int(rev),
+        str(author),
+        str(trust),
+        float(at),
+        int(lineage),
+        op,
+        log,
     )
+
+
+# A merge: the new value is computed in Python under the write lock, then one upsert.
+_MERGE = f"""
+INSERT INTO sf_state (ns, key, value, version, revision, author, trust, written_at, lineage,
+                      merge_op, merge_log)
+VALUES (:ns, :key, :value, 1, {_NEXT_REV}, :author, :trust, :now, 1, :op, :log)
+ON CONFLICT (ns, key) DO UPDATE SET
+    value = excluded.value, version = sf_state.version + 1, revision = excluded.revision,
+    author = excluded.author, trust = excluded.trust, written_at = excluded.written_at,
+    lineage = sf_state.lineage + 1, merge_op = excluded.merge_op, merge_log = excluded.merge_log
+RETURNING {_COLS}
+"""
 
 
 class SQLiteStateStore:
@@ -138,6 +168,45 @@ class SQLiteStateStore:
                     raise write_conflict("fence", key, expect, fence, lease)
             cur = c.execute(current, (self.namespace, key)).fetchone()
             raise write_conflict("conflict", key, expect, fence, cur)
+
+    def merge(
+        self,
+        key: str,
+        op: str,
+        arg: str,
+        *,
+        author: str,
+        trust: str,
+        now: float,
+        merge_id: str | None = None,
+        reducer: Any = None,
+    ) -> tuple[StateRecord, bool]:
+        limit = self.db.max_value_bytes
+        check_size(self.db.url, f"the contribution to key {key!r}", arg, limit)
+        entry = log_entry(author, trust, now, merge_id, op, arg)
+        with self.db.write() as c:  # the file's write lock: no other writer until COMMIT
+            row = c.execute(
+                f"SELECT {_COLS} FROM sf_state WHERE ns = ? AND key = ?", (self.namespace, key)
+            ).fetchone()
+            cur = _record(row) if row is not None else None
+            state = (cur.value, cur.merge_op, cur.merge_log) if cur is not None else None
+            out = apply(key, op, state, arg, entry, merge_id, reducer)
+            if out is None:
+                assert cur is not None
+                return cur, False
+            value, log = out
+            check_size(self.db.url, f"the value of key {key!r}", value, limit)
+            params = {
+                "ns": self.namespace,
+                "key": key,
+                "value": value,
+                "author": author,
+                "trust": lower_trust(cur.trust if cur else None, trust),
+                "now": now,
+                "op": op,
+                "log": log,
+            }
+            return _record(c.execute(_MERGE, params).fetchone()), True
 
     def snapshot(self) -> dict[str, StateRecord]:
         rows = self.db.read(
