@@ -21,6 +21,9 @@ def test_easy1_policies_report_kept_retries_and_calls() -> None:
     lww, opt, lock = f["last_writer_wins"], f["optimistic"], f["locked"]
     assert lww["lost"] > 0 and lww["conflicts"] == 0 and lww["retries"] == 0
     assert lww["lost_updates"] == lww["lost"]  # the store's count is the measured loss
+    merged = f["merged"]  # store-applied appends: nothing lost, nothing retried
+    assert merged["lost"] == 0 and merged["retries"] == 0 and merged["model_calls"] == 12
+    assert "merged (each finding sent as a contribution" in res.answer
     assert opt["lost"] == 0 and opt["retries"] > 0
     assert opt["model_calls"] == pytest.approx(12 + opt["retries"])
     assert lock["lost"] == 0 and lock["retries"] == 0 and lock["model_calls"] == 12

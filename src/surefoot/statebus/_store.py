@@ -298,11 +298,14 @@ class Store:
         ``reducer=fn``, a pure ``fn(current, contribution) -> new`` run inside the store
         (memory and SQLite only; ``current`` is None for the first). Declare the same merges
         in every process that uses the keys. A merge key is written only by ``merge``.
+        Declaring a rule again changes nothing.
 
         Raises:
             ConfigError: a bad pattern, an unknown op, or a reducer that is not callable.
         """
-        self._merges.append(make_rule(key_pattern, op, reducer))
+        rule = make_rule(key_pattern, op, reducer)
+        if rule not in self._merges:
+            self._merges.append(rule)
 
     # -- reads and writes --------------------------------------------------------------
 

@@ -70,6 +70,7 @@ def policies(ctx: LabContext) -> LabResult:
         facts[f"deliver_{p}"] = m
     ctx.progress(1, 1)
     lww, opt, lock = facts["last_writer_wins"], facts["optimistic"], facts["locked"]
+    mrg = facts["merged"]
 
     def _kept(m: dict[str, float]) -> str:
         return "all" if m["lost"] == 0 else f"{m['kept']:.1f} (loses {m['lost']:.1f})"
@@ -90,7 +91,10 @@ def policies(ctx: LabContext) -> LabResult:
         "if it is still the version the agent read, so overwriting another agent's version is "
         "a successful write. The store can only count it afterwards: it counted "
         f"{lww['lost_updates']:.1f} lost updates per run (versions no final value descends "
-        f"from), against {lww['lost']:.1f} findings measured missing."
+        f"from), against {lww['lost']:.1f} findings measured missing. merged (each finding "
+        f"sent as a contribution the store appends) keeps {_kept(mrg)} with "
+        f"{mrg['retries']:.1f} retries and {mrg['model_calls']:.0f} model calls in "
+        f"{mrg['ticks']:.1f} ticks: there is no version to be stale against."
     )
     return LabResult(
         tables=[t, d],
