@@ -23,6 +23,7 @@ from ..errors import (
     ScopeError,
     TrustError,
 )
+from ..storage.base import MergeOutcome
 from ._merge import Contribution
 from ._resolvers import ChatClient, Proposal, Resolution, judge, priority, vote
 from ._store import TRUST_LEVELS, AgentSession, AgentSpec, Entry, Lease, LostUpdate, Store
@@ -57,6 +58,7 @@ __all__ = [
     "Labeled",
     "Lease",
     "LostUpdate",
+    "MergeOutcome",
     "Message",
     "Proposal",
     "Resolution",

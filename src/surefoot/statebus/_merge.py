@@ -79,14 +79,16 @@ def find_rule(rules: list[MergeRule], key: str) -> MergeRule | None:
     return None
 
 
-def contributions(rec: StateRecord) -> tuple[Contribution, ...]:
-    """The contributions of a merge key's record, oldest first (none for a plain key)."""
+def contributions(rec: StateRecord, value: Any) -> tuple[Contribution, ...]:
+    """The contributions of a merge key's record, oldest first (none for a plain key).
+
+    ``value`` is the record's value, decoded: a list merge's items are its last entries.
+    """
     if rec.merge_op is None or rec.merge_log is None:
         return ()
     log = json.loads(rec.merge_log)
     if rec.merge_op in LIST_OPS:
-        items = json.loads(rec.value)[-len(log) :] if log else []
-        values = [loads(json.dumps(i)) for i in items]
+        values = list(value[-len(log) :]) if log else []
     else:
         values = [loads(json.dumps(e[4])) for e in log]
     return tuple(

@@ -16,7 +16,7 @@ from .. import storage as _storage
 from ..clock import Clock, SystemClock
 from ..codec import dumps, loads
 from ..errors import ConfigError, ConflictError, ScopeError
-from ..storage.base import StateRecord, StateStore, check_text
+from ..storage.base import MergeOutcome, StateRecord, StateStore, check_text
 from ._merge import Contribution, MergeRule, contributions, find_rule, make_rule, update
 
 if TYPE_CHECKING:
@@ -101,9 +101,10 @@ class LostUpdate:
 
 
 def _entry(rec: StateRecord) -> Entry:
+    value = loads(rec.value)
     return Entry(
         rec.key,
-        loads(rec.value),
+        value,
         rec.version,
         rec.revision,
         rec.author,
@@ -111,7 +112,7 @@ def _entry(rec: StateRecord) -> Entry:
         rec.written_at,
         rec.lineage,
         rec.merge_op,
-        contributions(rec),
+        contributions(rec, value),
     )
 
 
@@ -406,12 +407,14 @@ class Store:
 
     def merge(
         self, key: str, value: Any, *, author: str = "system", id: str | None = None
-    ) -> Entry:
+    ) -> MergeOutcome:
         """Contribute ``value`` to the merge key ``key``; the store combines it atomically.
 
         Never raises ``ConflictError``: contributions from any number of writers are all
         applied, each once (a contribution whose ``id`` was already merged changes nothing,
-        so a retry is safe). Returns the key's entry after the merge.
+        so a retry is safe). Returns a ``MergeOutcome``: whether it was applied, and the
+        key's version, revision and trust now; ``read(key)`` gives the merged value (a merge
+        does not read a list back, so appending stays as cheap as a short write).
 
         Raises:
             ConfigError: no merge is declared for the key, the contribution does not fit its
@@ -430,7 +433,7 @@ class Store:
                 raise ConfigError(f"a merge id must be a non-empty string or None, got {id!r}")
             check_text("merge id", id)
         trust = self._trust_of(author)
-        rec, applied = self.state.merge(
+        out = self.state.merge(
             key,
             rule.op,
             dumps(value, where=f"key {key!r}"),
@@ -441,11 +444,11 @@ class Store:
             reducer=rule.reducer,
         )
         with self._lock:
-            if applied:
+            if out.applied:
                 self.writes += 1
             else:
                 self.duplicates += 1
-        return _entry(rec)
+        return out
 
     def update(
         self,
@@ -572,7 +575,7 @@ class AgentSession:
         self.seen[key] = _seen(e)
         return e
 
-    def merge(self, key: str, value: Any, *, id: str | None = None) -> Entry:
+    def merge(self, key: str, value: Any, *, id: str | None = None) -> MergeOutcome:
         """Contribute to a merge key as this agent (see ``Store.merge``); never conflicts.
 
         Raises:
@@ -580,9 +583,7 @@ class AgentSession:
         """
         if not self.spec.may("write", key):
             raise ScopeError(self.name, key, "write", list(self.spec.write))
-        e = self.store.merge(key, value, author=self.name, id=id)
-        self.seen[key] = _seen(e)
-        return e
+        return self.store.merge(key, value, author=self.name, id=id)
 
     def update(
         self, key: str, fn: Callable[[Any], Any], *, policy: RetryPolicy | None = None

@@ -28,6 +28,7 @@ __all__ = [
     "Journal",
     "KeyRecord",
     "KeyStore",
+    "MergeOutcome",
     "RunRow",
     "RunWrite",
     "StateRecord",
@@ -187,6 +188,27 @@ class StateRecord:
     merge_log: str | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class MergeOutcome:
+    """What a merge did: ``applied`` is False for a duplicate (nothing changed); the other
+    fields describe the key as stored after it (its trust is the lowest it holds)."""
+
+    key: str
+    version: int
+    revision: int
+    author: str
+    trust: str
+    written_at: float
+    applied: bool
+
+    @classmethod
+    def of(cls, rec: StateRecord, applied: bool) -> MergeOutcome:
+        """The outcome for the key stored as ``rec``."""
+        return cls(
+            rec.key, rec.version, rec.revision, rec.author, rec.trust, rec.written_at, applied
+        )
+
+
 @runtime_checkable
 class StateStore(Protocol):
     """Versioned keys in one namespace. Every method is atomic.
@@ -240,11 +262,12 @@ class StateStore(Protocol):
         now: float,
         merge_id: str | None = None,
         reducer: Any = None,
-    ) -> tuple[StateRecord, bool]:
+    ) -> MergeOutcome:
         """Combine the contribution ``arg`` (codec JSON) into ``key`` by ``op``, atomically.
 
-        Returns the record now stored and whether the contribution was applied (False: a
-        duplicate, by ``merge_id`` or, for ``set_add``, by member; nothing changed).
+        Returns the key's version, revision and labels now, and whether the contribution was
+        applied (False: a duplicate, by ``merge_id`` or, for ``set_add``, by member; nothing
+        changed). Not the merged value: a list merge does not read the list back.
         See :mod:`surefoot.storage.merges` for the operations.
         """
         ...

@@ -7,6 +7,7 @@ from typing import Any
 
 from ..base import (
     DEFAULT_MAX_VALUE_BYTES,
+    MergeOutcome,
     StateRecord,
     check_size,
     next_lineage,
@@ -86,7 +87,7 @@ class MemoryStateStore:
         now: float,
         merge_id: str | None = None,
         reducer: Any = None,
-    ) -> tuple[StateRecord, bool]:
+    ) -> MergeOutcome:
         check_size(self.url, f"the contribution to key {key!r}", arg, self.max_value_bytes)
         entry = log_entry(author, trust, now, merge_id, op, arg)
         with self._lock:
@@ -95,7 +96,7 @@ class MemoryStateStore:
             out = apply(key, op, state, arg, entry, merge_id, reducer)
             if out is None:
                 assert cur is not None
-                return cur, False
+                return MergeOutcome.of(cur, False)
             value, log = out
             check_size(self.url, f"the value of key {key!r}", value, self.max_value_bytes)
             self._revision += 1
@@ -112,7 +113,7 @@ class MemoryStateStore:
                 log,
             )
             self._rows[key] = rec
-            return rec, True
+            return MergeOutcome.of(rec, True)
 
     def snapshot(self) -> dict[str, StateRecord]:
         with self._lock:

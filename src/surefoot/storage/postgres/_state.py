@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...errors import ValueTooLargeError
-from ..base import StateRecord, check_size, write_conflict
+from ..base import MergeOutcome, StateRecord, check_size, write_conflict
 from ..merges import check_contribution, log_entry, merge_refused
 from ._db import PostgresDB
 
@@ -359,7 +359,7 @@ class PostgresStateStore:
         now: float,
         merge_id: str | None = None,
         reducer: Any = None,
-    ) -> tuple[StateRecord, bool]:
+    ) -> MergeOutcome:
         limit = self.db.max_value_bytes
         check_size(self.db.url, f"the contribution to key {key!r}", arg, limit)
         check_contribution(key, op, arg)
@@ -385,7 +385,7 @@ class PostgresStateStore:
             raise ValueTooLargeError(self.db.url, f"the value of key {key!r}", int(cols[1]), limit)
         rec = _record((key, *cols)) if cols[0] is not None else None
         if kind in ("ok", "dup") and rec is not None:
-            return rec, kind == "ok"
+            return MergeOutcome.of(rec, kind == "ok")
         raise merge_refused(key, op, self.db.url, kind, rec)
 
     def snapshot(self) -> dict[str, StateRecord]:

@@ -23,7 +23,7 @@ import json
 from typing import Any
 
 from ...errors import ValueTooLargeError
-from ..base import StateRecord, check_size, write_conflict
+from ..base import MergeOutcome, StateRecord, check_size, write_conflict
 from ..merges import check_contribution, log_entry, merge_refused
 from ._client import RedisDB
 
@@ -209,7 +209,7 @@ class RedisStateStore:
         now: float,
         merge_id: str | None = None,
         reducer: Any = None,
-    ) -> tuple[StateRecord, bool]:
+    ) -> MergeOutcome:
         limit = self.db.max_value_bytes
         check_size(self.db.url, f"the contribution to key {key!r}", arg, limit)
         data = check_contribution(key, op, arg)
@@ -241,7 +241,7 @@ class RedisStateStore:
             raise ValueTooLargeError(self.db.url, f"the value of key {key!r}", int(out[1]), limit)
         rec = _record(key, out[1]) if out[1] else None
         if kind in ("ok", "dup") and rec is not None:
-            return rec, kind == "ok"
+            return MergeOutcome.of(rec, kind == "ok")
         raise merge_refused(key, op, self.db.url, kind, rec)
 
     def snapshot(self) -> dict[str, StateRecord]:
