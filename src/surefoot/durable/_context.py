@@ -111,6 +111,7 @@ class RunState:
     steps_run: int = 0
     tasks: set[asyncio.Task[Any]] = field(default_factory=set)
     suspends: list[Suspend] = field(default_factory=list)  # every wait that suspended
+    observer: Any = None  # a _observe.RunObserver while a worker executes it
 
     def write_sync(self, rec: StepWrite) -> None:
         """Commit one record now (sync code); refused -> ``LeaseLostError``."""

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import sys
 import threading
 from collections.abc import Callable
 from typing import Any, Protocol
 
 from .. import codec
 from ..clock import Clock
-from ..errors import EncodeError, LeaseLostError, StepMismatchError
+from ..errors import EncodeError, LeaseLostError, StepMismatchError, UnsupportedTypeError
 from ..storage.base import Journal, RunRow, RunWrite
 from ._context import (
     DOWN,
@@ -29,9 +30,11 @@ from ._context import (
     task_factory,
 )
 from ._crash import CrashPlan
+from ._observe import RunObserver, enter_run, leave_run
 from ._registry import Registry
 from ._saga import compensate
 from ._types import TERMINAL, WAIT_SEP
+from ._values import check_same
 from ._writer import Writer
 
 __all__ = ["Executor", "Host"]
@@ -53,10 +56,17 @@ class Host(Protocol):
 
 def _call_sync(scope: Scope, fn: Callable[..., Any], args: Any, kwargs: Any) -> Any:
     token = current.set(scope)
+    traced = enter_run(scope.run)  # the pool thread does not inherit the run's span
     try:
         return fn(*args, **kwargs)
     finally:
+        leave_run(traced)
         current.reset(token)
+
+
+LIVE_LEASES = 3
+"""A serving worker counts as live for this many of its own leases past its last heartbeat
+(it beats every lease / 3, so a few missed beats under load do not read as dead)."""
 
 
 class Executor:
@@ -72,6 +82,7 @@ class Executor:
         self._lock = threading.Lock()
         self.writer: Writer | None = None
         self._stop_beat = threading.Event()
+        self._beat_thread: threading.Thread | None = None
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -92,12 +103,13 @@ class Executor:
                 # Heartbeats get their own thread: a step that blocks the loop (a sync call
                 # in an async workflow) must not let the lease lapse.
                 self._stop_beat = threading.Event()
-                threading.Thread(
+                self._beat_thread = threading.Thread(
                     target=self._beats,
                     args=(self._stop_beat,),
                     name="surefoot-heartbeat",
                     daemon=True,
-                ).start()
+                )
+                self._beat_thread.start()
                 ready.wait()
                 self.writer = Writer(self.host.journal.commit, self.active)
                 self._pool = concurrent.futures.ThreadPoolExecutor(
@@ -109,8 +121,13 @@ class Executor:
     def close(self) -> None:
         with self._lock:
             loop, thread, pool = self._loop, self._thread, self._pool
+            beat, self._beat_thread = self._beat_thread, None
             self._loop = self._thread = self._pool = None
             self._stop_beat.set()
+        if beat is not None and beat is not threading.current_thread():
+            # the journal is closed right after this: a beat still writing with its
+            # connection would use a closed SQLite handle (seen as a segfault in tests)
+            beat.join(timeout=10)
         if loop is not None and thread is not None:
             loop.call_soon_threadsafe(loop.stop)
             thread.join(timeout=5)
@@ -151,12 +168,28 @@ class Executor:
     # -- heartbeat ---------------------------------------------------------------------
 
     def announce(self) -> None:
-        """Tell the journal which workflows this worker serves (while it serves)."""
+        """Tell the journal which workflows this worker serves, and until when it counts as
+        live (while it serves): ``LIVE_LEASES`` of its own leases past this heartbeat.
+
+        The journal's worker row keeps that time in its ``seen_at`` column: whoever looks
+        (``show``'s ``stranded``) compares it with the time now and nothing of its own, so
+        the answer is the same from every process.
+        """
         host = self.host
         if host.serving:
-            host.journal.register_worker(
-                host.worker_id, self.registry.registered(), now=host.clock.now()
-            )
+            live_until = host.clock.now() + LIVE_LEASES * host.lease
+            host.journal.register_worker(host.worker_id, self.registry.registered(), now=live_until)
+
+    def withdraw(self) -> None:
+        """Tell the journal this worker serves no more (it is live until now): a stopped
+        worker must not count as offering its versions for three more leases."""
+        host = self.host
+        try:
+            # live until a second ago: ``show`` counts a worker live while its time >= now
+            gone = host.clock.now() - 1.0
+            host.journal.register_worker(host.worker_id, self.registry.registered(), now=gone)
+        except Exception:  # the journal is down: the advertisement simply runs out
+            pass
 
     def _beats(self, stop: threading.Event) -> None:
         while not stop.wait(max(self.host.lease / 3.0, 0.05)):
@@ -207,7 +240,9 @@ class Executor:
             writer=self.writer,
         )
         self.active[run_id] = run
+        run.observer = obs = RunObserver(row, app.worker_id)
         try:
+            obs.begin(journal, app.clock.now(), len(run.recorded))
             if row.claims > app.max_claims:
                 return await self._too_many_claims(run, row.claims)
             return await self._drive(run, wf, args, kwargs)
@@ -218,10 +253,12 @@ class Executor:
             return "abandoned"  # resumed from its journal once the lease expires
         finally:
             self.active.pop(run_id, None)
+            obs.end(sys.exc_info()[1])
 
     async def _drive(self, run: RunState, wf: Any, args: Any, kwargs: Any) -> str:
         scope = Scope(run)
         try:
+            args, kwargs = wf.params.decode(args, kwargs, f"workflow {wf.name!r}")
             if wf.is_async:
                 token = current.set(scope)
                 try:
@@ -238,8 +275,10 @@ class Executor:
             return await self._settle(run, exc)
         await _stop_tasks(run)
         try:
-            text = codec.dumps(value, where=f"the result of workflow {run.workflow!r}")
-        except EncodeError as exc:
+            where = f"the result of workflow {run.workflow!r}"
+            text = codec.dumps(value, where=where)
+            check_same(value, text, wf.returns, where)
+        except (EncodeError, UnsupportedTypeError) as exc:
             return await self._fail(run, exc)
         return await self._finish(run, "succeeded", result=text)
 
@@ -285,6 +324,7 @@ class Executor:
             run.actor,
             wake_at=min(deadlines) if deadlines else None,
             waiting_for=WAIT_SEP.join(dict.fromkeys(names)) if names else None,
+            audit=_claim_of(run),
         )
         futs = [self.writer.submit(w.record) for w in waits if w.record is not None]
         futs.append(self.writer.submit(sleep))  # same batch, same transaction as the record
@@ -295,6 +335,8 @@ class Executor:
         if not all(oks):
             run.lost = True
             raise LeaseLostError(run.run_id, run.epoch)
+        if run.observer is not None:
+            run.observer.reached("sleeping", ", ".join(dict.fromkeys(names)) or "a timer")
         return "sleeping"
 
     async def _finish(
@@ -314,9 +356,11 @@ class Executor:
             run.actor,
             result=result,
             error=error,
-            audit=audit or [],
+            audit=[*_claim_of(run), *(audit or [])],
         )
         await run.write(rec)
+        if run.observer is not None:
+            run.observer.reached(status, _reason_of(audit))
         return status
 
     async def _too_many_claims(self, run: RunState, claims: int) -> str:
@@ -341,6 +385,8 @@ class Executor:
 
     def _note_lost(self, run: RunState, exc: LeaseLostError) -> None:
         """A zombie's write was refused: say so in the audit log (append-only, unfenced)."""
+        if run.observer is not None:
+            run.observer.fenced(str(exc))
         try:
             self.host.journal.audit(
                 run.run_id,
@@ -364,3 +410,17 @@ async def _stop_tasks(run: RunState) -> None:
 
 def _err(exc: BaseException) -> str:
     return codec.dumps(codec.error_to_data(exc))
+
+
+def _claim_of(run: RunState) -> list[tuple[str, str]]:
+    """The claim audit entry this execution has not written yet (once), or nothing."""
+    return [] if run.observer is None else run.observer.take_claim()
+
+
+def _reason_of(audit: list[tuple[str, str]] | None) -> str | None:
+    """The reason a needs_attention entry gives, for the log line."""
+    for action, detail in audit or ():
+        if action == "needs_attention":
+            data = codec.loads(detail)
+            return str(data.get("reason")) if isinstance(data, dict) else str(data)
+    return None

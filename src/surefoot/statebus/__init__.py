@@ -4,7 +4,9 @@
 author and trust set by the runtime; ``Stream`` is an append-only log with ids, consumers and
 dead letters (SQLite: many processes on one file); ``priority``, ``vote`` and ``judge``
 resolve disagreeing proposals; trust labels and the ``SinkPolicy`` keep untrusted text out
-of consequential calls.
+of consequential calls; a ``CapabilityPolicy`` says per tool argument which sources may
+supply it, and ``PlanRunner`` runs a plan made from trusted input with untrusted content read
+by a ``QuarantinedParser``.
 
 The course's simulators (``shared``, ``messages``, ``Channel``, ``simulate``,
 ``predicted_accuracy``, ``judge_responder``, ``ResolverStats``, ``run_real_agents``,
@@ -24,9 +26,29 @@ from ..errors import (
     TrustError,
 )
 from ..storage.base import MergeOutcome
+from ._capabilities import (
+    KINDS,
+    Answer,
+    Arg,
+    CapabilityPolicy,
+    ToolPolicy,
+    env_label,
+    kind_of,
+    label_output,
+)
 from ._merge import Contribution
+from ._quarantine import FIELD_TYPES, Plan, PlanRunner, PlanStep, QuarantinedParser, make_plan
 from ._resolvers import ChatClient, Proposal, Resolution, judge, priority, vote
-from ._store import TRUST_LEVELS, AgentSession, AgentSpec, Entry, Lease, LostUpdate, Store
+from ._store import (
+    TRUST_LEVELS,
+    AgentSession,
+    AgentSpec,
+    Endorsement,
+    Entry,
+    Lease,
+    LostUpdate,
+    Store,
+)
 from ._stream import Consumer, DeadLetter, Message, Stream, StreamEntry
 from ._trust import (
     Endorser,
@@ -43,15 +65,21 @@ from ._trust import (
 )
 
 __all__ = [
+    "FIELD_TYPES",
+    "KINDS",
     "TRUST_LEVELS",
     "AgentSession",
     "AgentSpec",
+    "Answer",
+    "Arg",
+    "CapabilityPolicy",
     "ChatClient",
     "ConflictError",
     "Consumer",
     "Contribution",
     "DeadLetter",
     "DuplicateMessageError",
+    "Endorsement",
     "Endorser",
     "Entry",
     "Label",
@@ -60,7 +88,11 @@ __all__ = [
     "LostUpdate",
     "MergeOutcome",
     "Message",
+    "Plan",
+    "PlanRunner",
+    "PlanStep",
     "Proposal",
+    "QuarantinedParser",
     "Resolution",
     "SchemaViolationError",
     "ScopeError",
@@ -68,11 +100,16 @@ __all__ = [
     "Store",
     "Stream",
     "StreamEntry",
+    "ToolPolicy",
     "TrustError",
     "derive",
+    "env_label",
     "judge",
+    "kind_of",
     "label_of",
+    "label_output",
     "labeled",
+    "make_plan",
     "priority",
     "reject_label_fields",
     "render",

@@ -102,6 +102,7 @@ def update(
     key: str,
     fn: Callable[[Any], Any],
     *,
+    read: Callable[[str], Entry | None],
     write: Callable[[str, Any, int], Entry],
     policy: RetryPolicy | None,
 ) -> Entry:
@@ -120,7 +121,7 @@ def update(
         )
 
     def attempt() -> Entry:
-        e = store.read(key)
+        e = read(key)
         return write(key, fn(e.value if e is not None else None), e.version if e else 0)
 
     return retry_call(attempt, policy=policy, clock=store.clock)

@@ -98,7 +98,13 @@ def _fake_chaos(calls: list[dict[str, Any]], kills: int) -> Any:
             repeated_model_calls=0,
         )
         rep = SimpleNamespace(results=[r], kills=kills, elapsed=1.3, params={})
-        return SimpleNamespace(report=rep, restart="not requested", inconsistent=[], problems=[])
+        return SimpleNamespace(
+            report=rep,
+            restart="not requested",
+            restart_failed=False,
+            inconsistent=[],
+            problems=[],
+        )
 
     return chaos_run
 
@@ -162,7 +168,7 @@ def test_signal_to_a_finished_run_says_it_ended_and_exits_1(
     assert code == 1 and "sent" not in out
     assert err.startswith("surefoot: error:") and "has ended (succeeded)" in err
     audit = [a.action for a in App(journal).show("done").audit]
-    assert audit == ["created", "signal"]  # the first (delivered) signal only
+    assert audit == ["created", "signal", "claimed"]  # the first (delivered) signal only
 
 
 def test_signal_no_wait_takes_now_is_queued_and_said_so(

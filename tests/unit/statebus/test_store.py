@@ -33,7 +33,7 @@ def st(request: pytest.FixtureRequest, tmp_path: Path) -> Store:
 def test_write_and_read_decode_values_with_labels(st: Store) -> None:
     """Entries carry the decoded value, versions, revision, author, trust and time."""
     e = st.write("k", {"x": [1, 2]})
-    assert e == Entry("k", {"x": [1, 2]}, 1, 1, "system", "system", 1_700_000_000.0, 1)
+    assert e == Entry("k", {"x": [1, 2]}, 1, 1, "system", "system", 1_700_000_000.0, lineage=1)
     assert st.read("k") == e and st.snapshot() == {"k": e} and st.revision == 1
 
 

@@ -8,6 +8,7 @@ from ...errors import ConfigError
 from ..base import value_limit
 from ..url import StorageURL, parse_url
 from ._db import SQLiteDB
+from ._inspect import tables_of
 
 if TYPE_CHECKING:
     from ._journal import SQLiteJournal
@@ -15,7 +16,7 @@ if TYPE_CHECKING:
     from ._state import SQLiteStateStore
     from ._stream import SQLiteStream
 
-__all__ = ["SQLiteDB", "SQLiteStorage"]
+__all__ = ["SQLiteDB", "SQLiteStorage", "tables_of"]
 
 
 class SQLiteStorage:
