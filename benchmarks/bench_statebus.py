@@ -6,6 +6,9 @@
 * stream appends/s with message ids (every 10th append is retried, so dedup is exercised)
   and consumed messages/s (fetch 10, then one ack per message; and fetch 10 + one
   ``ack_many`` for the batch);
+* merged appends/s on SQLite FULL (``Store.merge(k, item, id=...)`` on an ``append`` key,
+  the store combining it under the write lock) vs the same floor, alternating (target:
+  >= 0.7x), and 4 threads × n/4 merged appends on one key: entries kept and retries;
 * the simulator's agent-steps/s (a step is one agent action: a read-and-think or a write).
 
 The floor and the versioned writes alternate one operation at a time, each timed alone, so
@@ -87,6 +90,64 @@ def bench_writes(folder: Path, n: int, rounds: int, sync: str) -> dict[str, Any]
         "backend_versioned_writes_per_s": med["backend"],
         "store_vs_floor": med["store"] / med["floor"],
         "backend_vs_floor": med["backend"] / med["floor"],
+    }
+
+
+def bench_merges(folder: Path, n: int, rounds: int) -> dict[str, Any]:
+    url = f"sqlite:///{folder / 'merges.db'}"
+    st = Store(url, namespace="bench")
+    st.declare_merge("log/*", "append")
+    db = st.storage.db
+    with db.write() as c:
+        c.execute("CREATE TABLE IF NOT EXISTS bench_floor (k INTEGER PRIMARY KEY, v TEXT)")
+    counter = {"floor": 0}
+
+    def floor(key: str, i: int) -> None:
+        counter["floor"] += 1
+        with db.write() as c:
+            c.execute("INSERT INTO bench_floor (k, v) VALUES (?, ?)", (counter["floor"], '"x"'))
+
+    def merged(key: str, i: int) -> None:
+        st.merge(key, {"i": i, "text": "finding"}, id=f"{key}-{i}")
+
+    ops = {"floor": floor, "merge": merged}
+    spent = dict.fromkeys(ops, 0.0)
+    for r in range(rounds):
+        for i in range(n):
+            for name, op in ops.items():
+                t0 = time.perf_counter()
+                op(f"log/{r}", i)
+                spent[name] += time.perf_counter() - t0
+    rate = {k: n * rounds / spent[k] for k in ops}
+    # Concurrency: 4 threads, one key, every append merged; a ConflictError would be a retry.
+    import threading
+
+    from surefoot.errors import ConflictError
+
+    retries = [0]
+
+    def worker(w: int) -> None:
+        for i in range(n // 4):
+            try:
+                st.merge("log/shared", w * n + i, id=f"{w}-{i}")
+            except ConflictError:  # pragma: no cover - merges never conflict
+                retries[0] += 1
+
+    threads = [threading.Thread(target=worker, args=(w,)) for w in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    shared_entry = st.read("log/shared")
+    kept = len(shared_entry.value) if shared_entry is not None else 0
+    st.close()
+    return {
+        "floor_commits_per_s": rate["floor"],
+        "merged_appends_per_s": rate["merge"],
+        "merged_vs_floor": rate["merge"] / rate["floor"],
+        "concurrent_appends": 4 * (n // 4),
+        "concurrent_kept": kept,
+        "concurrent_retries": retries[0],
     }
 
 
@@ -202,6 +263,7 @@ def main() -> None:
             "writes_full": bench_writes(folder, args.n, args.rounds, "FULL"),
             "writes_normal": bench_writes(folder, args.n, args.rounds, "NORMAL"),
             "stream": bench_stream(folder, args.n, args.rounds),
+            "merges": bench_merges(folder, args.n, args.rounds),
             "simulator": bench_sim(args.rounds),
             "n": args.n,
             "rounds": args.rounds,
@@ -224,6 +286,13 @@ def main() -> None:
         f"| {s['consumed_batched_per_s']:,.0f} consumed/s, fetch + ack_many "
         f"({s['consumed_batched_vs_floor']:.2f}x floor; "
         f"{s['batched_commits_per_message']:.2f} commits per message)"
+    )
+    m = out["merges"]
+    print(
+        f"Merges (SQLite, FULL): floor {m['floor_commits_per_s']:,.0f} commits/s | "
+        f"{m['merged_appends_per_s']:,.0f} merged appends/s with ids "
+        f"({m['merged_vs_floor']:.2f}x floor) | 4 threads: {m['concurrent_kept']} of "
+        f"{m['concurrent_appends']} kept, {m['concurrent_retries']} retries"
     )
     print(
         f"Simulator: {out['simulator']['agent_steps_per_s']:,.0f} agent-steps/s "

@@ -7,6 +7,7 @@ wait; it never sleeps (the caller sleeps on its ``Clock``).
 
 from __future__ import annotations
 
+import math
 import random
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -42,7 +43,9 @@ class Schedule:
         multiplier: growth per attempt, >= 1.
 
     Raises:
-        ConfigError: a negative base, a cap below the base, an unknown jitter.
+        ConfigError: a negative base, a cap below the base, an unknown jitter, or a base,
+            cap or multiplier that is not a finite number (an infinite cap cannot mean "no
+            cap": the waits would outgrow what a clock can sleep).
     """
 
     base: float = 0.5
@@ -54,16 +57,19 @@ class Schedule:
     def __post_init__(self) -> None:
         base = seconds(self.base, "base") if isinstance(self.base, timedelta) else self.base
         cap = seconds(self.cap, "cap") if isinstance(self.cap, timedelta) else self.cap
-        if not isinstance(base, int | float) or isinstance(base, bool) or not base >= 0:
+        _finite(base, "base", "seconds")
+        _finite(cap, "cap", "seconds")
+        _finite(self.multiplier, "multiplier", "a growth factor")
+        if not base >= 0:
             raise ConfigError(f"backoff base must be >= 0 seconds, got base={self.base!r}")
-        if not isinstance(cap, int | float) or isinstance(cap, bool) or not cap >= base:
+        if not cap >= base:
             raise ConfigError(
                 f"backoff cap must be >= base, got cap={self.cap!r} and base={self.base!r}. "
                 "Raise cap or lower base."
             )
         if self.jitter not in JITTERS:
             raise ConfigError(f"unknown jitter {self.jitter!r}; use one of {', '.join(JITTERS)}")
-        if not isinstance(self.multiplier, int | float) or not self.multiplier >= 1:
+        if not self.multiplier >= 1:
             raise ConfigError(f"backoff multiplier must be >= 1, got {self.multiplier!r}")
         object.__setattr__(self, "base", float(base))
         object.__setattr__(self, "cap", float(cap))
@@ -115,6 +121,20 @@ class Schedule:
             prev = self.wait(i, r, prev)
             out.append(prev)
         return out
+
+
+def _finite(value: object, name: str, what: str) -> None:
+    """Refuse a bool, a non-number, NaN or an infinity for a backoff parameter."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ConfigError(
+            f"backoff {name} must be {what} (a number), got {value!r} ({type(value).__name__})"
+        )
+    if not math.isfinite(value):
+        raise ConfigError(
+            f"backoff {name} must be a finite number, got {name}={value!r}: a wait that long "
+            "cannot be slept (time.sleep overflows); pass a finite value, e.g. cap=60 for "
+            "waits of at most a minute"
+        )
 
 
 RECONNECT = Schedule(0.05, 2.0, "equal")

@@ -17,7 +17,8 @@
     │   └── IdempotencyInProgressError  the key's action is running elsewhere
     ├── StoreError
     │   ├── StoreUnavailableError       the database cannot be reached or opened
-    │   └── SchemaVersionError          foreign database, or one written by a newer surefoot
+    │   ├── SchemaVersionError          foreign database, or one written by a newer surefoot
+    │   └── ValueTooLargeError          a value over the store's max_value_bytes (also ValueError)
     ├── JournalError
     │   ├── StepMismatchError           replay met a different step than was journalled
     │   ├── RunConflictError            a run id reused with other arguments or workflow
@@ -231,6 +232,23 @@ class StoreUnavailableError(StoreError):
 
 class SchemaVersionError(StoreError):
     """The database is foreign, or was written by a newer surefoot; it was not touched."""
+
+
+class ValueTooLargeError(StoreError, ValueError):
+    """A value (a key's, a message's, a step's) is larger than the store's limit; nothing
+    was written. ``what`` names it, ``size`` and ``limit`` are bytes of UTF-8 JSON."""
+
+    def __init__(self, url: str, what: str, size: int, limit: int) -> None:
+        self.what = what
+        self.size = size
+        self.limit = limit
+        super().__init__(
+            url,
+            f"{what} is {size:,} bytes of JSON, over the limit of {limit:,} bytes of "
+            f"{url!r}; nothing was written. Keep large data elsewhere (a file or an object "
+            "store) and store its name, or raise the limit with ?max_value_bytes=N in the "
+            "storage URL (?max_value_bytes=0: no limit).",
+        )
 
 
 class JournalError(SurefootError):

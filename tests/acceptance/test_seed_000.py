@@ -20,6 +20,10 @@ def test_easy1_policies_report_kept_retries_and_calls() -> None:
     f = res.facts
     lww, opt, lock = f["last_writer_wins"], f["optimistic"], f["locked"]
     assert lww["lost"] > 0 and lww["conflicts"] == 0 and lww["retries"] == 0
+    assert lww["lost_updates"] == lww["lost"]  # the store's count is the measured loss
+    merged = f["merged"]  # store-applied appends: nothing lost, nothing retried
+    assert merged["lost"] == 0 and merged["retries"] == 0 and merged["model_calls"] == 12
+    assert "merged (each finding sent as a contribution" in res.answer
     assert opt["lost"] == 0 and opt["retries"] > 0
     assert opt["model_calls"] == pytest.approx(12 + opt["retries"])
     assert lock["lost"] == 0 and lock["retries"] == 0 and lock["model_calls"] == 12
@@ -40,7 +44,7 @@ def test_easy2_lost_update_replayed_on_store() -> None:
     assert "raised ConflictError" in res.answer and "keeps 2 findings" in res.answer
     assert f["final_report"] == ["a1: p99 latency is in the ORM"]
     assert f["lost_agent"] == "a0" and f["lost_updates"] == 1
-    assert f["lost_record"] == [("report", 2, "a1", 1)]
+    assert f["lost_record"] == [("report", 2, "a1", 1, 1)]
     assert len(f["final_versioned"]) == 2 and "version 2" in f["conflict"]
 
 

@@ -25,6 +25,7 @@ from ..errors import (
     ScopeError,
     TrustError,
 )
+from ..storage.base import MergeOutcome
 from ._capabilities import (
     KINDS,
     Answer,
@@ -35,6 +36,7 @@ from ._capabilities import (
     kind_of,
     label_output,
 )
+from ._merge import Contribution
 from ._quarantine import FIELD_TYPES, Plan, PlanRunner, PlanStep, QuarantinedParser, make_plan
 from ._resolvers import ChatClient, Proposal, Resolution, judge, priority, vote
 from ._store import (
@@ -74,6 +76,7 @@ __all__ = [
     "ChatClient",
     "ConflictError",
     "Consumer",
+    "Contribution",
     "DeadLetter",
     "DuplicateMessageError",
     "Endorsement",
@@ -83,6 +86,7 @@ __all__ = [
     "Labeled",
     "Lease",
     "LostUpdate",
+    "MergeOutcome",
     "Message",
     "Plan",
     "PlanRunner",

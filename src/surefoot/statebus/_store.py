@@ -9,16 +9,20 @@ from __future__ import annotations
 import fnmatch
 import threading
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import storage as _storage
 from ..clock import Clock, SystemClock
 from ..codec import dumps, loads
 from ..errors import ConfigError, ConflictError, ScopeError
-from ..storage.base import StateRecord, StateStore, check_text
+from ..storage.base import MergeOutcome, StateRecord, StateStore, check_text
+from ._merge import Contribution, MergeRule, contributions, find_rule, make_rule, update
 from ._trust import Endorser, Label, Labeled, label_of
+
+if TYPE_CHECKING:
+    from ..resilience import RetryPolicy
 
 __all__ = [
     "TRUST_LEVELS",
@@ -51,6 +55,12 @@ class Entry:
         written_at: the store clock's time of the write.
         label: the provenance stored with the value (``write_labeled``, or a session that
             had read untrusted data), or None; :func:`label_of` joins it with the author's.
+        lineage: how many versions this value descends from, itself included (``version``
+            when no version of the key was lost); None for an entry not read from a store.
+        merged_by: the merge a merge key's value is made by (``append``, ``add``, ...);
+            None for a plain key.
+        contributions: a merge key's contributions, oldest first, each with its author,
+            trust, time and id.
     """
 
     key: str
@@ -61,6 +71,9 @@ class Entry:
     trust: str
     written_at: float
     label: Label | None = None
+    lineage: int | None = None
+    merged_by: str | None = None
+    contributions: tuple[Contribution, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,13 +124,16 @@ class Lease:
 
 @dataclass(frozen=True, slots=True)
 class LostUpdate:
-    """Version ``version`` of ``key`` was overwritten by ``overwritten_by``, whose write was
-    based on version ``seen``: the change made in ``version`` is gone, silently."""
+    """A last-writer-wins write by ``overwritten_by``, based on version ``seen`` of ``key``,
+    landed over version ``version``: the ``versions`` versions after ``seen`` (up to
+    ``version``) are not in what it wrote, so their changes are gone, silently, unless a
+    later write based on one of them brings it back."""
 
     key: str
     version: int
     overwritten_by: str
     seen: int
+    versions: int = 1
 
 
 def _entry(rec: StateRecord) -> Entry:
@@ -126,8 +142,50 @@ def _entry(rec: StateRecord) -> Entry:
     if isinstance(value, Labeled):  # the envelope is provenance, not part of the value
         value, label = value.value, value.label
     return Entry(
-        rec.key, value, rec.version, rec.revision, rec.author, rec.trust, rec.written_at, label
+        rec.key,
+        value,
+        rec.version,
+        rec.revision,
+        rec.author,
+        rec.trust,
+        rec.written_at,
+        label,
+        rec.lineage,
+        rec.merge_op,
+        contributions(rec, value),
     )
+
+
+def _basis(key: str, seen: Any) -> tuple[int, int] | None:
+    """``seen`` as (version, lineage): an Entry read, a pair, or a version (taken as having
+    lost nothing before it)."""
+    if seen is None:
+        return None
+    if isinstance(seen, Entry):
+        return (seen.version, seen.lineage if seen.lineage is not None else seen.version)
+    if isinstance(seen, tuple) and len(seen) == 2:
+        version, lineage = seen
+    else:
+        version = lineage = seen
+    for n in (version, lineage):
+        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+            raise ConfigError(
+                f"seen for key {key!r} must be the Entry you read (or its version, >= 0), "
+                f"got {seen!r}"
+            )
+    if lineage > version:
+        raise ConfigError(
+            f"seen for key {key!r}: lineage {lineage} exceeds version {version}; pass the "
+            "Entry you read"
+        )
+    return (version, lineage)
+
+
+def _seen(e: Entry | None) -> tuple[int, int]:
+    """What a session remembers of an entry it saw: (version, lineage)."""
+    if e is None:
+        return (0, 0)
+    return (e.version, e.lineage if e.lineage is not None else e.version)
 
 
 def _check_key(key: Any) -> str:
@@ -153,8 +211,15 @@ class Store:
     """Versioned shared state for a team of agents.
 
     ``write(k, v)`` is last-writer-wins and counts the updates it silently loses (in
-    ``lost_updates``); ``write(k, v, expect=version)`` raises ``ConflictError`` (with the
-    current value, version and author) instead of losing one.
+    ``lost_updates``, kept by the store); ``write(k, v, expect=version)`` raises
+    ``ConflictError`` (with the current value, version and author) instead of losing one.
+
+    What counts as lost: every write is based on a version (the one its writer read) and
+    carries that version's changes plus its own, so each version descends from a chain of
+    earlier ones, its lineage. A version none of the key's current value descends from was
+    overwritten without its change being read: it is lost. A write based on version ``v``
+    that lands over version ``w > v`` drops versions ``v+1 … w`` from the lineage; a later
+    write based on one of those (read before it was overwritten) brings it back.
 
     Args:
         url: a storage URL (``sqlite:///team.db``, ``memory://``) or an opened ``Storage``.
@@ -162,10 +227,11 @@ class Store:
         clock: time for ``written_at`` and leases (``SystemClock`` by default).
 
     Attributes:
-        lost_updates: versions overwritten by a last-writer-wins write whose writer had
-            read an older version, so their change is gone (counted in this process; only
-            writes whose basis is known count: session writes, or ``seen=``).
-        lost: one ``LostUpdate`` per such write.
+        lost_updates: versions of this namespace's keys that no current value descends
+            from (read from the store: the same total in every process). Only writes whose
+            basis is known can lose one: session writes, or ``seen=``.
+        lost: one ``LostUpdate`` per last-writer-wins write of this process that landed
+            over versions its writer had not read.
         writes: successful writes through this object. conflicts: refused versioned writes.
     """
 
@@ -193,11 +259,12 @@ class Store:
         self.clock: Clock = clock if clock is not None else SystemClock()
         self.agents: dict[str, AgentSpec] = {}
         self._schemas: list[tuple[str, Any]] = []
+        self._merges: list[MergeRule] = []
         self._lock = threading.Lock()
-        self.lost_updates = 0
         self.lost: list[LostUpdate] = []
         self.writes = 0
         self.conflicts = 0
+        self.duplicates = 0
 
     # -- identities and schemas --------------------------------------------------------
 
@@ -257,6 +324,30 @@ class Store:
 
         self._schemas.append((key_pattern, compile_schema(schema)))
 
+    def declare_merge(
+        self,
+        key_pattern: str,
+        op: str | None = None,
+        *,
+        reducer: Callable[[Any, Any], Any] | None = None,
+    ) -> None:
+        """Make keys matching ``key_pattern`` (a glob) merge keys, combined by the store.
+
+        ``op`` is ``append`` (a list; a contribution with an ``id`` already merged is not
+        added again), ``set_add`` (strings or ints, each once), ``add`` (a number),
+        ``max`` / ``min``, or ``merge`` (a dict updated key by key); or pass
+        ``reducer=fn``, a pure ``fn(current, contribution) -> new`` run inside the store
+        (memory and SQLite only; ``current`` is None for the first). Declare the same merges
+        in every process that uses the keys. A merge key is written only by ``merge``.
+        Declaring a rule again changes nothing.
+
+        Raises:
+            ConfigError: a bad pattern, an unknown op, or a reducer that is not callable.
+        """
+        rule = make_rule(key_pattern, op, reducer)
+        if rule not in self._merges:
+            self._merges.append(rule)
+
     # -- reads and writes --------------------------------------------------------------
 
     def read(self, key: str) -> Entry | None:
@@ -300,6 +391,12 @@ class Store:
         self.write(f"{ENDORSEMENT_PREFIX}{uuid.uuid4().hex}", value, expect=0)
 
     @property
+    def lost_updates(self) -> int:
+        """Versions of this namespace's keys that no current value descends from (counted by
+        the store with each write, so every process reads the same total)."""
+        return self.state.lost_updates()
+
+    @property
     def revision(self) -> int:
         """The global revision: the number of writes the namespace has seen."""
         return self.state.revision()
@@ -311,7 +408,7 @@ class Store:
         *,
         author: str = "system",
         expect: int | None = None,
-        seen: int | None = None,
+        seen: Entry | tuple[int, int] | int | None = None,
         fence: Lease | None = None,
     ) -> Entry:
         """Write ``value`` to ``key`` (one conditional statement in the backend).
@@ -321,8 +418,9 @@ class Store:
             value: any value the codec can store.
             author: ``system`` (the runtime) or a registered agent, whose trust is used.
             expect: None for last-writer-wins; 0 to create only; n to write only over version n.
-            seen: the version the writer based its value on (lets last-writer-wins count what
-                it overwrote unseen); sessions pass it for you.
+            seen: the Entry the writer based its value on (lets last-writer-wins count what
+                it overwrote unseen); sessions pass it for you. A bare version number counts
+                as a version that had lost nothing before it.
             fence: a ``Lease``; the write succeeds only while that lease is still held.
 
         Raises:
@@ -332,6 +430,13 @@ class Store:
         """
         key = _check_key(key)
         expect = _check_expect(key, expect)
+        basis = _basis(key, seen)
+        rule = find_rule(self._merges, key)
+        if rule is not None:
+            raise ConfigError(
+                f"key {key!r} is a merge key ({rule.op!r}, declared for {rule.pattern!r}): "
+                "send contributions with merge(key, value), which never conflicts"
+            )
         if author == "system":
             trust = "system"
         else:
@@ -356,6 +461,7 @@ class Store:
                 expect=expect,
                 now=self.clock.now(),
                 fence=(fence.key, fence.epoch) if fence is not None else None,
+                seen=basis,
             )
         except ConflictError:
             with self._lock:
@@ -363,12 +469,94 @@ class Store:
             raise
         with self._lock:
             self.writes += 1
-            # Version n-1 is lost when the write making version n never saw it. Each version
-            # has one successor, so every lost version is counted exactly once.
-            if expect is None and seen is not None and seen < rec.version - 1:
-                self.lost_updates += 1
-                self.lost.append(LostUpdate(key, rec.version - 1, author, seen))
+            # The store counted it; this process keeps the story of its own writes.
+            if expect is None and basis is not None and basis[0] < rec.version - 1:
+                dropped = rec.version - 1 - basis[0]
+                self.lost.append(LostUpdate(key, rec.version - 1, author, basis[0], dropped))
         return _entry(rec)
+
+    def merge(
+        self, key: str, value: Any, *, author: str = "system", id: str | None = None
+    ) -> MergeOutcome:
+        """Contribute ``value`` to the merge key ``key``; the store combines it atomically.
+
+        Never raises ``ConflictError``: contributions from any number of writers are all
+        applied, each once (a contribution whose ``id`` was already merged changes nothing,
+        so a retry is safe). Returns a ``MergeOutcome``: whether it was applied, and the
+        key's version, revision and trust now; ``read(key)`` gives the merged value (a merge
+        does not read a list back, so appending stays as cheap as a short write).
+
+        Raises:
+            ConfigError: no merge is declared for the key, the contribution does not fit its
+                merge, the key holds a plain value, or the backend cannot run the reducer.
+            ValueTooLargeError: the merged value would exceed the store's limit.
+        """
+        return self._merge(key, value, author, id, tainted=False)
+
+    def _merge(
+        self, key: str, value: Any, author: str, id: str | None, *, tainted: bool
+    ) -> MergeOutcome:
+        key = _check_key(key)
+        rule = find_rule(self._merges, key)
+        if rule is None:
+            raise ConfigError(
+                f"no merge is declared for key {key!r}: call store.declare_merge(pattern, "
+                "'append' | 'set_add' | 'add' | 'max' | 'min' | 'merge') first, or write it"
+            )
+        if id is not None:
+            if not isinstance(id, str) or not id:
+                raise ConfigError(f"a merge id must be a non-empty string or None, got {id!r}")
+            check_text("merge id", id)
+        trust = "untrusted" if tainted else self._trust_of(author)
+        out = self.state.merge(
+            key,
+            rule.op,
+            dumps(value, where=f"key {key!r}"),
+            author=author,
+            trust=trust,
+            now=self.clock.now(),
+            merge_id=id,
+            reducer=rule.reducer,
+        )
+        with self._lock:
+            if out.applied:
+                self.writes += 1
+            else:
+                self.duplicates += 1
+        return out
+
+    def update(
+        self,
+        key: str,
+        fn: Callable[[Any], Any],
+        *,
+        author: str = "system",
+        policy: RetryPolicy | None = None,
+    ) -> Entry:
+        """Read-modify-write without a hand-written retry loop: ``fn(current value or None)``
+        is written with ``expect=version``; on ``ConflictError`` the key is re-read and
+        ``fn`` runs again, under ``policy`` (default: 10 attempts, waits from 5 ms to 200 ms).
+        ``fn`` must be safe to run more than once (each run is a fresh attempt).
+
+        Raises:
+            ConflictError: the attempts ran out; the last conflict, unchanged.
+        """
+
+        def write(k: str, v: Any, version: int) -> Entry:
+            return self.write(k, v, author=author, expect=version)
+
+        return update(self, key, fn, read=self.read, write=write, policy=policy)
+
+    def _trust_of(self, author: str) -> str:
+        if author == "system":
+            return "system"
+        spec = self.agents.get(author)
+        if spec is None:
+            raise ConfigError(
+                f"author {author!r} is not a registered agent, so its trust is unknown; "
+                f"call store.register_agent({author!r}, ...) or write as 'system'"
+            )
+        return spec.trust
 
     # -- leases ------------------------------------------------------------------------
 
@@ -418,13 +606,15 @@ class Store:
 class AgentSession:
     """What one agent uses: reads limited to its read scope, writes labelled with its identity.
 
-    The session remembers the version of each key it last saw, so a last-writer-wins write
-    that overwrites versions it never saw is counted in ``Store.lost_updates``.
+    The session remembers the version (and lineage) of each key it last saw, so a
+    last-writer-wins write that overwrites versions it never saw is counted in
+    ``Store.lost_updates``.
 
     It also remembers what it read: ``context`` is the join of the labels of every entry
     this session has read. Once that includes untrusted, unendorsed data, every write of the
     session carries the taint (the value is stored with that label), so a trusted agent that
-    relays untrusted text cannot launder it. To lift the taint of one write, have a trusted
+    relays untrusted text cannot launder it; its merges are recorded as untrusted
+    contributions. To lift the taint of one write, have a trusted
     principal endorse it: ``write(key, value, endorsed_by=Endorser("human:alice"),
     reason="…")`` records who endorsed what (``Store.endorsements()``).
     """
@@ -434,7 +624,7 @@ class AgentSession:
         self.spec = spec
         self.name = spec.name
         self.trust = spec.trust
-        self.seen: dict[str, int] = {}
+        self.seen: dict[str, tuple[int, int]] = {}
         self.context: Label = Label()
 
     @property
@@ -451,7 +641,7 @@ class AgentSession:
         if not self.spec.may("read", key):
             raise ScopeError(self.name, key, "read", list(self.spec.read))
         e = self.store.read(key)
-        self.seen[key] = e.version if e is not None else 0
+        self.seen[key] = _seen(e)
         if e is not None:
             self.context = self.context.join(label_of(e))
         return e
@@ -460,7 +650,7 @@ class AgentSession:
         """Every entry this agent may read (keys outside its read scope are left out)."""
         out = {k: e for k, e in self.store.snapshot().items() if self.spec.may("read", k)}
         for k, e in out.items():
-            self.seen[k] = e.version
+            self.seen[k] = _seen(e)
         self.context = self.context.join(*(label_of(e) for e in out.values()))
         return out
 
@@ -499,7 +689,7 @@ class AgentSession:
         return done, record
 
     def _finish(self, e: Entry, record: Endorsement | None) -> Entry:
-        self.seen[e.key] = e.version
+        self.seen[e.key] = _seen(e)
         if record is not None:
             self.store._record_endorsement(
                 Endorsement(
@@ -541,6 +731,37 @@ class AgentSession:
         stored, record = self._prepare(key, value, endorsed_by, reason)
         e = self.store.write(key, stored, author=self.name, expect=expect, seen=self.seen.get(key))
         return self._finish(e, record)
+
+    def merge(self, key: str, value: Any, *, id: str | None = None) -> MergeOutcome:
+        """Contribute to a merge key as this agent (see ``Store.merge``); never conflicts.
+
+        Raises:
+            ScopeError: the key is outside this agent's write scope.
+        """
+        if not self.spec.may("write", key):
+            raise ScopeError(self.name, key, "write", list(self.spec.write))
+        if isinstance(value, Labeled):
+            raise ConfigError(
+                f"{self.name}: merge {key!r} takes a plain value; a contribution's labels are "
+                "its author's trust (untrusted once this session read untrusted data)"
+            )
+        return self.store._merge(key, value, self.name, id, tainted=self.tainted)
+
+    def update(
+        self, key: str, fn: Callable[[Any], Any], *, policy: RetryPolicy | None = None
+    ) -> Entry:
+        """``Store.update`` as this agent: reads in its read scope, writes in its write scope."""
+        if not self.spec.may("read", key):
+            raise ScopeError(self.name, key, "read", list(self.spec.read))
+        if not self.spec.may("write", key):
+            raise ScopeError(self.name, key, "write", list(self.spec.write))
+
+        def write(k: str, v: Any, version: int) -> Entry:
+            stored, record = self._prepare(k, v, None, None)  # labelled like write()
+            e = self.store.write(k, stored, author=self.name, expect=version)
+            return self._finish(e, record)
+
+        return update(self.store, key, fn, read=self.read, write=write, policy=policy)
 
     def acquire(self, name: str, ttl: float) -> Lease | None:
         """Take the lease ``name`` as this agent (see ``Store.acquire``)."""

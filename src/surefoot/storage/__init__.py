@@ -11,6 +11,8 @@ URL                         backend
 ==========================  ===========================================================
 
 SQLite query options: ``?synchronous=FULL|NORMAL`` (default FULL), ``&busy_timeout=5000`` (ms).
+Every backend: ``?max_value_bytes=N``, the largest value, message or step result accepted
+(default 1 MiB, 0: no limit); a larger one raises ``ValueTooLargeError``.
 Drivers are imported lazily; a missing one names the extra to install.
 """
 

@@ -18,15 +18,17 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from ..codec import loads
-from ..errors import ConfigError, ConflictError
+from ..errors import ConfigError, ConflictError, ValueTooLargeError
 
 __all__ = [
+    "DEFAULT_MAX_VALUE_BYTES",
     "AuditRow",
     "ClaimedMessage",
     "DeadRecord",
     "Journal",
     "KeyRecord",
     "KeyStore",
+    "MergeOutcome",
     "RunRow",
     "RunWrite",
     "StateRecord",
@@ -37,11 +39,58 @@ __all__ = [
     "StreamLog",
     "StreamRecord",
     "check_range",
+    "check_size",
     "check_text",
     "fence_conflict",
+    "next_lineage",
     "stream_conflict",
+    "value_limit",
     "write_conflict",
 ]
+
+DEFAULT_MAX_VALUE_BYTES = 1 << 20
+"""The largest value a store accepts unless its URL says ``?max_value_bytes=N``: 1 MiB.
+
+Agent state is text and small records (a report, findings, a plan: kilobytes, a long
+transcript a few hundred); every write of a key rewrites its whole value, and every reader
+fetches it, so a value past a megabyte makes each write and read cost milliseconds of I/O
+and network and usually means a blob that belongs in a file or object store. The peers
+draw the line in the same place: etcd refuses requests over 1.5 MiB, DynamoDB items over
+400 KB, Temporal payloads over 2 MB."""
+
+
+def value_limit(url: str, options: dict[str, str]) -> int:
+    """The ``max_value_bytes`` option of a storage URL: bytes, 0 for no limit.
+
+    Raises:
+        ConfigError: not a whole number >= 0.
+    """
+    raw = options.get("max_value_bytes")
+    if raw is None:
+        return DEFAULT_MAX_VALUE_BYTES
+    try:
+        limit = int(raw)
+    except ValueError:
+        limit = -1
+    if limit < 0:
+        raise ConfigError(
+            f"max_value_bytes must be a whole number of bytes >= 0 (0: no limit), got "
+            f"{raw!r} in {url!r}; the default is {DEFAULT_MAX_VALUE_BYTES} (1 MiB)"
+        )
+    return limit
+
+
+def check_size(url: str, what: str, text: str | None, limit: int) -> None:
+    """Refuse ``text`` (codec JSON) when its UTF-8 size is over ``limit`` (0: no limit).
+
+    Raises:
+        ValueTooLargeError: naming ``what``, the size, the limit and how to raise it.
+    """
+    if text is None or not limit or len(text) * 4 <= limit:  # no character is over 4 bytes
+        return
+    size = len(text.encode("utf-8", "surrogatepass"))
+    if size > limit:
+        raise ValueTooLargeError(url, what, size, limit)
 
 
 @runtime_checkable
@@ -116,7 +165,16 @@ class KeyStore(Protocol):
 @dataclass(frozen=True, slots=True)
 class StateRecord:
     """One key as stored: the value is codec JSON text; ``version`` counts writes to the key
-    (1 for the first), ``revision`` is the namespace's global revision at that write."""
+    (1 for the first), ``revision`` is the namespace's global revision at that write.
+
+    ``lineage`` counts the versions this value descends from, itself included: each write
+    is based on a version (the one its writer read), and the value carries the changes of
+    that version's lineage plus its own. ``version - lineage`` versions of the key were
+    overwritten without their writer's successor having read them: their change is lost.
+
+    A key made by merges (:mod:`surefoot.storage.merges`) also has ``merge_op``, the
+    operation it merges by, and ``merge_log``, the JSON list of its contributions.
+    """
 
     key: str
     value: str
@@ -125,6 +183,30 @@ class StateRecord:
     author: str
     trust: str
     written_at: float
+    lineage: int
+    merge_op: str | None = None
+    merge_log: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class MergeOutcome:
+    """What a merge did: ``applied`` is False for a duplicate (nothing changed); the other
+    fields describe the key as stored after it (its trust is the lowest it holds)."""
+
+    key: str
+    version: int
+    revision: int
+    author: str
+    trust: str
+    written_at: float
+    applied: bool
+
+    @classmethod
+    def of(cls, rec: StateRecord, applied: bool) -> MergeOutcome:
+        """The outcome for the key stored as ``rec``."""
+        return cls(
+            rec.key, rec.version, rec.revision, rec.author, rec.trust, rec.written_at, applied
+        )
 
 
 @runtime_checkable
@@ -138,6 +220,14 @@ class StateStore(Protocol):
     ``ConflictError`` carrying the current value, version and author, and writes nothing.
     A fence on a lease key that does not exist never matches (not even at version 0): a
     lease is held only once it has been written.
+
+    Lost updates are counted in the same statement as the write: ``seen=(version,
+    lineage)`` names the record the writer read. A last-writer-wins write based on an older
+    version than the key's current one descends from the record it read, not from the
+    current one (``lineage = seen lineage + 1``); every other write descends from the current
+    record (``lineage + 1``). ``lost_updates()`` is the sum of ``version - lineage`` over the
+    namespace: the versions whose change no current value carries, seen alike by every
+    process.
     """
 
     namespace: str
@@ -153,9 +243,34 @@ class StateStore(Protocol):
         expect: int | None,
         now: float,
         fence: tuple[str, int] | None = None,
+        seen: tuple[int, int] | None = None,
     ) -> StateRecord: ...
     def snapshot(self) -> dict[str, StateRecord]: ...
     def revision(self) -> int: ...
+    def lost_updates(self) -> int:
+        """Versions of the namespace's keys that no current value descends from."""
+        ...
+
+    def merge(
+        self,
+        key: str,
+        op: str,
+        arg: str,
+        *,
+        author: str,
+        trust: str,
+        now: float,
+        merge_id: str | None = None,
+        reducer: Any = None,
+    ) -> MergeOutcome:
+        """Combine the contribution ``arg`` (codec JSON) into ``key`` by ``op``, atomically.
+
+        Returns the key's version, revision and labels now, and whether the contribution was
+        applied (False: a duplicate, by ``merge_id`` or, for ``set_add``, by member; nothing
+        changed). Not the merged value: a list merge does not read the list back.
+        See :mod:`surefoot.storage.merges` for the operations.
+        """
+        ...
 
 
 # --- Stream (append-only log with ids and consumer positions) -- owned by surefoot.statebus --
@@ -210,6 +325,20 @@ def check_text(what: str, value: str) -> str:
             f"{what} {value!r} contains a lone surrogate (not valid UTF-8); pass real text"
         ) from None
     return value
+
+
+def next_lineage(
+    version: int, lineage: int, expect: int | None, seen: tuple[int, int] | None
+) -> int:
+    """The lineage of the version a write makes over a key at ``(version, lineage)``.
+
+    A last-writer-wins write (``expect=None``) based on an older version than the current
+    one descends from what its writer read; every other write descends from the current
+    version. The SQL statements and the Redis script spell the same rule.
+    """
+    if expect is None and seen is not None and seen[0] < version:
+        return seen[1] + 1
+    return lineage + 1
 
 
 def fence_conflict(

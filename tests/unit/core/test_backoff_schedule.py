@@ -11,6 +11,7 @@ import pytest
 
 from surefoot import backoff as backoff_module
 from surefoot.backoff import JITTERS, RECONNECT, Schedule
+from surefoot.errors import ConfigError
 from surefoot.resilience import Backoff
 
 # resilience.Backoff(0.5, 8, jitter).waits(8, Random(7)) as it was before the schedule moved
@@ -60,4 +61,36 @@ def test_the_core_schedule_imports_only_the_standard_library_and_the_core() -> N
             names |= {a.name for a in node.names}
         elif isinstance(node, ast.ImportFrom):
             names.add("." * node.level + (node.module or ""))
-    assert names == {"__future__", "random", "dataclasses", "datetime", ".clock", ".errors"}
+    assert names == {
+        "__future__",
+        "math",
+        "random",
+        "dataclasses",
+        "datetime",
+        ".clock",
+        ".errors",
+    }
+
+
+INF, NAN = float("inf"), float("nan")
+
+
+@pytest.mark.parametrize("cls", [Schedule, Backoff])
+@pytest.mark.parametrize(
+    ("kwargs", "name"),
+    [
+        ({"base": INF, "cap": INF}, "base"),
+        ({"base": 1.0, "cap": INF}, "cap"),
+        ({"base": NAN}, "base"),
+        ({"cap": NAN}, "cap"),
+        ({"multiplier": INF}, "multiplier"),
+        ({"multiplier": NAN}, "multiplier"),
+    ],
+)
+def test_non_finite_waits_are_refused_when_made_not_when_slept(
+    cls: type[Schedule], kwargs: dict[str, float], name: str
+) -> None:
+    """An infinite or NaN base, cap or multiplier raises ConfigError naming it at construction."""
+    with pytest.raises(ConfigError) as ei:
+        cls(**kwargs)
+    assert f"backoff {name} must be" in str(ei.value) and "finite" in str(ei.value)

@@ -33,7 +33,7 @@ def st(request: pytest.FixtureRequest, tmp_path: Path) -> Store:
 def test_write_and_read_decode_values_with_labels(st: Store) -> None:
     """Entries carry the decoded value, versions, revision, author, trust and time."""
     e = st.write("k", {"x": [1, 2]})
-    assert e == Entry("k", {"x": [1, 2]}, 1, 1, "system", "system", 1_700_000_000.0)
+    assert e == Entry("k", {"x": [1, 2]}, 1, 1, "system", "system", 1_700_000_000.0, lineage=1)
     assert st.read("k") == e and st.snapshot() == {"k": e} and st.revision == 1
 
 
@@ -48,8 +48,8 @@ def test_two_agents_lose_an_update_and_the_store_counts_it(st: Store) -> None:
     final = st.read("report")
     assert final is not None and final.value == ["b"]
     assert st.lost_updates == 1
-    assert [(u.key, u.version, u.overwritten_by, u.seen) for u in st.lost] == [
-        ("report", 2, "a1", 1)
+    assert [(u.key, u.version, u.overwritten_by, u.seen, u.versions) for u in st.lost] == [
+        ("report", 2, "a1", 1, 1)
     ]
 
 

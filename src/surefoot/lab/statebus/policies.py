@@ -32,7 +32,7 @@ def policies(ctx: LabContext) -> LabResult:
             "model calls",
             "ticks",
             "errors raised",
-            "silent overwrites",
+            "lost updates counted",
         ],
     )
     facts: dict[str, Any] = {}
@@ -70,6 +70,7 @@ def policies(ctx: LabContext) -> LabResult:
         facts[f"deliver_{p}"] = m
     ctx.progress(1, 1)
     lww, opt, lock = facts["last_writer_wins"], facts["optimistic"], facts["locked"]
+    mrg = facts["merged"]
 
     def _kept(m: dict[str, float]) -> str:
         return "all" if m["lost"] == 0 else f"{m['kept']:.1f} (loses {m['lost']:.1f})"
@@ -88,8 +89,12 @@ def policies(ctx: LabContext) -> LabResult:
         f"{lock['ticks']:.1f} ticks instead of {opt['ticks']:.1f}. Last-writer-wins {raised}: "
         "its write has no precondition; the store is asked to set the key, not to set it only "
         "if it is still the version the agent read, so overwriting another agent's version is "
-        "a successful write. The store can only count it afterwards "
-        f"(silent overwrites: {lww['lost_updates']:.1f} per run)."
+        "a successful write. The store can only count it afterwards: it counted "
+        f"{lww['lost_updates']:.1f} lost updates per run (versions no final value descends "
+        f"from), against {lww['lost']:.1f} findings measured missing. merged (each finding "
+        f"sent as a contribution the store appends) keeps {_kept(mrg)} with "
+        f"{mrg['retries']:.1f} retries and {mrg['model_calls']:.0f} model calls in "
+        f"{mrg['ticks']:.1f} ticks: there is no version to be stale against."
     )
     return LabResult(
         tables=[t, d],
@@ -161,7 +166,7 @@ def lost_update(ctx: LabContext) -> LabResult:
         "final_report": final.value,
         "lost_agent": lost_by,
         "lost_updates": st.lost_updates,
-        "lost_record": [(u.key, u.version, u.overwritten_by, u.seen) for u in st.lost],
+        "lost_record": [(u.key, u.version, u.overwritten_by, u.seen, u.versions) for u in st.lost],
         "final_versioned": final2.value,
         "conflict": conflict,
     }

@@ -37,8 +37,9 @@ __all__ = [
     "run",
 ]
 
-POLICIES = ("last_writer_wins", "optimistic", "locked", "partitioned")
+POLICIES = ("last_writer_wins", "optimistic", "locked", "partitioned", "merged")
 REPORT = "report"
+MERGED_REPORT = "merged-report"  # a merge key of its own: a Store's merge rules are for good
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,7 +148,9 @@ def run(
     """Simulate ``agents`` agents each adding ``items`` findings to one shared report.
 
     Args:
-        policy: ``last_writer_wins``, ``optimistic``, ``locked`` or ``partitioned``.
+        policy: ``last_writer_wins``, ``optimistic``, ``locked``, ``partitioned`` or
+            ``merged`` (each finding is a ``Store.merge`` on an ``append`` key, combined by
+            the store, with the finding's id: no conflict, no retry).
         agents: team size. seed: fixes think times, back-offs and the model's text.
         items: findings each agent adds.
         think: the range of ticks a model call takes.
@@ -179,6 +182,8 @@ def run(
             f"shared.run needs a Store on a FakeClock (leases are measured in ticks), got "
             f"clock {store.clock!r}; create it with Store(url, clock=FakeClock())"
         )
+    if policy == "merged":
+        st.declare_merge(MERGED_REPORT, "append")  # declaring it again changes nothing
     rng = random.Random(seed)
     calls0 = llm.calls
     lost0, conflicts0 = st.lost_updates, st.conflicts
@@ -187,6 +192,8 @@ def run(
         name = f"a{i}"
         st.register_agent(name)
         key = f"{REPORT}/{name}" if policy == "partitioned" else REPORT
+        if policy == "merged":
+            key = MERGED_REPORT
         team.append(_Agent(name, st.session(name), key))
     retries = waits = backoff_ticks = gave_up = 0
 
@@ -244,7 +251,9 @@ def run(
         assert a.finding is not None
         new = [*a.base, a.finding]
         try:
-            if policy == "last_writer_wins":
+            if policy == "merged":
+                a.session.merge(a.key, a.finding, id=f"{a.name}-{a.task}")
+            elif policy == "last_writer_wins":
                 a.session.write(a.key, new)
             elif policy == "locked":
                 assert a.lease is not None
@@ -296,7 +305,7 @@ def run(
         merge = MergeCost(len(sections), 1, merge_calls, 1, len(final))
         ticks += 1
     else:
-        e = st.read(REPORT)
+        e = st.read(MERGED_REPORT if policy == "merged" else REPORT)
         final = list(e.value) if e is not None else []
     kept = len({(f["agent"], f["task"]) for f in final})
     produced = agents * items

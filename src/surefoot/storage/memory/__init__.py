@@ -7,7 +7,8 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar, NoReturn, TypeVar
 
-from ..url import StorageURL
+from ..base import value_limit
+from ..url import StorageURL, parse_url
 
 if TYPE_CHECKING:
     from ._keys import MemoryKeyStore
@@ -27,6 +28,7 @@ class MemoryStorage:
 
     def __init__(self, url: str = "memory://") -> None:
         self.url = url
+        self.max_value_bytes = value_limit(url, parse_url(url).options)
         self.lock = threading.RLock()
         self._objects: dict[tuple[str, str], Any] = {}
 
@@ -56,12 +58,20 @@ class MemoryStorage:
     def statestore(self, namespace: str = "default") -> MemoryStateStore:
         from ._state import MemoryStateStore
 
-        return self._get("state", namespace, lambda: MemoryStateStore(namespace))
+        return self._get(
+            "state",
+            namespace,
+            lambda: MemoryStateStore(namespace, max_value_bytes=self.max_value_bytes, url=self.url),
+        )
 
     def stream(self, name: str) -> MemoryStream:
         from ._stream import MemoryStream
 
-        return self._get("stream", name, lambda: MemoryStream(name))
+        return self._get(
+            "stream",
+            name,
+            lambda: MemoryStream(name, max_value_bytes=self.max_value_bytes, url=self.url),
+        )
 
     def journal(self) -> NoReturn:
         """Not offered in memory.

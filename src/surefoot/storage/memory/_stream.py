@@ -7,7 +7,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...errors import DuplicateMessageError
-from ..base import ClaimedMessage, DeadRecord, StreamRecord, check_range, stream_conflict
+from ..base import (
+    DEFAULT_MAX_VALUE_BYTES,
+    ClaimedMessage,
+    DeadRecord,
+    StreamRecord,
+    check_range,
+    check_size,
+    stream_conflict,
+)
 
 __all__ = ["MemoryStream"]
 
@@ -31,10 +39,16 @@ class MemoryStream:
 
     Args:
         name: the stream's name (shown in errors).
+        max_value_bytes: the largest payload accepted (0: no limit).
+        url: the storage URL (shown in errors).
     """
 
-    def __init__(self, name: str) -> None:
+    def __init__(
+        self, name: str, *, max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES, url: str = "memory://"
+    ) -> None:
         self.name = name
+        self.max_value_bytes = max_value_bytes
+        self.url = url
         self._records: list[StreamRecord] = []
         self._by_id: dict[str, StreamRecord] = {}
         self._consumers: dict[str, _Consumer] = {}
@@ -43,6 +57,12 @@ class MemoryStream:
     def append(
         self, message_id: str, payload: str, *, now: float, expect_last_seq: int | None = None
     ) -> StreamRecord:
+        check_size(
+            self.url,
+            f"message {message_id!r} of stream {self.name!r}",
+            payload,
+            self.max_value_bytes,
+        )
         with self._lock:
             old = self._by_id.get(message_id)
             if old is not None:

@@ -28,6 +28,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 from ...backoff import RECONNECT
 from ...clock import Clock, SystemClock
 from ...errors import ConfigError, MissingExtraError, SchemaVersionError, StoreUnavailableError
+from ..base import DEFAULT_MAX_VALUE_BYTES, value_limit
 from ..url import StorageURL, redact
 
 __all__ = ["OPTIONS", "Listener", "PostgresDB", "import_psycopg"]
@@ -41,6 +42,7 @@ OPTIONS = {
     "pool_max": "10",  # most connections the pool opens (per process)
     "connect_timeout": "5",  # seconds for one connection attempt
     "reconnect_timeout": "30",  # seconds of bounded back-off before StoreUnavailableError
+    "max_value_bytes": str(DEFAULT_MAX_VALUE_BYTES),  # largest value or step result; 0: none
 }
 
 _SCHEMA_RE = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
@@ -126,6 +128,7 @@ class PostgresDB:
             )
         self.connect_timeout = self._int(opts, "connect_timeout", 1)
         self.reconnect_timeout = float(self._int(opts, "reconnect_timeout", 0))
+        self.max_value_bytes = value_limit(self.url, opts)
         self.clock: Clock = clock or SystemClock()
         self.commits = 0
         self.round_trips = 0

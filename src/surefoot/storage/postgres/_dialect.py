@@ -31,6 +31,7 @@ class PostgresDialect:
     def __init__(self, db: PostgresDB) -> None:
         self.db = db
         self.url = db.url
+        self.max_value_bytes = db.max_value_bytes
 
     def sql(self, text: str) -> str:
         return text.replace("?", "%s")

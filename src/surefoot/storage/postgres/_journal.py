@@ -131,6 +131,7 @@ class PostgresJournal(SQLJournal):
     def create_run(self, row: RunRow) -> tuple[RunRow, bool]:
         """Insert ``row`` unless the run id exists (one statement that also audits and
         notifies); return (the stored row, created)."""
+        self._check_run(row)
         created = self.db.execute(
             self._create,
             (*row_params(row), row.created_at, row.owner or "app", self.db.channel(CHANNEL)),

@@ -91,6 +91,7 @@ class PostgresStream(SQLStream):
     def append(
         self, message_id: str, payload: str, *, now: float, expect_last_seq: int | None = None
     ) -> StreamRecord:
+        self._check_payload(message_id, payload)
         rows = self.db.execute(
             "SELECT * FROM sf_stream_append(%s, %s, %s, %s, %s)",
             (self.name, message_id, payload, float(now), expect_last_seq),

@@ -20,6 +20,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 from ...backoff import RECONNECT
 from ...clock import Clock, SystemClock
 from ...errors import ConfigError, MissingExtraError, SchemaVersionError, StoreUnavailableError
+from ..base import DEFAULT_MAX_VALUE_BYTES, value_limit
 from ..url import StorageURL, redact
 
 __all__ = ["LAYOUT", "OPTIONS", "RedisDB", "import_redis"]
@@ -31,6 +32,7 @@ OPTIONS = {
     "prefix": "surefoot",  # every key starts with this; one prefix per deployment or test
     "socket_timeout": "5",  # seconds for one command
     "reconnect_timeout": "30",  # seconds of bounded back-off before StoreUnavailableError
+    "max_value_bytes": str(DEFAULT_MAX_VALUE_BYTES),  # largest value or message; 0: no limit
 }
 
 #: The key layout this surefoot writes, marked in ``P:layout`` on first open. A prefix marked
@@ -107,6 +109,7 @@ class RedisDB:
                 f"socket_timeout and reconnect_timeout must be seconds, got "
                 f"{opts['socket_timeout']!r} and {opts['reconnect_timeout']!r} in {self.url!r}"
             ) from None
+        self.max_value_bytes = value_limit(self.url, opts)
         self.clock: Clock = clock or SystemClock()
         self.commits = 0
         self.round_trips = 0

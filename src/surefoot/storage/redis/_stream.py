@@ -26,7 +26,14 @@ import json
 from typing import Any
 
 from ...errors import DuplicateMessageError
-from ..base import ClaimedMessage, DeadRecord, StreamRecord, check_range, stream_conflict
+from ..base import (
+    ClaimedMessage,
+    DeadRecord,
+    StreamRecord,
+    check_range,
+    check_size,
+    stream_conflict,
+)
 from ._client import RedisDB
 
 __all__ = ["RedisStream"]
@@ -224,6 +231,8 @@ class RedisStream:
     def append(
         self, message_id: str, payload: str, *, now: float, expect_last_seq: int | None = None
     ) -> StreamRecord:
+        what = f"message {message_id!r} of stream {self.name!r}"
+        check_size(self.db.url, what, payload, self.db.max_value_bytes)
         expect = "" if expect_last_seq is None else str(int(expect_last_seq))
         out = self._run(
             "append",

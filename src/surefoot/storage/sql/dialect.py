@@ -29,9 +29,11 @@ class Dialect(Protocol):
         skip_locked: ``" FOR UPDATE SKIP LOCKED"`` or ``""``: claimers skip each other's rows.
         order_c: ``' COLLATE "C"'`` or ``""``: byte order for text, as SQLite sorts.
         step_seq: the column giving journal order of steps (``rowid`` / ``seq``).
+        max_value_bytes: the largest value the store accepts (0: no limit).
     """
 
     url: str
+    max_value_bytes: int
     row_lock: str
     share_lock: str
     skip_locked: str

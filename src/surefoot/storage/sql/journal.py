@@ -23,7 +23,7 @@ import json
 from typing import Any
 
 from ...errors import ConfigError, RunConflictError, UnknownRunError
-from ..base import AuditRow, RunRow, RunWrite, StepRow, StepWrite
+from ..base import AuditRow, RunRow, RunWrite, StepRow, StepWrite, check_size
 from .dialect import Dialect
 from .runs import SQLRunQueries
 
@@ -144,6 +144,25 @@ class SQLJournal(SQLRunQueries):
         """Insert ``row`` unless the run id exists; return (the stored row, created)."""
         raise NotImplementedError
 
+    def _check_values(self, records: list[StepWrite | RunWrite] | list[StepWrite]) -> None:
+        """Refuse step and run results over the store's ``max_value_bytes``.
+
+        Raises:
+            ValueTooLargeError: naming the step (or run), its size and the limit.
+        """
+        limit = self.d.max_value_bytes
+        for r in records:
+            if isinstance(r, StepWrite):
+                what = f"the result of step {r.pos} ({r.name!r}) of run {r.run_id!r}"
+            else:
+                what = f"the result of run {r.run_id!r}"
+            check_size(self.url, what, r.result, limit)
+
+    def _check_run(self, row: RunRow) -> None:
+        """Refuse a run whose arguments are over the store's ``max_value_bytes``."""
+        what = f"the arguments of run {row.run_id!r}"
+        check_size(self.url, what, row.args, self.d.max_value_bytes)
+
     def get_run(self, run_id: str) -> RunRow | None:
         rows = self.d.read(self._get, (run_id,))
         return RunRow(*rows[0]) if rows else None
@@ -184,6 +203,7 @@ class SQLJournal(SQLRunQueries):
         """
         if not records:
             return []
+        self._check_values(records)
         if len(records) == 1 and type(records[0]) is StepWrite:
             only = records[0]
             if only.consume_signal is None:
@@ -334,6 +354,7 @@ class SQLJournal(SQLRunQueries):
             UnknownRunError: no such run.
         """
         d = self.d
+        self._check_values(put_steps or [])
         exists = d.sql("SELECT 1 FROM durable_runs WHERE run_id = ?" + d.row_lock)
         move = d.sql(
             "UPDATE durable_runs SET status = ?, epoch = epoch + 1, owner = NULL, claims = 0, "
@@ -371,6 +392,8 @@ class SQLJournal(SQLRunQueries):
             UnknownRunError: no such run.
         """
         d = self.d
+        what = f"the payload of signal {name!r} to run {run_id!r}"
+        check_size(self.url, what, payload, d.max_value_bytes)
         exists = d.sql("SELECT 1 FROM durable_runs WHERE run_id = ?")
         insert = d.sql(
             "INSERT INTO durable_signals (run_id, name, payload, signal_id, sent_at) "

@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...codec import dumps, loads
-from ..base import ClaimedMessage, DeadRecord, StreamRecord, check_range
+from ..base import ClaimedMessage, DeadRecord, StreamRecord, check_range, check_size
 from .dialect import Dialect
 
 __all__ = ["REC_SQL", "SQLStream", "record"]
@@ -52,6 +52,11 @@ class SQLStream:
         self, message_id: str, payload: str, *, now: float, expect_last_seq: int | None = None
     ) -> StreamRecord:
         raise NotImplementedError
+
+    def _check_payload(self, message_id: str, payload: str) -> None:
+        """Refuse a payload over the store's ``max_value_bytes`` (``ValueTooLargeError``)."""
+        what = f"message {message_id!r} of stream {self.name!r}"
+        check_size(self.d.url, what, payload, self.d.max_value_bytes)
 
     def last_seq(self) -> int:
         raise NotImplementedError

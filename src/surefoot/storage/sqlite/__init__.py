@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ...errors import ConfigError
+from ..base import value_limit
 from ..url import StorageURL, parse_url
 from ._db import SQLiteDB
 from ._inspect import tables_of
@@ -32,7 +33,10 @@ class SQLiteStorage:
                 f"busy_timeout must be whole milliseconds, got {opts['busy_timeout']!r}"
             ) from None
         self.db = SQLiteDB(
-            parsed.path, synchronous=opts.get("synchronous", "FULL"), busy_timeout_ms=busy
+            parsed.path,
+            synchronous=opts.get("synchronous", "FULL"),
+            busy_timeout_ms=busy,
+            max_value_bytes=value_limit(parsed.safe, opts),
         )
         self.db.conn()  # fail now, clearly, if the file is unusable
 

@@ -22,10 +22,13 @@ from contextlib import contextmanager
 from typing import Any
 
 from ...errors import ConfigError, SchemaVersionError, StoreError, StoreUnavailableError
+from ..base import DEFAULT_MAX_VALUE_BYTES
 
 __all__ = ["SQLiteDB"]
 
 _SYNC = {"OFF", "NORMAL", "FULL", "EXTRA"}
+# The files SQLite keeps beside a database; opening a file can create them.
+_SIDECARS = ("-wal", "-shm", "-journal")
 
 
 class SQLiteDB:
@@ -35,13 +38,19 @@ class SQLiteDB:
         path: the database file.
         synchronous: ``FULL`` (durable on power loss, the default) or ``NORMAL``.
         busy_timeout_ms: how long a writer waits for the lock before failing.
+        max_value_bytes: the largest value (key, message, step result) accepted; 0: no limit.
 
     Attributes:
         commits: write transactions committed through this object (tests count them).
     """
 
     def __init__(
-        self, path: str, *, synchronous: str = "FULL", busy_timeout_ms: int = 10_000
+        self,
+        path: str,
+        *,
+        synchronous: str = "FULL",
+        busy_timeout_ms: int = 10_000,
+        max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES,
     ) -> None:
         sync = synchronous.upper()
         if sync not in _SYNC:
@@ -52,6 +61,7 @@ class SQLiteDB:
         self.url = f"sqlite:///{path}"
         self.synchronous = sync
         self.busy_timeout_ms = busy_timeout_ms
+        self.max_value_bytes = max_value_bytes
         self.commits = 0
         self._local = threading.local()
         self._lock = threading.Lock()
@@ -82,19 +92,31 @@ class SQLiteDB:
                 self.url,
                 f"cannot open {self.path!r}: folder {parent!r} does not exist; create it first",
             )
+        existed = os.path.isfile(self.path) and os.path.getsize(self.path) > 0
+        before = {s for s in _SIDECARS if os.path.exists(self.path + s)}
+        c: sqlite3.Connection | None = None
         try:
             c = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=0)
             c.execute(f"PRAGMA busy_timeout={int(self.busy_timeout_ms)}")
+            if existed:
+                self._refuse_foreign(c)  # before WAL mode, which would change the file
             mode = self._wal(c)
             c.execute(f"PRAGMA synchronous={self.synchronous}")
         except sqlite3.OperationalError as exc:
+            if c is not None:
+                c.close()
             raise self.error(exc) from exc
         except sqlite3.DatabaseError as exc:
+            self._leave_as_found(c, before)
             raise StoreUnavailableError(
                 self.url,
                 f"cannot use {self.path!r} as a surefoot database: {exc}. It is not a SQLite "
-                "file or it is corrupt; it was left untouched. Point the URL at another file.",
+                "file or it is corrupt; it was left untouched (and no -wal or -shm file was "
+                "left beside it). Point the URL at another file.",
             ) from exc
+        except SchemaVersionError:
+            self._leave_as_found(c, before)
+            raise
         if str(mode).lower() != "wal":
             raise StoreUnavailableError(
                 self.url, f"{self.path!r} cannot use WAL mode (got {mode!r}); use a local disk"
@@ -102,6 +124,38 @@ class SQLiteDB:
         with self._lock:
             self._all.append(c)
         return c
+
+    def _refuse_foreign(self, c: sqlite3.Connection) -> None:
+        """Raise ``SchemaVersionError`` if the file holds another program's tables."""
+        names = [
+            str(r[0])
+            for r in c.execute(
+                "SELECT name FROM sqlite_master WHERE type='table' AND name NOT LIKE 'sqlite_%'"
+            )
+        ]
+        if names and "surefoot_schema" not in names:
+            raise SchemaVersionError(
+                self.url,
+                f"{self.path!r} is not a surefoot database (it has tables "
+                f"{', '.join(sorted(names)[:5])} and no surefoot_schema); it was left "
+                "untouched. Use a new file for surefoot.",
+            )
+
+    def _leave_as_found(self, c: sqlite3.Connection | None, before: set[str]) -> None:
+        """After refusing the file: close ``c`` and delete the -wal/-shm/-journal files that
+        opening it created, so the folder is as it was. A -wal file that holds data is kept
+        (another process wrote it; it is not ours to delete)."""
+        if c is not None:
+            c.close()
+        created = [s for s in _SIDECARS if s not in before and os.path.exists(self.path + s)]
+        wal = self.path + "-wal"
+        if "-wal" in created and os.path.getsize(wal) > 0:
+            return
+        for suffix in created:
+            try:
+                os.remove(self.path + suffix)
+            except OSError:
+                pass  # gone already, or not ours to remove
 
     def _wal(self, c: sqlite3.Connection) -> str:
         """Switch ``c`` to WAL and return the journal mode now in force.
@@ -205,6 +259,14 @@ class SQLiteDB:
         """
         if component in self._migrated:
             return
+        try:
+            self._migrate(component, migrations)
+        except SchemaVersionError:
+            self.close()  # the last connection's close removes the -wal and -shm files
+            raise
+        self._migrated.add(component)
+
+    def _migrate(self, component: str, migrations: Sequence[str]) -> None:
         with self.write() as c:
             has_meta = c.execute(
                 "SELECT 1 FROM sqlite_master WHERE type='table' AND name='surefoot_schema'"
@@ -248,4 +310,3 @@ class SQLiteDB:
                     "ON CONFLICT(component) DO UPDATE SET version=excluded.version",
                     (component, len(migrations)),
                 )
-        self._migrated.add(component)

@@ -30,6 +30,7 @@ class SQLiteDialect:
     def __init__(self, db: SQLiteDB) -> None:
         self.db = db
         self.url = db.url
+        self.max_value_bytes = db.max_value_bytes
 
     def sql(self, text: str) -> str:
         return text

@@ -105,6 +105,7 @@ class SQLiteJournal(SQLJournal):
 
     def create_run(self, row: RunRow) -> tuple[RunRow, bool]:
         """Insert ``row`` unless the run id exists; return (the stored row, created)."""
+        self._check_run(row)
         existing = self.get_run(row.run_id)  # the common repeat: no write lock, no commit
         if existing is not None:
             return existing, False

@@ -69,6 +69,7 @@ class SQLiteStream(SQLStream):
     def append(
         self, message_id: str, payload: str, *, now: float, expect_last_seq: int | None = None
     ) -> StreamRecord:
+        self._check_payload(message_id, payload)
         p = {"s": self.name, "id": message_id, "payload": payload, "now": now}
         with self.db.write() as c:
             row = c.execute(_APPEND, {**p, "expect": expect_last_seq}).fetchone()
