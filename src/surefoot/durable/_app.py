@@ -22,6 +22,7 @@ from ..storage.base import Journal, RunRow
 from ._crash import CrashPlan
 from ._handle import RunHandle
 from ._manage import Management
+from ._plus import Plus, PlusApi
 from ._registry import Registry
 from ._runner import Executor
 from ._step import make_step
@@ -50,7 +51,7 @@ def _max_claims(value: int) -> int:
     return value
 
 
-class App(Management):
+class App(Management, PlusApi):
     """A durable-execution app: its steps, its workflows and the journal they use.
 
     Args:
@@ -104,6 +105,7 @@ class App(Management):
         self.registry = Registry()
         self.executor = Executor(self.registry, self)
         self.serving = False
+        self.plus = Plus(self)  # queues, schedules, workflow timeouts (issue 13)
 
     # -- configuration -----------------------------------------------------------------
 
@@ -237,7 +239,7 @@ class App(Management):
     def workflow(self, fn: Callable[..., Any], /) -> Workflow: ...
     @overload
     def workflow(
-        self, *, version: str = "1", name: str | None = None
+        self, *, version: str = "1", name: str | None = None, timeout: float | None = None
     ) -> Callable[[Callable[..., Any]], Workflow]: ...
 
     def workflow(
@@ -246,6 +248,7 @@ class App(Management):
         *,
         version: str = "1",
         name: str | None = None,
+        timeout: float | None = None,
     ) -> Any:
         """Declare a workflow: orchestration code that calls steps, sleeps and waits.
 
@@ -256,13 +259,19 @@ class App(Management):
             version: the version label stored in every run's header.
             name: the workflow's name (default: the function name); give
                 the same name to each version's function.
+            timeout: seconds from a run's start after which it stops at its next step
+                or wait with ``DeadlineExceededError`` (its compensations run); ``start``
+                and ``enqueue`` may give their own.
 
         Raises:
             ConfigError: the same name and version registered twice.
         """
 
         def register(f: Callable[..., Any]) -> Workflow:
-            return self.registry.add_workflow(f, name=name, version=str(version))
+            wf = self.registry.add_workflow(f, name=name, version=str(version))
+            if timeout is not None:
+                self.plus.timeouts[wf.name, wf.version] = _positive(timeout, "timeout")
+            return wf
 
         return register(fn) if fn is not None else register
 
@@ -321,6 +330,7 @@ class App(Management):
         *args: Any,
         run_id: str | None = None,
         strategy: str | None = None,
+        timeout: float | None = None,
         **kwargs: Any,
     ) -> RunHandle:
         """Start a run and execute it in this process; return its handle at once.
@@ -333,7 +343,12 @@ class App(Management):
             EncodeError: an argument cannot be stored (nothing written).
             WorkflowNotFoundError: ``workflow`` is not registered.
         """
-        row, created = self._create(workflow, args, kwargs, run_id, strategy, embedded=True)
+        wf = self.registry.resolve(workflow)
+        if self.plus.wants(wf, None, timeout):  # a deadline (``timeout``: see App.workflow)
+            opts = {"strategy": strategy, "embedded": True, "timeout": timeout}
+            row, created = self.plus.create(wf, args, kwargs, run_id, **opts)
+        else:
+            row, created = self._create(wf, args, kwargs, run_id, strategy, embedded=True)
         if created:
             return RunHandle(
                 self, row.run_id, drive=True, future=self.executor.submit(row.run_id, 1)
@@ -346,14 +361,29 @@ class App(Management):
         *args: Any,
         run_id: str | None = None,
         strategy: str | None = None,
+        queue: Any = None,
+        priority: int = 0,
+        dedup_id: str | None = None,
+        timeout: float | None = None,
         **kwargs: Any,
     ) -> RunHandle:
         """Record a pending run for workers (``surefoot worker``); return its handle.
 
+        ``queue`` (a ``Queue`` from ``app.queue`` or its name): the run starts only within
+        the queue's limits, by ``priority`` (lower first), then age. ``dedup_id``: while
+        an unfinished run of the queue holds it, enqueuing again returns that run's
+        handle. ``timeout``: the run's deadline, in seconds from now (see App.workflow).
+
         Raises:
             RunConflictError / EncodeError / WorkflowNotFoundError: as for ``start``.
         """
-        row, _ = self._create(workflow, args, kwargs, run_id, strategy, embedded=False)
+        wf = self.registry.resolve(workflow)
+        if self.plus.wants(wf, queue, timeout) or dedup_id is not None or priority:
+            opts = {"strategy": strategy, "queue": queue, "priority": priority,
+                    "dedup_id": dedup_id, "timeout": timeout}  # fmt: skip
+            row, _ = self.plus.create(wf, args, kwargs, run_id, **opts)
+        else:
+            row, _ = self._create(wf, args, kwargs, run_id, strategy, embedded=False)
         return RunHandle(self, row.run_id, drive=False)
 
     def _create(

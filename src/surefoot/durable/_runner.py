@@ -29,6 +29,7 @@ from ._context import (
     task_factory,
 )
 from ._crash import CrashPlan
+from ._deadlines import deadline_audit
 from ._registry import Registry
 from ._saga import compensate
 from ._types import TERMINAL, WAIT_SEP
@@ -205,6 +206,8 @@ class Executor:
             recorded={s.pos: s for s in journal.steps(run_id)},
             crash=app.crash,
             writer=self.writer,
+            parent_id=row.parent_id,
+            deadline_at=row.deadline_at,
         )
         self.active[run_id] = run
         try:
@@ -266,6 +269,7 @@ class Executor:
             status, audit = await compensate(run, exc)
         except Suspend:  # a compensation cannot wait; treat as a failed rollback
             status, audit = "needs_attention", [("needs_attention", '"compensation waited"')]
+        audit = deadline_audit(exc) + audit
         return await self._finish(run, status, error=_err(exc), audit=audit)
 
     async def _suspend(self, run: RunState, s: Suspend) -> str:
@@ -276,6 +280,8 @@ class Executor:
         # signal for any of them, even one already queued, makes the run due at once).
         waits = run.suspends or [s]
         deadlines = [w.wake_at for w in waits if w.wake_at is not None]
+        if run.deadline_at is not None:
+            deadlines.append(run.deadline_at)  # wake at the deadline to time out
         names = [w.waiting_for for w in waits if w.waiting_for is not None]
         sleep = RunWrite(
             run.run_id,
@@ -315,6 +321,7 @@ class Executor:
             result=result,
             error=error,
             audit=audit or [],
+            parent=run.parent_id,
         )
         await run.write(rec)
         return status

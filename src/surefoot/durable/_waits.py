@@ -16,6 +16,7 @@ from .. import codec
 from ..errors import ConfigError
 from ..storage.base import StepWrite
 from ._context import DOWN, STEP_CODES, JournalDown, RunState, Scope, Suspend, current
+from ._deadlines import check_deadline
 from ._decide import recorded
 
 __all__ = ["Done", "sleep_step", "wait_step"]
@@ -65,6 +66,7 @@ def _sleep(run: RunState, pos: str, wake_at: float) -> None:
         wake = float(codec.loads(row.result or "0"))
         if now >= wake:
             return
+        check_deadline(run)
         raise _suspend(run, Suspend(wake, None, None))
     rec = StepWrite(
         run.run_id,
@@ -82,6 +84,7 @@ def _sleep(run: RunState, pos: str, wake_at: float) -> None:
     if wake_at <= now:
         run.write_sync(rec)
         return
+    check_deadline(run)
     raise _suspend(run, Suspend(wake_at, None, rec))
 
 
@@ -146,6 +149,7 @@ def _wait(run: RunState, pos: str, name: str, timeout: float | None, default: An
             )
         )
         return default
+    check_deadline(run)
     rec = None
     if row is None:
         rec = StepWrite(
