@@ -31,7 +31,7 @@ from .. import codec
 from ..errors import DeadlineExceededError, RunFailedError
 from ..storage.base import StepWrite
 from ..storage.sql.journal_plus import DONE_STATUSES
-from ._context import DOWN, STEP_CODES, JournalDown, RunState, Suspend
+from ._context import DOWN, STEP_CODES, JournalDown, RunState, Suspend, current
 from ._deadlines import check_deadline
 from ._decide import recorded
 from ._inrun import in_loop, run_scope, suspend
@@ -108,7 +108,13 @@ def _child(
         raise late
     check_deadline(run)
     if child is not None and not app.serving:
-        app.executor.drive(child)  # no worker serves here: execute the child in this process
+        # The child is a run of its own, not a task of this one (which would be stopped
+        # when this run suspends): drive it from outside this run's scope.
+        token = current.set(None)
+        try:
+            app.executor.drive(child)  # no worker serves here: execute the child here
+        finally:
+            current.reset(token)
     rec = None
     if row is None:
         meta_text = codec.dumps({"child": cid, "deadline": deadline})
