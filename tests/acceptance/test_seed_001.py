@@ -37,6 +37,15 @@ def test_easy1_classify() -> None:
         assert (case in retry_part) == r[case] and (case in no_part.split(".")[0]) != r[case]
 
 
+def test_classify_answer_states_the_404_verdict_it_measured() -> None:
+    """The 404 sentence of resilience.classify follows the classifier's verdict in the facts."""
+    res = run("resilience.classify")
+    permanent = not res.facts["retry"]["404 from a tool endpoint just deployed"]
+    said = "treats the 404 from a just-deployed tool endpoint as permanent" in res.answer
+    assert said == permanent
+    assert "stays permanent" not in res.answer  # the old fixed claim
+
+
 def test_easy2_waits() -> None:
     """The six waits are 0.5, 1, 2, 4, 8, 8 and total 23.5 s."""
     f = run("resilience.waits").facts

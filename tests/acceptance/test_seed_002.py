@@ -189,3 +189,36 @@ def test_answers_agree_with_facts() -> None:
     assert sorted(u["pos"] for u in f["undone_after"]) == ["7", "8"]
     assert f["not_undone_after"] == []
     assert saga.tables[0].rows[1][4] == "-"
+
+
+def test_strategies_crash_point_note_and_answer_come_from_the_table() -> None:
+    """The by-point note names exactly the cells where no crash fired; answer counts match."""
+    res = run("durable.strategies")
+    by_point = res.tables[1]
+    strategies = by_point.columns[2:]
+    quiet: list[str] = []
+    fired = dict.fromkeys(strategies, 0)
+    for row in by_point.rows:
+        cells = [str(c).split(" / ") for c in row[2:]]
+        assert all(len(c) == 3 for c in cells)  # extra calls / duplicate posts / crashed
+        for st, (_, _, crashed) in zip(strategies, cells, strict=True):
+            fired[st] += int(crashed)
+        names = [st for st, c in zip(strategies, cells, strict=True) if c[2] == "0"]
+        if names:
+            quiet.append(f"{row[0]} under {', '.join(names)}")
+    assert res.facts["crash_never_fired"] == quiet
+    if quiet:
+        assert all(q in by_point.note for q in quiet)
+    else:
+        assert by_point.note == "Every planned crash fired."
+    assert fired == res.facts["crashed"]
+    assert ", ".join(f"{st} {n}" for st, n in fired.items()) in res.answer
+
+
+def test_window_key_sentence_follows_the_measured_duplicates() -> None:
+    """The closing sentence of durable.window quotes the duplicate counts its facts hold."""
+    res = run("durable.window")
+    f = res.facts
+    ignored = f["journal_keys_service_ignores_keys"]["duplicates"]
+    assert f["journal_keys"]["duplicates"] == 0 and ignored > 0
+    assert f"a service that ignores it still gave {ignored} duplicate" in res.answer

@@ -48,6 +48,7 @@ def test_workflow_end_to_end(server: DevServer, tmp_path: Path) -> None:
 
     from surefoot.lab.agent._temporal_activities import AgentActivities
     from surefoot.lab.agent._temporal_workflow import AgentInput, Approval, ResearchAgent
+    from surefoot.lab.agent.port_temporal import sandbox_runner
 
     ledger = Ledger(tmp_path / "ledger.db")
     wid, queue = f"e2e-{uuid.uuid4().hex[:6]}", f"q-{uuid.uuid4().hex[:6]}"
@@ -60,6 +61,7 @@ def test_workflow_end_to_end(server: DevServer, tmp_path: Path) -> None:
             task_queue=queue,
             workflows=[ResearchAgent],
             activities=acts.all(),
+            workflow_runner=sandbox_runner(),
             sticky_queue_schedule_to_start_timeout=timedelta(seconds=1),
         )
         async with worker:

@@ -105,17 +105,6 @@ def _quiet(fn: Any) -> None:
         pass
 
 
-def _stop_heartbeat(app: App) -> None:
-    """Work around a durable bug: ``App.close`` signals the heartbeat thread to stop but does
-    not join it, then closes the SQLite connections it may be writing with (a segfault, seen
-    in about one run in three here, as the crashed runs stay "active" and keep being beaten).
-    Stop the beat and let a beat in flight end before the app closes."""
-    stop = getattr(app.executor, "_stop_beat", None)
-    if stop is not None:
-        stop.set()
-        time.sleep(max(app.lease / 3.0, 0.05) + 0.05)
-
-
 def build(url: str) -> dict[str, str]:
     """Fill the journal at ``url`` with one run per state; returns state -> run id."""
     svc = Services()
@@ -159,7 +148,6 @@ def build(url: str) -> dict[str, str]:
         app.crash = None
         app.enqueue("research", "tides", run_id="research-queued")
         ids["pending"] = "research-queued"
-        _stop_heartbeat(app)
     time.sleep(0.4)  # worker-a is "dead": let its leases expire
     with App(url, worker_id="worker-b", lease=30, poll=0.01) as other:
         register(other, svc)

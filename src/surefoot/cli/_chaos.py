@@ -25,11 +25,15 @@ __all__ = ["chaos"]
 @click.option("--runs", default=300, show_default=True, help="Agent runs (journal_keys).")
 @click.option("--seed", default=0, show_default=True, help="Seeds the kill schedule and model.")
 @click.option(
-    "--restart/--no-restart",
-    default=True,
-    show_default=True,
-    help="Restart the PostgreSQL server once mid-run (local pg_ctlcluster clusters only).",
+    "--restart-server",
+    "restart",
+    is_flag=True,
+    default=False,
+    help="Also restart the PostgreSQL server once mid-run (opt-in: it cuts every client of "
+    "that server; local pg_ctlcluster clusters only). A failed restart fails the check.",
 )
+@click.option("--no-restart", "no_restart", is_flag=True, hidden=True)  # the old default now
+@click.option("--restart", "old_restart", is_flag=True, hidden=True)
 @click.option(
     "--time-limit", default=240.0, show_default=True, help="Seconds before runs count as lost."
 )
@@ -43,6 +47,8 @@ def chaos(
     runs: int,
     seed: int,
     restart: bool,
+    no_restart: bool,
+    old_restart: bool,
     time_limit: float,
     max_kills: int,
     json_path: Path | None,
@@ -50,11 +56,20 @@ def chaos(
     """Run the agent under chaos and check every run.
 
     Starts WORKERS worker processes on the journal, SIGKILLs them at seeded random moments,
-    restarts the PostgreSQL server once (bounded), and then checks completion, duplicate
+    restarts the PostgreSQL server once (bounded) only with --restart-server, and then
+    checks completion, duplicate
     effects, model calls repeated for journalled steps, and each run's journal, audit log
     and effects. With --max-kills > 0 the first kill hits a worker as soon as it holds a run,
-    and a run with no kill at all fails. Exits with status 1 if any check fails.
+    and a run with no kill at all fails. Exits with status 1 if any check fails, including a
+    requested server restart that failed or never happened.
     """
+    if old_restart:
+        raise ConfigError(
+            "--restart is gone: restarting the server is opt-in now and spelled "
+            "--restart-server (it cuts every client of that server)"
+        )
+    if restart and no_restart:
+        raise ConfigError("--restart-server and --no-restart contradict each other; pick one")
     if json_path is not None:  # checked now, not after a run of several minutes
         folder = json_path.parent if str(json_path.parent) else Path(".")
         if not folder.is_dir():
@@ -64,8 +79,8 @@ def chaos(
             )
         if not os.access(folder, os.W_OK):
             raise ConfigError(f"--json {str(json_path)!r}: folder {str(folder)!r} is not writable")
-    # The restart is on purpose: the pool's "error connecting" warnings are expected noise.
-    logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
+    if restart:  # the restart is on purpose: the pool's "error connecting" is expected noise
+        logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
     status = Console(stderr=True).status(
         f"chaos: {runs} runs, {workers} workers on {storage.redact(db)}"
     )
@@ -98,6 +113,12 @@ def chaos(
     t.add("model calls repeated after their step was journalled", r.repeated_after_journal)
     t.add("model calls repeated for steps in flight at a kill", r.repeated_model_calls)
     t.add("runs whose journal, audit log or effects disagree", len(out.inconsistent))
+    restart_failed = out.restart_failed
+    if restart:
+        t.add(
+            "server restart (--restart-server)",
+            ("FAILED: " if restart_failed else "") + out.restart,
+        )
     unkilled = max_kills > 0 and rep.kills == 0
     t.add(
         "SIGKILLs made (--max-kills > 0 needs at least one)",
@@ -107,6 +128,12 @@ def chaos(
     Console().print(rich_table(t))
     for p in out.problems:
         click.echo(f"  {p}", err=True)
+    if restart_failed:
+        click.echo(
+            f"  the server restart asked for with --restart-server did not happen: "
+            f"{out.restart}; the check fails (the workers never saw the server go away)",
+            err=True,
+        )
     if unkilled:
         click.echo(
             f"  no worker was SIGKILLed (--max-kills {max_kills}): the checks above saw no "
@@ -119,6 +146,7 @@ def chaos(
         and not r.repeated_after_journal
         and not out.inconsistent
         and not unkilled
+        and not restart_failed
     )
     if json_path is not None:
         json_path.write_text(
@@ -134,6 +162,7 @@ def chaos(
                     "kills": rep.kills,
                     "max_kills": max_kills,
                     "restart": out.restart,
+                    "restart_failed": restart_failed,
                     "elapsed_s": round(rep.elapsed, 2),
                     "params": rep.params,
                 },

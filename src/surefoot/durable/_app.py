@@ -20,6 +20,7 @@ from ..errors import (
 )
 from ..storage.base import Journal, RunRow
 from ._crash import CrashPlan
+from ._exists import check_opened, check_sqlite
 from ._handle import RunHandle
 from ._manage import Management
 from ._plus import Plus, PlusApi
@@ -40,6 +41,12 @@ def _positive(value: float, name: str) -> float:
     if out <= 0:
         raise ConfigError(f"{name} must be > 0 seconds, got {value!r}")
     return out
+
+
+def _flag(value: bool, name: str) -> bool:
+    if not isinstance(value, bool):
+        raise ConfigError(f"{name} must be True or False, got {value!r}")
+    return value
 
 
 def _max_claims(value: int) -> int:
@@ -69,6 +76,11 @@ class App(Management, PlusApi):
         max_claims: claims of one run, since it last suspended or an operator moved it,
             after which a worker sends it to ``needs_attention`` instead of running it
             again (a run that kills its worker every time is not retried forever).
+        create: make the journal if it does not exist (default). ``create=False`` opens
+            only an existing journal: a missing SQLite file, a file or PostgreSQL schema
+            without a durable journal, or ``sqlite://`` is a ``ConfigError`` when the
+            journal is first opened, and nothing is created (for workers, which should
+            never start an empty journal of their own at a mistyped path).
 
     Raises:
         ConfigError: an unknown strategy, a bad duration or ``max_claims`` < 1.
@@ -85,6 +97,7 @@ class App(Management, PlusApi):
         worker_id: str | None = None,
         crash: CrashPlan | None = None,
         max_claims: int = 10,
+        create: bool = True,
     ) -> None:
         if strategy not in STRATEGIES:
             raise ConfigError(f"strategy must be one of {', '.join(STRATEGIES)}; got {strategy!r}")
@@ -94,6 +107,7 @@ class App(Management, PlusApi):
         self.lease = _positive(lease, "lease")
         self.poll = _secs(poll, "poll")
         self.max_claims = _max_claims(max_claims)
+        self.create = _flag(create, "create")
         # Unique per app object: two apps in one process must not mistake each other's runs
         # for their own. A stable id (worker_id=…) lets a restarted worker take its runs back.
         unique = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
@@ -117,6 +131,7 @@ class App(Management, PlusApi):
         poll: float | None = None,
         worker_id: str | None = None,
         max_claims: int | None = None,
+        create: bool | None = None,
     ) -> None:
         """Change settings before the journal is opened (the CLI's ``--db`` and friends).
 
@@ -138,19 +153,30 @@ class App(Management, PlusApi):
             self.worker_id = worker_id
         if max_claims is not None:
             self.max_claims = _max_claims(max_claims)
+        if create is not None:
+            self.create = _flag(create, "create")
 
     @property
     def journal(self) -> Journal:
         """The journal (opened on first use).
 
         Raises:
-            ConfigError / StoreUnavailableError / SchemaVersionError: the URL cannot be used.
+            ConfigError / StoreUnavailableError / SchemaVersionError: the URL cannot be used
+                (or, with ``create=False``, names no existing journal).
         """
         j = self._journal
         if j is None:
             with self._open_lock:
                 if self._journal is None:
+                    if not self.create:
+                        check_sqlite(self.url)
                     st = storage.open(self.url)
+                    if not self.create:
+                        try:
+                            check_opened(self.url, st)
+                        except BaseException:
+                            st.close()
+                            raise
                     self._journal = st.journal()
                     self._storage = st
                 j = self._journal
@@ -305,22 +331,39 @@ class App(Management, PlusApi):
         at = when.timestamp() if isinstance(when, dt.datetime) else float(when)
         return sleep_step(at)
 
-    def wait_for(self, name: str, *, timeout: float | None = None, default: Any = None) -> Any:
+    def wait_for(
+        self,
+        name: str,
+        *,
+        timeout: float | None = None,
+        default: Any = None,
+        type: Any = Any,
+    ) -> Any:
         """Suspend the run until ``app.signal(run_id, name, payload)``; return the payload.
 
         Each signal is delivered exactly once (consumed in the same transaction that
         journals this step). After ``timeout`` seconds with no signal, returns ``default``.
 
+        Args:
+            type: the payload's type (``type=Approval``, ``type=list[Finding]``): the payload
+                is read back from the journal as that type, on every replay alike. Without
+                it the payload comes back as decoded JSON (a dataclass as the dict of its
+                fields unless its class was registered with ``codec.register``).
+
         Raises:
             ConfigError: ``name`` is not a non-empty string, or contains the character
                 ``\\x1f`` (it separates names in the run header).
+            UnsupportedTypeError: ``type`` cannot be rebuilt from JSON safely.
+            DecodeError: the payload does not fit ``type``.
         """
         if not isinstance(name, str) or not name or WAIT_SEP in name:
             raise ConfigError(
                 f"wait_for() needs a non-empty signal name without '\\x1f', got {name!r}"
             )
         t = None if timeout is None else _secs(timeout, "timeout")
-        return wait_step(name, t, default)
+        if type is not Any:
+            codec.check_annotation(type, where=f"wait_for({name!r})")
+        return wait_step(name, t, default, type)
 
     # -- starting runs -----------------------------------------------------------------
 

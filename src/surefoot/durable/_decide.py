@@ -13,6 +13,7 @@ from ..errors import EncodeError, LeaseLostError, StepMismatchError
 from ..storage.base import StepRow, StepWrite
 from ._context import NeedsAttention, RunState, SagaEntry
 from ._defs import StepDef
+from ._values import check_same, read
 
 __all__ = [
     "begin",
@@ -89,11 +90,20 @@ def step_kwargs(run: RunState, sd: StepDef, pos: str, kwargs: dict[str, Any]) ->
     return {**kwargs, "key": key}
 
 
-def encode(run: RunState, pos: str, name: str, value: Any) -> str:
+def encode(run: RunState, pos: str, sd: StepDef, value: Any) -> tuple[str, Any]:
+    """The journal text of a step's result and the value the run sees (what a replay
+    will read back), refused if it would not read back the same.
+
+    Raises:
+        EncodeError: the value cannot be stored.
+        UnsupportedTypeError: reading it back by the step's annotation gives another value.
+    """
     try:
-        return codec.dumps(value)
+        text = codec.dumps(value)
     except EncodeError:  # again, to say where (only on the error path)
-        return codec.dumps(value, where=f"the result of step {pos} {name!r} (run {run.run_id!r})")
+        where = f"the result of step {pos} {sd.name!r} (run {run.run_id!r})"
+        return codec.dumps(value, where=where), value  # (dumps raises here)
+    return text, check_same(value, text, sd.returns, f"the result of step {pos} {sd.name!r}")
 
 
 def error_text(exc: BaseException) -> str:
@@ -145,7 +155,11 @@ def undo_row(
 def replay(run: RunState, sd: StepDef, pos: str, row: StepRow, args: Any, kw: Any) -> Any:
     if row.status == "error":
         raise codec.loads(row.error or "null")
-    value = codec.loads(row.result or "null")
+    ann = sd.returns
+    if ann is Any:
+        value = codec.loads(row.result or "null")
+    else:
+        value = read(row.result, ann, f"the result of step {pos} {sd.name!r} (run {run.run_id!r})")
     if sd.compensate is not None:
         run.saga.append(SagaEntry(pos, sd, args, kw, value))
     return value

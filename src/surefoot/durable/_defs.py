@@ -49,3 +49,4 @@ class StepDef:
     idempotent: bool
     retry: StepRetry
     compensate: CompDef | None
+    returns: Any = Any  # the return annotation: how its journalled result is read back

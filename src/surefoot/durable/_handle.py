@@ -7,12 +7,13 @@ import concurrent.futures
 import time
 from typing import Any, Protocol
 
-from .. import codec
 from ..clock import Clock
 from ..errors import RunFailedError, TimeoutError_, UnknownRunError
 from ..storage.base import Journal
+from ._registry import Registry
 from ._runner import Executor
 from ._types import RunInfo
+from ._values import read
 
 __all__ = ["RunHandle", "RunSource"]
 
@@ -24,6 +25,7 @@ class RunSource(Protocol):
     clock: Clock
     poll: float
     executor: Executor
+    registry: Registry
 
     @property
     def journal(self) -> Journal: ...
@@ -112,7 +114,9 @@ class RunHandle:
             if row is None:
                 raise UnknownRunError(self.run_id, app.url)
             if row.status == "succeeded":
-                return codec.loads(row.result or "null")
+                wf = app.registry.get(row.workflow, row.version)
+                ann = Any if wf is None else wf.returns
+                return read(row.result, ann, f"the result of run {self.run_id!r}")
             if row.status in ("failed", "cancelled", "needs_attention"):
                 raise RunFailedError(self.run_id, row.status, RunInfo.from_row(row).error)
             if self._drive:

@@ -14,6 +14,7 @@ from ._handle import RunHandle
 from ._registry import Registry
 from ._runner import Executor
 from ._types import TERMINAL, AuditEntry, RunDetail, RunInfo, StepInfo
+from ._values import read
 
 __all__ = ["Management"]
 
@@ -99,7 +100,9 @@ class Management:
         if row is None:
             raise UnknownRunError(run_id, self.url)
         key = (row.workflow, row.version)
-        live = self.journal.live_workflows(since=self.clock.now() - 3 * self.lease)
+        # What workers advertise only: each row holds the time until which its worker is
+        # live (see Executor.announce), so neither this app's registry nor its lease counts.
+        live = self.journal.live_workflows(since=self.clock.now())
         waiting = row.status in ("pending", "sleeping") or (
             row.status == "running" and (row.lease_until or 0) < self.clock.now()
         )
@@ -109,7 +112,7 @@ class Management:
             steps=[StepInfo.from_row(s) for s in self.journal.steps(run_id)],
             audit=[AuditEntry.from_row(a) for a in self.journal.audit_log(run_id)],
             registered=wf is not None,
-            stranded=waiting and key not in live and wf is None,
+            stranded=waiting and key not in live,
             code_changed=wf is not None and wf.structure_hash != row.structure_hash,
         )
 
@@ -218,6 +221,8 @@ class Management:
             JournalError: the run does not need attention, or ``pos`` is not an effect
                 whose outcome is unknown.
             EncodeError: ``result`` cannot be stored.
+            DecodeError: ``result`` does not fit the step's return annotation (when the
+                step is registered here), so the replay could not read it.
         """
         row = self.journal.get_run(run_id)
         if row is None:
@@ -230,7 +235,11 @@ class Management:
                 f"{step.status if step else 'not journalled'}; resolve() records the outcome "
                 "of an effect whose outcome is unknown in a run that needs attention"
             )
-        text = codec.dumps(result, where=f"the result given for step {where} {step.name!r}")
+        what = f"the result given for step {where} {step.name!r}"
+        text = codec.dumps(result, where=what)
+        sd = self.registry.step(step.name)
+        if sd is not None:  # what the replay will read: refuse now what it could not
+            read(text, sd.returns, what)
         now = self.clock.now()
         detail = codec.dumps({"reason": reason, "pos": where, "step": step.name})
         done = StepWrite(

@@ -13,6 +13,7 @@ from typing import Any
 from ..errors import ConfigError, WorkflowNotFoundError
 from ._defs import CompDef, StepDef, accepts
 from ._retry import StepRetry
+from ._values import annotation_of, params_of
 from ._versions import Workflow
 
 __all__ = ["Registry"]
@@ -43,6 +44,7 @@ class Registry:
 
         Raises:
             ConfigError: ``compensate`` on a pure step, or a name registered twice.
+            UnsupportedTypeError: its return annotation cannot be rebuilt from JSON safely.
         """
         sname = name or fn.__name__
         if compensate is not None and not effect:
@@ -71,6 +73,7 @@ class Registry:
             idempotent,
             StepRetry(retry),
             comp,
+            annotation_of(fn, f"step {sname!r}"),
         )
         self._steps[sname] = sd
         return sd
@@ -80,14 +83,23 @@ class Registry:
 
         Raises:
             ConfigError: the same name and version registered twice.
+            UnsupportedTypeError: a parameter or return annotation cannot be rebuilt from
+                JSON safely.
         """
         wname = name or fn.__name__
         if (wname, version) in self._workflows:
             raise ConfigError(f"workflow {wname!r} version {version!r} is registered twice")
         wf = Workflow(fn, wname, version)
+        where = f"workflow {wname!r}"
+        wf.returns = annotation_of(fn, where)
+        wf.params = params_of(fn, where)
         self._workflows[(wname, wf.version)] = wf
         self._latest[wname] = wf
         return wf
+
+    def step(self, name: str) -> StepDef | None:
+        """The step registered under ``name``, or None."""
+        return self._steps.get(name)
 
     def registered(self) -> list[tuple[str, str]]:
         """(name, version) of every workflow registered here."""

@@ -16,7 +16,7 @@ from typing import Any, Protocol
 
 from .. import codec
 from ..clock import Clock
-from ..errors import EncodeError, LeaseLostError, StepMismatchError
+from ..errors import EncodeError, LeaseLostError, StepMismatchError, UnsupportedTypeError
 from ..storage.base import Journal, RunRow, RunWrite
 from ._context import (
     DOWN,
@@ -33,6 +33,7 @@ from ._deadlines import deadline_audit
 from ._registry import Registry
 from ._saga import compensate
 from ._types import TERMINAL, WAIT_SEP
+from ._values import check_same
 from ._writer import Writer
 
 __all__ = ["Executor", "Host"]
@@ -60,6 +61,11 @@ def _call_sync(scope: Scope, fn: Callable[..., Any], args: Any, kwargs: Any) -> 
         current.reset(token)
 
 
+LIVE_LEASES = 3
+"""A serving worker counts as live for this many of its own leases past its last heartbeat
+(it beats every lease / 3, so a few missed beats under load do not read as dead)."""
+
+
 class Executor:
     """Runs claimed runs for one app: a loop thread, a pool for sync workflows, heartbeats."""
 
@@ -73,6 +79,7 @@ class Executor:
         self._lock = threading.Lock()
         self.writer: Writer | None = None
         self._stop_beat = threading.Event()
+        self._beat_thread: threading.Thread | None = None
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -93,12 +100,13 @@ class Executor:
                 # Heartbeats get their own thread: a step that blocks the loop (a sync call
                 # in an async workflow) must not let the lease lapse.
                 self._stop_beat = threading.Event()
-                threading.Thread(
+                self._beat_thread = threading.Thread(
                     target=self._beats,
                     args=(self._stop_beat,),
                     name="surefoot-heartbeat",
                     daemon=True,
-                ).start()
+                )
+                self._beat_thread.start()
                 ready.wait()
                 self.writer = Writer(self.host.journal.commit, self.active)
                 self._pool = concurrent.futures.ThreadPoolExecutor(
@@ -110,8 +118,13 @@ class Executor:
     def close(self) -> None:
         with self._lock:
             loop, thread, pool = self._loop, self._thread, self._pool
+            beat, self._beat_thread = self._beat_thread, None
             self._loop = self._thread = self._pool = None
             self._stop_beat.set()
+        if beat is not None and beat is not threading.current_thread():
+            # the journal is closed right after this: a beat still writing with its
+            # connection would use a closed SQLite handle (seen as a segfault in tests)
+            beat.join(timeout=10)
         if loop is not None and thread is not None:
             loop.call_soon_threadsafe(loop.stop)
             thread.join(timeout=5)
@@ -152,12 +165,28 @@ class Executor:
     # -- heartbeat ---------------------------------------------------------------------
 
     def announce(self) -> None:
-        """Tell the journal which workflows this worker serves (while it serves)."""
+        """Tell the journal which workflows this worker serves, and until when it counts as
+        live (while it serves): ``LIVE_LEASES`` of its own leases past this heartbeat.
+
+        The journal's worker row keeps that time in its ``seen_at`` column: whoever looks
+        (``show``'s ``stranded``) compares it with the time now and nothing of its own, so
+        the answer is the same from every process.
+        """
         host = self.host
         if host.serving:
-            host.journal.register_worker(
-                host.worker_id, self.registry.registered(), now=host.clock.now()
-            )
+            live_until = host.clock.now() + LIVE_LEASES * host.lease
+            host.journal.register_worker(host.worker_id, self.registry.registered(), now=live_until)
+
+    def withdraw(self) -> None:
+        """Tell the journal this worker serves no more (it is live until now): a stopped
+        worker must not count as offering its versions for three more leases."""
+        host = self.host
+        try:
+            # live until a second ago: ``show`` counts a worker live while its time >= now
+            gone = host.clock.now() - 1.0
+            host.journal.register_worker(host.worker_id, self.registry.registered(), now=gone)
+        except Exception:  # the journal is down: the advertisement simply runs out
+            pass
 
     def _beats(self, stop: threading.Event) -> None:
         while not stop.wait(max(self.host.lease / 3.0, 0.05)):
@@ -225,6 +254,7 @@ class Executor:
     async def _drive(self, run: RunState, wf: Any, args: Any, kwargs: Any) -> str:
         scope = Scope(run)
         try:
+            args, kwargs = wf.params.decode(args, kwargs, f"workflow {wf.name!r}")
             if wf.is_async:
                 token = current.set(scope)
                 try:
@@ -241,8 +271,10 @@ class Executor:
             return await self._settle(run, exc)
         await _stop_tasks(run)
         try:
-            text = codec.dumps(value, where=f"the result of workflow {run.workflow!r}")
-        except EncodeError as exc:
+            where = f"the result of workflow {run.workflow!r}"
+            text = codec.dumps(value, where=where)
+            check_same(value, text, wf.returns, where)
+        except (EncodeError, UnsupportedTypeError) as exc:
             return await self._fail(run, exc)
         return await self._finish(run, "succeeded", result=text)
 

@@ -78,7 +78,7 @@ def step_flow(
         break
     if crash is not None and sd.kind == "effect":
         crash.check("after_effect", run.run_id, pos, sd.name)
-    text = encode(run, pos, sd.name, value)
+    text, value = encode(run, pos, sd, value)
     if journalled:
         yield WRITE, step_row(run, pos, sd, "done", attempt, started, text), None
     run.steps_run += 1

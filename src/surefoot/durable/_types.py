@@ -201,7 +201,10 @@ class RunDetail:
     Attributes:
         run: the header. steps: in journal order. audit: oldest first.
         registered: this process has the run's workflow version registered.
-        stranded: the run waits for a workflow version that no live worker offers.
+        stranded: the run waits for a workflow version that no live worker offers,
+            judged from the journal only (what serving workers advertise there, each live
+            for three of its own leases past its last heartbeat): the same answer from
+            every process, whether or not it registers the version itself.
         code_changed: the code registered here under the run's version refers to other
             steps than the code the run began with (replay may meet a StepMismatchError).
     """

@@ -17,6 +17,7 @@ from typing import Any
 
 from ._defs import StepDef
 from ._types import StepSpec
+from ._values import Params
 
 __all__ = ["Workflow", "describe", "structure_hash"]
 
@@ -39,6 +40,8 @@ class Workflow:
         self.__name__ = getattr(fn, "__name__", name)
         self.__wrapped__ = fn
         self._hash: str | None = None
+        self.returns: Any = Any  # how its journalled result is read back (the registry sets)
+        self.params: Params = Params(None, {})  # how its journalled arguments are read back
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.fn(*args, **kwargs)

@@ -9,6 +9,7 @@ passed or a signal arrived, and replays it to the wait, which then returns.
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Generator
 from typing import Any
 
@@ -18,6 +19,7 @@ from ..storage.base import StepWrite
 from ._context import DOWN, STEP_CODES, JournalDown, RunState, Scope, Suspend, current
 from ._deadlines import check_deadline
 from ._decide import recorded
+from ._values import read
 
 __all__ = ["Done", "sleep_step", "wait_step"]
 
@@ -105,13 +107,22 @@ def sleep_step(wake_at: float) -> Any:
     return Done()
 
 
-def _wait(run: RunState, pos: str, name: str, timeout: float | None, default: Any) -> Any:
+def _payload(text: str, ann: Any, name: str) -> Any:
+    return read(text, ann, f"the payload of signal {name!r}")
+
+
+def _wait(run: RunState, pos: str, name: str, timeout: float | None, default: Any, ann: Any) -> Any:
     step = f"signal:{name}"
     row = recorded(run, pos, step)
     now = run.clock.now()
     if row is not None and row.status == "done":
-        got = codec.loads(row.result or "null")
-        return got.get("v", default)
+        if ann is Any:
+            got = codec.loads(row.result or "null")
+            return got.get("v", default)
+        raw = json.loads(row.result or "null")
+        if "v" not in raw:
+            return default
+        return codec.decode_as(raw["v"], ann, where=f"the payload of signal {name!r}")
     if row is None:
         deadline = None if timeout is None else now + timeout
     else:
@@ -140,7 +151,7 @@ def _wait(run: RunState, pos: str, name: str, timeout: float | None, default: An
                 consume_signal=sig_id,
             )
         )
-        return codec.loads(payload)
+        return _payload(payload, ann, name)
     if deadline is not None and now >= deadline:
         text = codec.dumps({"timeout": deadline})
         run.write_sync(
@@ -168,18 +179,21 @@ def _wait(run: RunState, pos: str, name: str, timeout: float | None, default: An
     raise _suspend(run, Suspend(deadline, name, rec))
 
 
-async def _await(run: RunState, pos: str, name: str, timeout: float | None, default: Any) -> Any:
-    return _wait(run, pos, name, timeout, default)
+async def _await(
+    run: RunState, pos: str, name: str, timeout: float | None, default: Any, ann: Any
+) -> Any:
+    return _wait(run, pos, name, timeout, default, ann)
 
 
 STEP_CODES.add(_await.__code__)
 
 
-def wait_step(name: str, timeout: float | None, default: Any) -> Any:
-    """Wait for signal ``name`` (journalled; delivered exactly once) or the timeout."""
+def wait_step(name: str, timeout: float | None, default: Any, ann: Any = Any) -> Any:
+    """Wait for signal ``name`` (journalled; delivered exactly once) or the timeout; the
+    payload is read as ``ann``."""
     scope = _scope("wait_for")
     pos = scope.next()
     if _in_loop():
-        return _await(scope.run, pos, name, timeout, default)
+        return _await(scope.run, pos, name, timeout, default, ann)
     # A sync workflow gets the payload itself (``approval = app.wait_for("approve")``).
-    return _wait(scope.run, pos, name, timeout, default)
+    return _wait(scope.run, pos, name, timeout, default, ann)

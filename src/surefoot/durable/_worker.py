@@ -230,6 +230,7 @@ class Worker:
                 self._pause(stop, wake)
         finally:
             app.serving = False
+            app.executor.withdraw()
 
     def _down(self, exc: BaseException) -> int:
         """Log the start of an outage (once per outage)."""

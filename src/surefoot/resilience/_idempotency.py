@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import threading
@@ -11,9 +12,10 @@ from datetime import timedelta
 from typing import Any, TypeVar
 
 from .. import codec
-from ..clock import Clock, SystemClock, seconds
+from ..clock import Clock, SystemClock
 from ..errors import ConfigError, IdempotencyConflictError, IdempotencyInProgressError
 from ..storage.base import KeyRecord, KeyStore
+from ._checks import duration
 
 __all__ = ["IdempotentExecutor", "fingerprint"]
 
@@ -21,11 +23,32 @@ T = TypeVar("T")
 _SLEEP, _CALL = "sleep", "call"  # what the flow asks its driver to do
 
 
-def fingerprint(action: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
-    """A stable hash of the action's name and its arguments (codec JSON, sha256)."""
-    name = getattr(action, "__qualname__", None) or type(action).__qualname__
-    text = codec.dumps([name, list(args), kwargs], where="idempotency arguments")
+def fingerprint(
+    action: Callable[..., Any],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    *,
+    include_action: bool = False,
+) -> str:
+    """A stable hash of the request: its arguments (codec JSON, sha256).
+
+    As Stripe does, the request is what a key binds, so renaming or moving the action
+    between deploys does not turn retries of in-flight keys into conflicts. With
+    ``include_action`` the action's qualified name is hashed too (what surefoot 0.x did
+    for every key: such records are still recognised, see ``IdempotentExecutor``).
+    """
+    if include_action:
+        name = getattr(action, "__qualname__", None) or type(action).__qualname__
+        text = codec.dumps([name, list(args), kwargs], where="idempotency arguments")
+    else:
+        text = codec.dumps([list(args), kwargs], where="idempotency arguments")
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _finite(value: Any, name: str, *, positive: bool = False) -> float:
+    out = duration(value, name, positive=positive)
+    assert out is not None  # duration() refuses None unless told what it means
+    return out
 
 
 class IdempotentExecutor:
@@ -36,8 +59,13 @@ class IdempotentExecutor:
     without running the action. The claim is one insert-if-absent statement, so two processes
     racing on one key run the action once.
 
-    - A key reused with different arguments raises ``IdempotencyConflictError`` (the
-      fingerprint of action and arguments is stored).
+    - A key reused with different arguments raises ``IdempotencyConflictError`` (a
+      fingerprint of the arguments is stored; of the action's name too with
+      ``include_action=True``). Renaming or moving the action keeps its keys valid. A
+      record written with the other setting (or by an older surefoot, whose fingerprints
+      always included the name) is honoured when this call's arguments (and name) give its
+      fingerprint, so an upgrade or a change of setting turns no in-flight key into a
+      conflict.
     - A key whose action is still running elsewhere raises ``IdempotencyInProgressError``,
       or, with ``wait=True``, waits for its result up to ``wait_timeout``.
     - If the action raises (or is cancelled), the record is deleted and the error re-raised
@@ -50,10 +78,20 @@ class IdempotentExecutor:
 
     Args:
         store: a ``KeyStore``, an opened ``Storage``, or a storage URL.
-        ttl: seconds a result is kept. lease: seconds a running claim is honoured.
+        ttl: seconds a result is kept (None: forever). lease: seconds a running claim
+            is honoured (finite: a dead owner's claim must end).
         wait: wait for an in-flight action instead of raising.
-        wait_timeout: how long to wait. poll: seconds between looks while waiting.
+        wait_timeout: how long to wait (finite). poll: seconds between looks while
+            waiting (finite, > 0).
         clock: time source. namespace: prefixed to every key.
+        include_action: bind a key to the action's qualified name as well as its
+            arguments (default False: the arguments only).
+        fingerprint_fn: a custom fingerprint of ``(action, args, kwargs)``; it replaces
+            the built-in ones (and ``include_action``), with no fallback.
+
+    Raises:
+        ConfigError: a store that is not one; a duration that is negative, NaN or infinite
+            (``ttl=None`` is the one way to say "no limit").
 
     Attributes:
         runs: actions executed by this executor. replays: saved results returned.
@@ -72,6 +110,7 @@ class IdempotentExecutor:
         namespace: str = "",
         fingerprint_fn: Callable[[Callable[..., Any], tuple[Any, ...], dict[str, Any]], str]
         | None = None,
+        include_action: bool = False,
     ) -> None:
         self._storage: Any = None
         if isinstance(store, str):
@@ -87,16 +126,22 @@ class IdempotentExecutor:
                 f"'sqlite:///keys.db', got {store!r}"
             )
         self.store: KeyStore = store
-        self.ttl = None if ttl is None else seconds(ttl, "ttl")
-        self.lease = seconds(lease, "lease")
-        if self.lease <= 0:
-            raise ConfigError(f"lease must be > 0 seconds, got {lease!r}")
+        self.ttl = duration(ttl, "ttl", none_means="results kept forever")
+        self.lease = _finite(lease, "lease", positive=True)
         self.wait = wait
-        self.wait_timeout = seconds(wait_timeout, "wait_timeout")
-        self.poll = seconds(poll, "poll")
+        self.wait_timeout = _finite(wait_timeout, "wait_timeout")
+        self.poll = _finite(poll, "poll", positive=True)
         self.clock: Clock = clock if clock is not None else SystemClock()
         self.namespace = namespace
-        self.fingerprint = fingerprint_fn or fingerprint
+        if not isinstance(include_action, bool):
+            raise ConfigError(f"include_action must be True or False, got {include_action!r}")
+        self.include_action = include_action
+        self._custom = fingerprint_fn is not None
+        self.fingerprint: Callable[[Callable[..., Any], tuple[Any, ...], dict[str, Any]], str] = (
+            fingerprint_fn
+            if fingerprint_fn is not None
+            else functools.partial(fingerprint, include_action=include_action)
+        )
         self.owner = f"{os.getpid()}:{uuid.uuid4().hex[:12]}"
         self.runs = 0
         self.replays = 0
@@ -109,15 +154,23 @@ class IdempotentExecutor:
 
     # -- the shared decision -----------------------------------------------------------
 
-    def _begin(self, key: str, fp: str) -> tuple[bool, KeyRecord]:
+    def _claim(self, key: str, fp: str) -> tuple[bool, KeyRecord]:
         if not isinstance(key, str) or not key:
             raise ConfigError(f"an idempotency key must be a non-empty string, got {key!r}")
         now = self.clock.now()
         return self.store.claim(self.namespace + key, fp, self.owner, now, now + self.lease)
 
-    def _existing(self, key: str, fp: str, rec: KeyRecord) -> tuple[bool, Any]:
+    def _begin(self, key: str, fp: str, other: Callable[[], str] | None) -> tuple[bool, KeyRecord]:
+        """Claim ``key``; a record holding this request's other fingerprint (``other()``:
+        with or without the action's name) is this request's record, claimed as it is."""
+        claimed, rec = self._claim(key, fp)
+        if claimed or rec.fingerprint == fp or other is None or rec.fingerprint != other():
+            return claimed, rec
+        return self._claim(key, rec.fingerprint)  # takes it over when abandoned
+
+    def _existing(self, key: str, fp: str, rec: KeyRecord, other: str | None) -> tuple[bool, Any]:
         """(True, result) for a saved result; (False, None) to keep waiting. Raises on conflict."""
-        if rec.fingerprint != fp:
+        if rec.fingerprint != fp and rec.fingerprint != other:
             raise IdempotencyConflictError(
                 key,
                 f"idempotency key {key!r} was already used with different arguments (or a "
@@ -167,7 +220,17 @@ class IdempotentExecutor:
             f"{self.wait_timeout:g} s; retry later",
         )
 
-    def _flow(self, key: str, fp: str) -> Generator[str, Any, Any]:
+    def _fingerprints(
+        self, action: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> tuple[str, Callable[[], str] | None]:
+        """This request's fingerprint, and how to compute its other one (built-ins only)."""
+        fp = self.fingerprint(action, args, kwargs)
+        if self._custom:
+            return fp, None
+        flip = not self.include_action
+        return fp, lambda: fingerprint(action, args, kwargs, include_action=flip)
+
+    def _flow(self, key: str, fp: str, other: Callable[[], str] | None) -> Generator[str, Any, Any]:
         """Claim ``key``, or wait for (or return) its saved result, then run and save.
 
         The store's calls are the same in both drivers; the flow yields only what differs:
@@ -176,10 +239,11 @@ class IdempotentExecutor:
         """
         waited = 0.0
         while True:
-            claimed, rec = self._begin(key, fp)
+            claimed, rec = self._begin(key, fp, other)
             if claimed:
                 break
-            done, value = self._existing(key, fp, rec)
+            alt = None if other is None or rec.fingerprint == fp else other()
+            done, value = self._existing(key, fp, rec, alt)
             if done:
                 return value
             if waited >= self.wait_timeout:
@@ -209,7 +273,7 @@ class IdempotentExecutor:
         """
         if not callable(action):
             raise TypeError(f"run() needs an action to call, got {action!r}")
-        flow = self._flow(key, self.fingerprint(action, args, kwargs))
+        flow = self._flow(key, *self._fingerprints(action, args, kwargs))
         try:
             req = next(flow)
             while True:
@@ -230,7 +294,7 @@ class IdempotentExecutor:
         self, key: str, action: Callable[..., Awaitable[T]], *args: Any, **kwargs: Any
     ) -> T:
         """Await ``action(*args, **kwargs)`` once for ``key`` (the async twin of :meth:`run`)."""
-        flow = self._flow(key, self.fingerprint(action, args, kwargs))
+        flow = self._flow(key, *self._fingerprints(action, args, kwargs))
         try:
             req = next(flow)
             while True:

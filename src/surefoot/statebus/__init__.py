@@ -24,7 +24,16 @@ from ..errors import (
     TrustError,
 )
 from ._resolvers import ChatClient, Proposal, Resolution, judge, priority, vote
-from ._store import TRUST_LEVELS, AgentSession, AgentSpec, Entry, Lease, LostUpdate, Store
+from ._store import (
+    TRUST_LEVELS,
+    AgentSession,
+    AgentSpec,
+    Endorsement,
+    Entry,
+    Lease,
+    LostUpdate,
+    Store,
+)
 from ._stream import Consumer, DeadLetter, Message, Stream, StreamEntry
 from ._trust import (
     Endorser,
@@ -49,6 +58,7 @@ __all__ = [
     "Consumer",
     "DeadLetter",
     "DuplicateMessageError",
+    "Endorsement",
     "Endorser",
     "Entry",
     "Label",

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import fnmatch
 import threading
+import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -17,11 +18,23 @@ from ..clock import Clock, SystemClock
 from ..codec import dumps, loads
 from ..errors import ConfigError, ConflictError, ScopeError
 from ..storage.base import StateRecord, StateStore, check_text
+from ._trust import Endorser, Label, Labeled, label_of
 
-__all__ = ["TRUST_LEVELS", "AgentSession", "AgentSpec", "Entry", "Lease", "LostUpdate", "Store"]
+__all__ = [
+    "TRUST_LEVELS",
+    "AgentSession",
+    "AgentSpec",
+    "Endorsement",
+    "Entry",
+    "Lease",
+    "LostUpdate",
+    "Store",
+]
 
 TRUST_LEVELS = ("system", "trusted", "untrusted")
 LEASE_PREFIX = "_lease/"
+ENDORSEMENT_PREFIX = "_endorsement/"
+_HIDDEN = (LEASE_PREFIX, ENDORSEMENT_PREFIX)
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +49,8 @@ class Entry:
         author: who wrote it (an agent name, or ``system``); set by the runtime.
         trust: ``system``, ``trusted`` or ``untrusted``; set by the runtime.
         written_at: the store clock's time of the write.
+        label: the provenance stored with the value (``write_labeled``, or a session that
+            had read untrusted data), or None; :func:`label_of` joins it with the author's.
     """
 
     key: str
@@ -45,6 +60,27 @@ class Entry:
     author: str
     trust: str
     written_at: float
+    label: Label | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Endorsement:
+    """The audit record of one endorsement: who vouched for which write, and why.
+
+    Attributes:
+        principal: who endorsed (``human:alice``). writer: the session that wrote.
+        key / version: the entry written with the endorsement.
+        sources: the untrusted sources whose taint was lifted. reason: as given.
+        at: the store clock's time.
+    """
+
+    principal: str
+    writer: str
+    key: str
+    version: int
+    sources: tuple[str, ...]
+    reason: str
+    at: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,8 +121,12 @@ class LostUpdate:
 
 
 def _entry(rec: StateRecord) -> Entry:
+    value = loads(rec.value)
+    label = None
+    if isinstance(value, Labeled):  # the envelope is provenance, not part of the value
+        value, label = value.value, value.label
     return Entry(
-        rec.key, loads(rec.value), rec.version, rec.revision, rec.author, rec.trust, rec.written_at
+        rec.key, value, rec.version, rec.revision, rec.author, rec.trust, rec.written_at, label
     )
 
 
@@ -225,10 +265,39 @@ class Store:
         return _entry(rec) if rec is not None else None
 
     def snapshot(self) -> dict[str, Entry]:
-        """Every key's current entry (leases excluded), by key."""
-        return {
-            k: _entry(r) for k, r in self.state.snapshot().items() if not k.startswith(LEASE_PREFIX)
+        """Every key's current entry (leases and endorsement records excluded), by key."""
+        return {k: _entry(r) for k, r in self.state.snapshot().items() if not k.startswith(_HIDDEN)}
+
+    def endorsements(self) -> list[Endorsement]:
+        """Every endorsement recorded in this namespace (by any process), oldest first."""
+        recs = [r for k, r in self.state.snapshot().items() if k.startswith(ENDORSEMENT_PREFIX)]
+        out = []
+        for r in sorted(recs, key=lambda r: r.revision):
+            d = loads(r.value)
+            out.append(
+                Endorsement(
+                    d["principal"],
+                    d["writer"],
+                    d["key"],
+                    d["version"],
+                    tuple(d["sources"]),
+                    d["reason"],
+                    d["at"],
+                )
+            )
+        return out
+
+    def _record_endorsement(self, e: Endorsement) -> None:
+        value = {
+            "principal": e.principal,
+            "writer": e.writer,
+            "key": e.key,
+            "version": e.version,
+            "sources": list(e.sources),
+            "reason": e.reason,
+            "at": e.at,
         }
+        self.write(f"{ENDORSEMENT_PREFIX}{uuid.uuid4().hex}", value, expect=0)
 
     @property
     def revision(self) -> int:
@@ -273,9 +342,10 @@ class Store:
                     f"call store.register_agent({author!r}, ...) or write as 'system'"
                 )
             trust = spec.trust
+        plain = value.value if isinstance(value, Labeled) else value  # not its provenance
         for pattern, check in self._schemas:
             if fnmatch.fnmatchcase(key, pattern):
-                check(key, value)
+                check(key, plain)
         text = dumps(value, where=f"key {key!r}")
         try:
             rec = self.state.write(
@@ -350,6 +420,13 @@ class AgentSession:
 
     The session remembers the version of each key it last saw, so a last-writer-wins write
     that overwrites versions it never saw is counted in ``Store.lost_updates``.
+
+    It also remembers what it read: ``context`` is the join of the labels of every entry
+    this session has read. Once that includes untrusted, unendorsed data, every write of the
+    session carries the taint (the value is stored with that label), so a trusted agent that
+    relays untrusted text cannot launder it. To lift the taint of one write, have a trusted
+    principal endorse it: ``write(key, value, endorsed_by=Endorser("human:alice"),
+    reason="…")`` records who endorsed what (``Store.endorsements()``).
     """
 
     def __init__(self, store: Store, spec: AgentSpec) -> None:
@@ -358,6 +435,12 @@ class AgentSession:
         self.name = spec.name
         self.trust = spec.trust
         self.seen: dict[str, int] = {}
+        self.context: Label = Label()
+
+    @property
+    def tainted(self) -> bool:
+        """True once this session has read untrusted data that nobody endorsed."""
+        return bool(self.context.tainted)
 
     def read(self, key: str) -> Entry | None:
         """The key's entry, or None.
@@ -369,6 +452,8 @@ class AgentSession:
             raise ScopeError(self.name, key, "read", list(self.spec.read))
         e = self.store.read(key)
         self.seen[key] = e.version if e is not None else 0
+        if e is not None:
+            self.context = self.context.join(label_of(e))
         return e
 
     def snapshot(self) -> dict[str, Entry]:
@@ -376,36 +461,116 @@ class AgentSession:
         out = {k: e for k, e in self.store.snapshot().items() if self.spec.may("read", k)}
         for k, e in out.items():
             self.seen[k] = e.version
+        self.context = self.context.join(*(label_of(e) for e in out.values()))
         return out
 
-    def write(self, key: str, value: Any, *, expect: int | None = None) -> Entry:
+    def labeled(self, value: Any) -> Labeled[Any]:
+        """``value`` with the label a write by this session would give it."""
+        if isinstance(value, Labeled):
+            return Labeled(value.value, _carry(value.label, self.context))
+        return Labeled(value, self.context)
+
+    def _prepare(
+        self, key: str, value: Any, endorsed_by: Endorser | None, reason: str | None
+    ) -> tuple[Any, Endorsement | None]:
+        if not self.spec.may("write", key):
+            raise ScopeError(self.name, key, "write", list(self.spec.write))
+        if endorsed_by is None:
+            if reason is not None:
+                raise ConfigError(
+                    f"{self.name}: reason={reason!r} was given for {key!r} without endorsed_by; "
+                    "pass endorsed_by=Endorser('human:...') to endorse the write"
+                )
+            item = self.labeled(value)
+            # nothing untrusted read and no envelope given: store the value as it is
+            if not item.label.untrusted and not isinstance(value, Labeled):
+                return value, None
+            return item, None
+        if not isinstance(endorsed_by, Endorser):
+            raise ConfigError(
+                f"endorsed_by must be an Endorser (a trusted principal), got {endorsed_by!r}"
+            )
+        item = self.labeled(value)
+        lifted = tuple(sorted(item.label.tainted))
+        done = endorsed_by.endorse(item, reason=reason or "")
+        record = Endorsement(
+            endorsed_by.principal, self.name, key, 0, lifted, reason or "", self.store.clock.now()
+        )
+        return done, record
+
+    def _finish(self, e: Entry, record: Endorsement | None) -> Entry:
+        self.seen[e.key] = e.version
+        if record is not None:
+            self.store._record_endorsement(
+                Endorsement(
+                    record.principal,
+                    record.writer,
+                    e.key,
+                    e.version,
+                    record.sources,
+                    record.reason,
+                    record.at,
+                )
+            )
+        return e
+
+    def write(
+        self,
+        key: str,
+        value: Any,
+        *,
+        expect: int | None = None,
+        endorsed_by: Endorser | None = None,
+        reason: str | None = None,
+    ) -> Entry:
         """Write as this agent (author and trust come from its registration, not the value).
+
+        If this session has read untrusted data, the value is stored with the session's
+        label (``Entry.label``), so readers see it as tainted.
+
+        Args:
+            endorsed_by: a trusted principal vouching for this write: the taint is lifted
+                (the label keeps its sources and names the endorser) and the endorsement is
+                recorded in the store (``Store.endorsements()``).
+            reason: why it is endorsed (required with ``endorsed_by``).
 
         Raises:
             ScopeError: the key is outside this agent's write scope.
             ConflictError, SchemaViolationError, ConfigError: as ``Store.write``.
         """
-        if not self.spec.may("write", key):
-            raise ScopeError(self.name, key, "write", list(self.spec.write))
-        e = self.store.write(key, value, author=self.name, expect=expect, seen=self.seen.get(key))
-        self.seen[key] = e.version
-        return e
+        stored, record = self._prepare(key, value, endorsed_by, reason)
+        e = self.store.write(key, stored, author=self.name, expect=expect, seen=self.seen.get(key))
+        return self._finish(e, record)
 
     def acquire(self, name: str, ttl: float) -> Lease | None:
         """Take the lease ``name`` as this agent (see ``Store.acquire``)."""
         return self.store.acquire(name, self.name, ttl)
 
     def write_fenced(
-        self, key: str, value: Any, lease: Lease, *, expect: int | None = None
+        self,
+        key: str,
+        value: Any,
+        lease: Lease,
+        *,
+        expect: int | None = None,
+        endorsed_by: Endorser | None = None,
+        reason: str | None = None,
     ) -> Entry:
-        """Write only while ``lease`` is still held (fencing by its epoch)."""
-        if not self.spec.may("write", key):
-            raise ScopeError(self.name, key, "write", list(self.spec.write))
+        """Write only while ``lease`` is still held (fencing by its epoch); labels as ``write``."""
+        stored, record = self._prepare(key, value, endorsed_by, reason)
         e = self.store.write(
-            key, value, author=self.name, expect=expect, seen=self.seen.get(key), fence=lease
+            key, stored, author=self.name, expect=expect, seen=self.seen.get(key), fence=lease
         )
-        self.seen[key] = e.version
-        return e
+        return self._finish(e, record)
 
     def __repr__(self) -> str:
         return f"AgentSession({self.name!r}, trust={self.trust!r})"
+
+
+def _carry(own: Label, context: Label) -> Label:
+    """``own`` joined with the session's ``context``: a session adds what it read, always.
+
+    Only ``write(..., endorsed_by=...)`` lifts the session's taint, so every lift is audited;
+    an envelope endorsed elsewhere is re-tainted by what this session read.
+    """
+    return own.join(context)

@@ -6,24 +6,26 @@ applied to a blackboard:
 
 - A :class:`Label` says which principals a value derives from and which of them were
   untrusted and not endorsed (``tainted``). :func:`label_of` reads it off an entry.
-- Labels propagate: :func:`derive` applies a function to labelled values and labels the
-  result with the union of their sources. :func:`write_labeled` stores a derived value with
-  its label, so a trusted agent that copies untrusted text passes the taint on instead of
-  laundering it (an envelope can only add taint to what the author's identity gives).
+- Labels propagate: an ``AgentSession`` that read untrusted data stores every write with
+  that taint, so a trusted agent that copies untrusted text passes the taint on instead of
+  laundering it. :func:`derive` applies a function to labelled values and labels the result
+  with the union of their sources; :func:`write_labeled` stores a value with its label (a
+  stored label can only add taint to what the author's identity gives).
 - :func:`render` shows entries to a model: untrusted ones inside delimited, labelled data
   blocks with a per-render nonce, the content JSON-escaped so it cannot contain ``<`` or
   ``>`` and therefore cannot close its block early (delimiter spoofing). Rendering helps a
   model ignore planted text; it is not the control.
-- The control is :class:`SinkPolicy`: a tainted value cannot become an argument of a
-  consequential tool, nor an instruction, and a call decided by a model that read tainted
-  data is refused too. :class:`Endorser` lets a trusted principal (a person, a reviewing
-  agent) vouch for a value, which lifts the taint and is recorded.
+- The control is :class:`SinkPolicy`: a tainted value cannot become an argument of any
+  tool not declared safe (deny by default), nor an instruction, and a call decided by a
+  model that read tainted data is refused too. :class:`Endorser` lets a trusted principal
+  (a person, a reviewing agent) vouch for a value, which lifts the taint and is recorded.
 """
 
 from __future__ import annotations
 
 import json
 import random
+import warnings
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar
@@ -143,22 +145,28 @@ def trusted(value: T, source: str = "user") -> Labeled[T]:
     return Labeled(value, Label(frozenset({source})))
 
 
+def _stored(entry: _EntryLike) -> tuple[Any, Label | None]:
+    label = getattr(entry, "label", None)
+    if isinstance(entry.value, Labeled):  # an entry built by hand around an envelope
+        inner = entry.value
+        return inner.value, inner.label if label is None else label.join(inner.label)
+    return entry.value, label
+
+
 def label_of(entry: _EntryLike) -> Label:
     """The label of a store entry: from its author and trust, joined with any stored label.
 
-    A stored :class:`Labeled` envelope can only add sources and taint to what the author's
+    A stored label (``Entry.label``) can only add sources and taint to what the author's
     identity gives; it never removes the author's own taint, so forging one gains nothing.
     """
     base = Label.of(entry.author, entry.trust)
-    if isinstance(entry.value, Labeled):
-        return base.join(entry.value.label)
-    return base
+    stored = _stored(entry)[1]
+    return base.join(stored) if stored is not None else base
 
 
 def labeled(entry: _EntryLike) -> Labeled[Any]:
-    """The entry's value (unwrapped from an envelope) with :func:`label_of`."""
-    value = entry.value.value if isinstance(entry.value, Labeled) else entry.value
-    return Labeled(value, label_of(entry))
+    """The entry's value with :func:`label_of`."""
+    return Labeled(_stored(entry)[0], label_of(entry))
 
 
 def derive(fn: Callable[..., U], *inputs: Labeled[Any]) -> Labeled[U]:
@@ -170,8 +178,8 @@ def derive(fn: Callable[..., U], *inputs: Labeled[Any]) -> Labeled[U]:
 def write_labeled(session: _Writer, key: str, value: Labeled[Any], **kwargs: Any) -> Any:
     """Write a derived value together with its label, so readers inherit the taint.
 
-    Use it whenever an agent writes something computed from what it read; a plain write of
-    the same text would carry only the writer's own (possibly trusted) label.
+    A session's plain ``write`` already carries the taint of everything the session read;
+    use this when a value derives from data read elsewhere (another session, a tool).
     """
     return session.write(key, value, **kwargs)
 
@@ -275,18 +283,60 @@ class Endorser:
         )
 
 
-@dataclass(frozen=True, slots=True)
 class SinkPolicy:
-    """Refuse tainted values at consequential tools and instructions.
+    """Refuse tainted values at every tool not declared safe, and at instructions.
+
+    Deny by default: a tool you did not list in ``safe`` is guarded, so a tool forgotten in
+    the configuration cannot be reached with untrusted data (fail closed). Declare safe only
+    tools that cannot act on the world or on what people read (a calculator, a lookup).
 
     Args:
-        consequential: tool names whose calls act on the world (send, pay, publish).
+        safe: tool names whose calls always pass, even under untrusted context.
+        consequential: deprecated and ignored (every tool not in ``safe`` is guarded now);
+            kept for one release so ``SinkPolicy({...})`` keeps working, with a warning.
+
+    Example:
+        ``SinkPolicy(safe={"search", "calculator"})`` guards ``send_email``, ``transfer``
+        and any tool added later.
     """
 
-    consequential: frozenset[str] = frozenset({"send_email", "transfer", "publish"})
+    __slots__ = ("safe",)
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "consequential", _fs(self.consequential))
+    def __init__(
+        self, consequential: Iterable[str] | None = None, *, safe: Iterable[str] = ()
+    ) -> None:
+        if consequential is not None:
+            warnings.warn(
+                "SinkPolicy(consequential=...) is ignored: every tool not declared safe is "
+                "guarded now. Drop the argument, and list tools that may run under untrusted "
+                "context with SinkPolicy(safe={...}).",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+        if isinstance(safe, str):
+            raise ConfigError(
+                f"safe is a set of tool names, like safe={{{safe!r}}}, got the string {safe!r}"
+            )
+        names = frozenset(safe)
+        bad = sorted(repr(n) for n in names if not isinstance(n, str) or not n)
+        if bad:
+            raise ConfigError(
+                f"safe must hold non-empty tool names (strings), got {', '.join(bad)}"
+            )
+        self.safe: frozenset[str] = names
+
+    def guards(self, tool: str) -> bool:
+        """True unless ``tool`` was declared safe."""
+        return tool not in self.safe
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, SinkPolicy) and other.safe == self.safe
+
+    def __hash__(self) -> int:
+        return hash(self.safe)
+
+    def __repr__(self) -> str:
+        return f"SinkPolicy(safe={sorted(self.safe)!r})"
 
     def check_call(
         self, tool: str, args: Mapping[str, Any], *, decided_by: Label | None = None
@@ -294,7 +344,7 @@ class SinkPolicy:
         """Allow a call, or raise.
 
         Args:
-            tool: the tool's name; calls to tools not in ``consequential`` always pass.
+            tool: the tool's name; calls to tools declared ``safe`` always pass.
             args: argument name -> :class:`Labeled` value. Unlabelled values are refused:
                 the runtime must say where each argument came from.
             decided_by: the label of what the model read when it chose this call; a call
@@ -303,15 +353,15 @@ class SinkPolicy:
         Raises:
             TrustError: naming the tool, the argument and the untrusted sources.
         """
-        if tool not in self.consequential:
+        if not self.guards(tool):
             return
         sink = f"tool:{tool}"
         if decided_by is not None and decided_by.tainted:
             srcs = tuple(sorted(decided_by.tainted))
             raise TrustError(
                 f"{tool} was chosen by a model that read untrusted data from {list(srcs)}; "
-                "a consequential call needs an endorsement (Endorser.endorse) or a context "
-                "without untrusted entries (a scoped view)",
+                "a guarded call (any tool not declared safe) needs an endorsement "
+                "(Endorser.endorse) or a context without untrusted entries (a scoped view)",
                 sink=sink,
                 sources=srcs,
             )

@@ -98,7 +98,13 @@ def _fake_chaos(calls: list[dict[str, Any]], kills: int) -> Any:
             repeated_model_calls=0,
         )
         rep = SimpleNamespace(results=[r], kills=kills, elapsed=1.3, params={})
-        return SimpleNamespace(report=rep, restart="not requested", inconsistent=[], problems=[])
+        return SimpleNamespace(
+            report=rep,
+            restart="not requested",
+            restart_failed=False,
+            inconsistent=[],
+            problems=[],
+        )
 
     return chaos_run
 

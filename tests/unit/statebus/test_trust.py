@@ -111,7 +111,7 @@ def test_labelled_values_survive_the_codec_and_sqlite(tmp_path: Path) -> None:
     st = _team(f"sqlite:///{tmp_path / 'team.db'}")
     write_labeled(st.session("planner"), "plan/x", x)
     e = st.read("plan/x")
-    assert e is not None and isinstance(e.value, Labeled)
+    assert e is not None and e.value == {"n": 1} and e.label == x.label
     assert label_of(e).tainted == {"web"} and label_of(e).sources == {"web", "planner"}
     st.close()
 
@@ -160,14 +160,14 @@ def test_sink_refuses_tainted_arguments_at_consequential_tools() -> None:
     with pytest.raises(TrustError, match="send_email argument 'to'") as ei:
         policy.check_call("send_email", {"to": bad, "body": trusted("hi")})
     assert ei.value.sink == "tool:send_email" and ei.value.sources == ("web",)
-    policy.check_call("write_report", {"text": bad})  # not consequential
+    SinkPolicy(safe={"write_report"}).check_call("write_report", {"text": bad})  # declared safe
     policy.check_call("send_email", {"to": trusted("bob@corp.example")})
     assert not policy.allows("publish", {"text": bad})
 
 
 def test_sink_refuses_unlabelled_arguments_and_tainted_decisions() -> None:
     """Unlabelled args fail closed; a call chosen under tainted context is refused too."""
-    policy = SinkPolicy(frozenset({"transfer"}))
+    policy = SinkPolicy()
     with pytest.raises(TrustError, match="has no label"):
         policy.check_call("transfer", {"to": "ACC-1"})
     ctx = Label.of("system", "system").join(Label.of("web", "untrusted"))

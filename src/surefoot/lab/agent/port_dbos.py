@@ -1,12 +1,12 @@
-"""The 7-step agent ported to DBOS (seed 002, Hard 2), and a worker process that runs it.
+"""The 7-step agent ported to DBOS (seed 002, Hard 2's second peer), and its worker process.
 
-The seed asks for a Temporal port; Temporal needs a server, which this machine cannot
-start (docs/durable.md, "Porting to an existing engine"). DBOS has the same model on a
-SQLite system database: the workflow function is the orchestration (Temporal's workflow),
-each ``@DBOS.step`` is an activity. The model, tool and publish calls live in steps; the
-workflow only sequences them and waits for the ``approve`` message (Temporal: a signal).
-The fake services and their ledger are surefoot's (``AgentServices``, ``Ledger``), so what
-the services received is counted outside the worker exactly as for surefoot's agent.
+The seed asks for a Temporal port: that is ``port_temporal``, on a real dev server. DBOS is
+measured beside it because it has the same model on a SQLite system database: the workflow
+function is the orchestration (Temporal's workflow), each ``@DBOS.step`` is an activity. The
+model, tool and publish calls live in steps; the workflow only sequences them and waits for
+the ``approve`` message (Temporal: a signal). The fake services and their ledger are
+surefoot's (``AgentServices``, ``Ledger``), so what the services received is counted outside
+the worker exactly as for surefoot's agent.
 
 A worker process::
 

@@ -98,6 +98,19 @@ def temporalio_module() -> Any:
 # -- the worker process ---------------------------------------------------------------------
 
 
+def sandbox_runner() -> Any:
+    """Temporal's workflow sandbox, with surefoot's own modules passed through.
+
+    The workflow module sits in ``surefoot.lab.agent``, whose package imports the rest of
+    surefoot (the provider adapters resolve paths at import time, which the sandbox refuses);
+    surefoot holds no workflow state, so it is imported once, outside the sandbox.
+    """
+    from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
+
+    restrictions = SandboxRestrictions.default.with_passthrough_modules("surefoot")
+    return SandboxedWorkflowRunner(restrictions=restrictions)
+
+
 def parser() -> argparse.ArgumentParser:
     """The command line of a Temporal agent worker."""
     p = argparse.ArgumentParser(prog="python -m surefoot.lab.agent.port_temporal")
@@ -138,6 +151,7 @@ async def _serve(a: argparse.Namespace) -> None:
         task_queue=a.task_queue,
         workflows=[ResearchAgent],
         activities=acts.all(),
+        workflow_runner=sandbox_runner(),
         graceful_shutdown_timeout=timedelta(seconds=2),
         **extra,
     )

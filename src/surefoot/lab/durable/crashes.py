@@ -37,12 +37,16 @@ def strategies(ctx: LabContext) -> LabResult:
         ],
     )
     by_point = Table(
-        "Extra model calls / duplicate posts by crash point (same crash sequence per strategy)",
-        ["crash at", "crashes", *STRATEGIES],
-        note="before_effect fires only where an intent row is written (journal_keys); under "
-        "restart and journal those runs did not crash.",
+        "Extra model calls / duplicate posts / runs that crashed, by crash point "
+        "(same crash sequence per strategy)",
+        ["crash at", "crashes planned", *STRATEGIES],
     )
-    facts: dict[str, Any] = {"cost": {}, "duplicates": {}, "extra_model_calls": {}}
+    facts: dict[str, Any] = {
+        "cost": {},
+        "duplicates": {},
+        "extra_model_calls": {},
+        "crashed": {s: 0 for s in STRATEGIES},
+    }
     points: dict[tuple[str, str], dict[str, list[int]]] = {}
     total = len(seeds) * len(STRATEGIES) * n
     done = 0
@@ -56,12 +60,13 @@ def strategies(ctx: LabContext) -> LabResult:
                 step, point = rng.choice(pairs)
                 rid = f"{strategy}-{seed}-{i}"
                 app.crash = CrashPlan(point, step=step)
+                crashed = 0
                 try:
                     start_agent(
                         app, wfs["1"], f"question {i}", run_id=rid, strategy=strategy
                     ).result(timeout=30)
                 except SimulatedCrash:
-                    pass
+                    crashed = 1
                 app.crash = None
                 app.resume(rid).result(timeout=30)
                 completed += 1
@@ -71,9 +76,11 @@ def strategies(ctx: LabContext) -> LabResult:
                 cost += t.cost
                 dups += t.duplicate_posts
                 extra += t.repeated_model_calls
-                cell = points.setdefault((step, point), {}).setdefault(strategy, [0, 0])
+                cell = points.setdefault((step, point), {}).setdefault(strategy, [0, 0, 0])
                 cell[0] += t.repeated_model_calls
                 cell[1] += t.duplicate_posts
+                cell[2] += crashed
+                facts["crashed"][strategy] += crashed
                 done += 1
                 ctx.progress(done, total)
             app.close()
@@ -102,9 +109,23 @@ def strategies(ctx: LabContext) -> LabResult:
         for _ in range(n):
             k = rng.choice(pairs)
             crashes[k] = crashes.get(k, 0) + 1
+    never: list[str] = []  # (point: strategies) where a planned crash never fired
     for key in sorted(points, key=lambda k: (STEPS.index(k[0]), POINTS.index(k[1]))):
-        cells = [f"{points[key][s][0]} / {points[key][s][1]}" for s in STRATEGIES]
+        cells = [
+            f"{points[key][s][0]} / {points[key][s][1]} / {points[key][s][2]}" for s in STRATEGIES
+        ]
         by_point.add(f"{key[0]}:{key[1]}", crashes[key], *cells)
+        quiet = [s for s in STRATEGIES if points[key][s][2] == 0]
+        if quiet:
+            never.append(f"{key[0]}:{key[1]} under {', '.join(quiet)}")
+    facts["crash_never_fired"] = never
+    by_point.note = (
+        "A planned crash fires only if the run reaches that point; it never fired at "
+        + "; ".join(never)
+        + " (those runs ran through)."
+        if never
+        else "Every planned crash fired."
+    )
     return LabResult(
         tables=[summary, by_point],
         facts=facts,
@@ -120,8 +141,10 @@ def strategies(ctx: LabContext) -> LabResult:
                 )
                 for st in STRATEGIES
             )
-            + ". journal_keys passes the key f'{run_id}:{step}' so the publisher can "
-            "deduplicate a resumed publish."
+            + ". Crashes that fired per strategy (of "
+            + f"{n * len(seeds)} planned): "
+            + ", ".join(f"{st} {facts['crashed'][st]}" for st in STRATEGIES)
+            + "."
         ),
         params={"seeds": seeds, "runs_per_seed": n, "crash_points": len(pairs)},
     )
@@ -208,7 +231,22 @@ def window(ctx: LabContext) -> LabResult:
                 ("journal_keys_service_ignores_keys", "journal_keys, service ignores keys"),
             )
         )
-        + " The key only helps if the receiving service deduplicates by it.",
+        + _key_sentence(facts),
+    )
+
+
+def _key_sentence(facts: dict[str, Any]) -> str:
+    """What the key did, from the duplicates measured with and without a deduplicating service."""
+    keyed = facts["journal_keys"]["duplicates"]
+    ignored = facts["journal_keys_service_ignores_keys"]["duplicates"]
+    if keyed == 0 and ignored > 0:
+        return (
+            f" The same key sent to a service that ignores it still gave {ignored} duplicate: "
+            "the key helped only where the service deduplicated by it."
+        )
+    return (
+        f" With the key: {keyed} duplicate(s) at a deduplicating service, {ignored} at one "
+        "that ignores it."
     )
 
 

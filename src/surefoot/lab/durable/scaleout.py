@@ -2,8 +2,9 @@
 
 ``durable.chaos-postgres`` runs the 7-step agent with ``journal_keys`` in several real
 worker processes that share one PostgreSQL schema, SIGKILLs them at seeded random moments
-(the harness of ``durable.chaos``), and restarts the PostgreSQL server itself once mid-run
-(``pg_ctlcluster … restart``, bounded by a timeout) when the server is a local cluster. It
+(the harness of ``durable.chaos``), and, only when asked (``restart=True``; ``surefoot chaos
+--restart-server``; ``SUREFOOT_LAB_RESTART_SERVER=1`` for the lab), restarts the local
+PostgreSQL server itself once mid-run (``pg_ctlcluster … restart``, bounded by a timeout). It
 then checks every run: status, the journal (each of the seven steps done exactly once, in
 order), the audit log (created … succeeded) and the ledger outside the workers (one post per
 channel, no model call repeated after its step was journalled).
@@ -32,6 +33,7 @@ from ..agent.chaos import ChaosConfig, ChaosReport, run_chaos
 __all__ = ["PostgresChaos", "chaos_run", "find_restart_command", "run_consistency"]
 
 SEED_FILE = "002_91829255f3db9460.txt"
+RESTART_ENV = "SUREFOOT_LAB_RESTART_SERVER"  # "1": durable.chaos-postgres restarts the server
 DEFAULT_PG = "postgresql://postgres@127.0.0.1:5432/test"
 
 
@@ -64,8 +66,10 @@ class PostgresChaos:
 
     Attributes:
         report: the harness's report (kills, per-strategy costs and duplicates).
-        restart: what happened to the server restart (``not requested``, ``done in 1.2 s``…).
+        restart: what happened to the server restart (``not requested``, ``restarted in
+            1.2 s``, ``restart failed …``, ``not reached``…).
         restart_at_ended: runs ended when the restart began (None: no restart).
+        restart_requested: the caller asked for a restart. restarted: it was done.
         inconsistent: run ids whose journal, audit log or ledger disagree with success.
         problems: the first few inconsistencies, described.
     """
@@ -75,6 +79,13 @@ class PostgresChaos:
     restart_at_ended: int | None
     inconsistent: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    restart_requested: bool = False
+    restarted: bool = False
+
+    @property
+    def restart_failed(self) -> bool:
+        """A restart was asked for and did not happen (failed, timed out or not reached)."""
+        return self.restart_requested and not self.restarted
 
 
 def run_consistency(app: App, ledger: Ledger, run_ids: list[str]) -> tuple[list[str], list[str]]:
@@ -115,7 +126,7 @@ def chaos_run(
     workers: int = 3,
     runs: int = 300,
     seed: int = 0,
-    restart: bool = True,
+    restart: bool = False,
     restart_after: float = 0.2,
     restart_timeout: float = 60.0,
     time_limit: float = 240.0,
@@ -135,14 +146,17 @@ def chaos_run(
         latency: the fake services' request and reply latency (runs stay in flight longer).
         kill_in_flight_first: the first kill hits a worker as soon as it holds a run (see
             ``ChaosConfig``), so even a short run sees one.
-        restart: restart the server once (when it is a local ``pg_ctlcluster`` cluster).
+        restart: restart the PostgreSQL server once (opt-in: it cuts every client of that
+            server). It must be a local ``pg_ctlcluster`` cluster; a failed restart is
+            reported in ``restart_failed``.
         restart_after: restart once this fraction of the runs has ended.
         restart_timeout: the restart command is killed after this many seconds.
         workdir: where the ledger and worker logs go.
         progress: called with (ended, total).
 
     Raises:
-        ConfigError: not a journal URL, or bad sizes.
+        ConfigError: not a journal URL, bad sizes, or ``restart`` without a local
+            PostgreSQL cluster on the URL's port to restart.
         StoreUnavailableError: the server cannot be reached.
     """
     parsed = storage.parse_url(url)
@@ -161,12 +175,21 @@ def chaos_run(
     sep = "&" if "?" in url else "?"
     db = f"{url}{sep}schema=sf_chaos_{uuid.uuid4().hex[:10]}" if pg else url
     cmd = find_restart_command(url) if restart and pg else None
+    if restart and cmd is None:  # asked for, impossible: say so before a run of minutes
+        raise ConfigError(
+            f"a server restart was asked for, but {storage.redact(url)!r} "
+            + (
+                "is not served by an online local pg_ctlcluster cluster on its port"
+                if pg
+                else "is a SQLite file (there is no server to restart)"
+            )
+            + "; drop the restart option (--restart-server) or point --db at a local cluster"
+        )
     state: dict[str, Any] = {
-        "restart": "not requested" if not restart else "skipped: not a local PostgreSQL cluster",
+        "restart": "not requested" if cmd is None else "not reached",
         "at": None,
+        "ok": False,
     }
-    if cmd is not None:
-        state["restart"] = "not reached"
     lock = threading.Lock()
 
     def do_restart(ended: int, cmd: list[str]) -> None:
@@ -176,6 +199,7 @@ def chaos_run(
             res = subprocess.run(cmd, capture_output=True, text=True, timeout=restart_timeout)
             took = time.monotonic() - t0
             ok = res.returncode == 0
+            state["ok"] = ok
             state["restart"] = (
                 f"restarted in {took:.1f} s ({' '.join(cmd)})"
                 if ok
@@ -183,6 +207,8 @@ def chaos_run(
             )
         except subprocess.TimeoutExpired:
             state["restart"] = f"restart timed out after {restart_timeout:g} s"
+        except OSError as exc:
+            state["restart"] = f"restart failed: {exc}"
 
     def watch(ended: int, total: int) -> None:
         if progress is not None:
@@ -228,7 +254,9 @@ def chaos_run(
     finally:
         if pg:
             _drop(db)
-    return PostgresChaos(report, state["restart"], state["at"], bad, problems)
+    return PostgresChaos(
+        report, state["restart"], state["at"], bad, problems, cmd is not None, state["ok"]
+    )
 
 
 def _drop(url: str) -> None:
@@ -259,18 +287,20 @@ def _reachable(url: str) -> str | None:
     id="durable.chaos-postgres",
     seed_file=SEED_FILE,
     exercise="Hard 1",
-    title="The chaos test on PostgreSQL: 3 workers SIGKILLed and the server restarted mid-run",
+    title="The chaos test on PostgreSQL: 3 workers SIGKILLed (and the server restarted, opt-in)",
 )
 def chaos_postgres(ctx: LabContext) -> LabResult:
     # The main job (`surefoot lab run all`) runs on embedded SQLite: this experiment uses a
-    # server, and restarts it, only when the user names one with --db postgresql://….
+    # server only when the user names one with --db postgresql://…, and restarts it only
+    # when SUREFOOT_LAB_RESTART_SERVER=1 says so (it cuts every client of that server).
     url = ctx.db if ctx.db and ctx.db.startswith("postgres") else None
     if url is None:
         return LabResult(
             facts={"skipped": "no PostgreSQL URL given"},
             answer=(
-                "Skipped: this experiment needs a PostgreSQL server and restarts it once. "
-                f"Run `surefoot lab run durable.chaos-postgres --db {DEFAULT_PG}`."
+                "Skipped: this experiment needs a PostgreSQL server. Run `surefoot lab run "
+                f"durable.chaos-postgres --db {DEFAULT_PG}` (and SUREFOOT_LAB_RESTART_SERVER=1 "
+                "to restart that server once mid-run)."
             ),
             model=NO_MODEL,
         )
@@ -288,7 +318,7 @@ def chaos_postgres(ctx: LabContext) -> LabResult:
         workers=2 if quick else 3,
         runs=12 if quick else 300,
         seed=ctx.seed,
-        restart=not quick,
+        restart=os.environ.get(RESTART_ENV, "") == "1",
         time_limit=60.0 if quick else 240.0,
         kill_every=(0.3, 0.8) if quick else (0.5, 1.5),
         max_kills=4 if quick else 30,
@@ -339,17 +369,37 @@ def chaos_postgres(ctx: LabContext) -> LabResult:
             "inconsistent_runs": len(out.inconsistent),
             "kills": rep.kills,
             "restart": out.restart,
+            "restart_requested": out.restart_requested,
+            "restart_failed": out.restart_failed,
             "timed_out": rep.timed_out,
         },
-        answer=(
-            f"{r.completed} of {r.runs} runs succeeded ({r.completion_rate:.0%}) with "
-            f"{rep.kills} SIGKILLs of workers (server restart: {out.restart.split(' (')[0]}); "
-            f"{r.duplicate_effects} duplicate posts, {r.repeated_after_journal} model calls "
-            f"repeated for journalled steps ({r.repeated_model_calls} repeated for steps in "
-            f"flight at a kill, which never reached the journal), and "
-            f"{len(out.inconsistent)} runs whose journal, audit log or effects disagree. "
-            "Workers claim with SKIP LOCKED, every journal write is fenced by the lease "
-            "epoch, and a dead worker's runs are resumed once its lease expires."
-        ),
+        answer=chaos_answer(out),
         params={**rep.params, "db": storage.redact(url), "restart": out.restart},
+    )
+
+
+def chaos_answer(out: PostgresChaos) -> str:
+    """The answer of ``durable.chaos-postgres``, every clause from ``out``."""
+    rep = out.report
+    (r,) = rep.results
+    ok = (
+        r.completed == r.runs
+        and r.duplicate_effects == 0
+        and not r.repeated_after_journal
+        and not out.inconsistent
+        and not out.restart_failed
+    )
+    failed_restart = (
+        f" The requested server restart did not happen: {out.restart}."
+        if out.restart_failed
+        else ""
+    )
+    return (
+        f"{'Passed' if ok else 'FAILED'}: {r.completed} of {r.runs} runs succeeded "
+        f"({r.completion_rate:.0%}) with {rep.kills} SIGKILLs of workers and "
+        f"{rep.restarts} worker restarts (server restart: {out.restart.split(' (')[0]}); "
+        f"{r.duplicate_effects} duplicate posts, {r.repeated_after_journal} model calls "
+        f"repeated for journalled steps ({r.repeated_model_calls} repeated for steps in "
+        f"flight at a kill), and {len(out.inconsistent)} runs whose journal, audit log or "
+        f"effects disagree.{failed_restart}"
     )

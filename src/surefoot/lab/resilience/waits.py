@@ -71,9 +71,14 @@ def classify_errors(ctx: LabContext) -> LabResult:
         tables=[t],
         facts=facts,
         answer=(
-            f"Retry: {', '.join(yes) or 'none'}. Do not retry: {', '.join(no) or 'none'}. "
-            "A status that is permanent stays permanent; retrying a 404 from a just-deployed "
-            "tool endpoint within seconds hides a wrong route or an unfinished rollout."
+            f"Retry: {', '.join(yes) or 'none'}. Do not retry: {', '.join(no) or 'none'}."
+            + (
+                " The classifier treats the 404 from a just-deployed tool endpoint as "
+                "permanent: retrying it within seconds would hide a wrong route or an "
+                "unfinished rollout."
+                if "404 from a tool endpoint just deployed" in no
+                else " The classifier retries the 404 from a just-deployed tool endpoint."
+            )
         ),
         params={"cases": len(cases)},
         model=NO_MODEL,
