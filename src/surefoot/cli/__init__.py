@@ -13,6 +13,7 @@ import click
 from .. import __version__
 from ..errors import SurefootError
 from ._chaos import chaos
+from ._durable_plus import queues, schedules  # also adds `runs prune`, `runs children`
 from ._lab import lab
 from ._provider import fake_provider
 from ._runs import runs
@@ -34,6 +35,8 @@ cli.add_command(runs)
 cli.add_command(chaos)
 cli.add_command(ui)
 cli.add_command(fake_provider)
+cli.add_command(queues)
+cli.add_command(schedules)
 
 
 def main(argv: list[str] | None = None) -> None:
