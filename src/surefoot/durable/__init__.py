@@ -26,6 +26,9 @@ from ._crash import POINTS, CrashPlan, SimulatedCrash
 from ._current import RunContext, current_run
 from ._handle import RunHandle
 from ._load import load_app
+from ._queues import Queue
+from ._retention import Retention
+from ._schedules import Schedule
 from ._types import (
     STATUSES,
     STRATEGIES,
@@ -47,10 +50,13 @@ __all__ = [
     "App",
     "AuditEntry",
     "CrashPlan",
+    "Queue",
+    "Retention",
     "RunContext",
     "RunDetail",
     "RunHandle",
     "RunInfo",
+    "Schedule",
     "SimulatedCrash",
     "StepInfo",
     "StepSpec",
