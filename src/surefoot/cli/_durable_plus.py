@@ -1,5 +1,5 @@
-"""``surefoot queues``, ``surefoot schedules``, ``surefoot runs prune`` and
-``surefoot runs children``: the CLI of issue 13 (queues, schedules, retention, children).
+"""``surefoot queues``, ``surefoot schedules``, ``surefoot runs prune``, ``runs children``
+and ``runs stranded``: the CLI of issue 13 (queues, schedules, retention, children, versions).
 
 Like ``surefoot runs``, every command takes ``--db URL`` and prints a table, or JSON with
 ``--json``; they only read or change the journal.
@@ -76,6 +76,22 @@ def children(db: str, run_id: str, as_json: bool) -> None:
     t = Table("child run", "workflow", "status", "updated")
     for k in kids:
         t.add_row(k.run_id, k.workflow, _status(k.status), _when(k.updated_at))
+    Console().print(t)
+
+
+@runs.command("stranded")
+@_db_option
+@_json_option
+def stranded(db: str, as_json: bool) -> None:
+    """Unfinished runs whose workflow version no live worker offers, and what to do."""
+    with _app(db, None) as app:
+        rows = app.stranded()
+    if as_json:
+        _echo_json(rows)
+        return
+    t = Table("run", "workflow", "version", "status", "what to do")
+    for r in rows:
+        t.add_row(r["run_id"], r["workflow"], r["version"], _status(r["status"]), r["todo"])
     Console().print(t)
 
 

@@ -244,6 +244,37 @@ class PlusApi:
         wf = self.registry.resolve(workflow)  # type: ignore[attr-defined]
         return child_step(self, wf, args, kwargs, run_id, _timeout(timeout))
 
+    def stranded(self, *, limit: int = 1000) -> list[dict[str, Any]]:
+        """Unfinished runs whose workflow version no live worker offers, with what to do.
+
+        The same test as ``show(run_id).stranded`` (worker advertisements in the journal),
+        for every pending, sleeping or abandoned run at once (at most ``limit`` of each).
+        """
+        j = self.journal  # type: ignore[attr-defined]
+        now = self.clock.now()  # type: ignore[attr-defined]
+        live = j.live_workflows(since=now)
+        rows = [r for s in ("pending", "sleeping") for r in j.list_runs(status=s, limit=limit)]
+        rows += [
+            r for r in j.list_runs(status="running", limit=limit) if (r.lease_until or 0) < now
+        ]
+        out = []
+        for r in rows:
+            if (r.workflow, r.version) in live:
+                continue
+            out.append(
+                {
+                    "run_id": r.run_id,
+                    "workflow": r.workflow,
+                    "version": r.version,
+                    "status": r.status,
+                    "todo": f"start a worker that registers {r.workflow!r} version "
+                    f"{r.version!r} (keep the old code deployed until its runs finish), or "
+                    f"cancel it (`surefoot runs cancel {r.run_id}`) and start it again on the "
+                    "current version",
+                }
+            )
+        return out
+
     def patched(self, patch_id: str) -> bool:
         """Inside a workflow: True on the new branch of patch ``patch_id``, False for runs
         that journalled the old branch there (see ``docs/durable.md``, "Patches")."""

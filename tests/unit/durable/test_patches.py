@@ -90,3 +90,47 @@ def test_patched_outside_a_run_or_without_an_id_is_refused(app: App) -> None:
         app.patched("x")
     with pytest.raises(ConfigError, match="patch id"):
         app.patched("")
+
+
+def test_runs_of_a_removed_version_are_listed_as_stranded(
+    db_url: str, clock: FakeClock, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A pending run of version 1 while only version 2 is served: `app.stranded()` and
+    `surefoot runs stranded` list it with what to do."""
+    import json
+    import threading
+
+    from surefoot.cli import main
+
+    old = App(db_url, clock=clock, poll=0.01)
+
+    @old.workflow(name="flow", version="1")
+    def flow_v1() -> int:
+        return 1
+
+    old.enqueue("flow", run_id="r1")
+    old.close()
+    new = App(db_url, clock=clock, poll=0.01, worker_id="v2")
+
+    @new.workflow(name="flow", version="2")
+    def flow_v2() -> int:
+        return 2
+
+    stop = threading.Event()
+    t = threading.Thread(target=Worker(new).run, args=(stop,), daemon=True)
+    t.start()
+    try:
+        for _ in range(200):
+            if new.journal.live_workflows(since=clock.now()):
+                break
+            threading.Event().wait(0.01)
+        (row,) = new.stranded()
+        assert (row["run_id"], row["version"], row["status"]) == ("r1", "1", "pending")
+        assert "version '1'" in row["todo"]
+        if db_url.startswith("sqlite"):
+            main(["runs", "stranded", "--db", db_url, "--json"])
+            assert [r["run_id"] for r in json.loads(capsys.readouterr().out)] == ["r1"]
+    finally:
+        stop.set()
+        t.join(timeout=10)
+        new.close()
