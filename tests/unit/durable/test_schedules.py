@@ -136,3 +136,24 @@ def test_bad_schedules_are_refused(app: App) -> None:
     app.schedule("s", job, cron="@daily")
     with pytest.raises(ConfigError, match="twice"):
         app.schedule("s", job, cron="@daily")
+
+
+def test_a_scheduled_run_carries_its_workflows_timeout(db_url: str) -> None:
+    """A schedule of a workflow with timeout= starts runs with that deadline."""
+    clock = FakeClock(start=_t(2026, 12, 1, 2, 0))
+    app = App(db_url, clock=clock, poll=0.01)
+
+    @app.workflow(timeout=600)
+    async def job() -> None:
+        await app.wait_for("never")
+
+    app.schedule("s", job, cron="@hourly")
+    try:
+        w = Worker(app)
+        w.run_once(timeout=10)
+        clock.advance(3600)
+        w.run_once(timeout=10)
+        (run,) = app.list_runs()
+        assert run.deadline_at == run.created_at + 600
+    finally:
+        app.close()

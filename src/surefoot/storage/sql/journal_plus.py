@@ -362,16 +362,12 @@ class JournalPlus:
         ``next_at`` is no longer ``expected``), and a run id that exists is not created
         again. Returns the runs created.
         """
-        from .journal import RUN_COLS, RUN_MARKS, row_params
+        from .journal import row_params
 
         d = self.d
         move = d.sql(
             "UPDATE durable_schedules SET next_at = ?, updated_at = ? "
             "WHERE name = ? AND next_at = ?"
-        )
-        insert = d.sql(
-            f"INSERT INTO durable_runs ({RUN_COLS}) VALUES ({RUN_MARKS}) "
-            "ON CONFLICT (run_id) DO NOTHING"
         )
 
         def work(c: Any) -> int:
@@ -379,7 +375,8 @@ class JournalPlus:
                 return 0
             made = 0
             for row in runs:
-                if c.execute(insert, row_params(row)).rowcount == 1:
+                params = (*row_params(row), *_plus_params(row))
+                if c.execute(self._create_plus, params).rowcount == 1:
                     made += 1
                     detail = json.dumps({"schedule": name})
                     c.execute(self._audit, (row.run_id, now, "schedule", "created", detail))
