@@ -26,6 +26,7 @@ from ._crash import POINTS, CrashPlan, SimulatedCrash
 from ._current import RunContext, current_run
 from ._handle import RunHandle
 from ._load import load_app
+from ._payloads import PayloadCodec, ZlibCodec
 from ._queues import Queue
 from ._retention import Retention
 from ._schedules import Schedule
@@ -50,6 +51,7 @@ __all__ = [
     "App",
     "AuditEntry",
     "CrashPlan",
+    "PayloadCodec",
     "Queue",
     "Retention",
     "RunContext",
@@ -62,6 +64,7 @@ __all__ = [
     "StepSpec",
     "Worker",
     "Workflow",
+    "ZlibCodec",
     "current_run",
     "load_app",
 ]

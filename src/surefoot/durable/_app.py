@@ -23,6 +23,7 @@ from ._crash import CrashPlan
 from ._exists import check_opened, check_sqlite
 from ._handle import RunHandle
 from ._manage import Management
+from ._payloads import CodedJournal, check_codec
 from ._plus import Plus, PlusApi
 from ._registry import Registry
 from ._runner import Executor
@@ -81,6 +82,9 @@ class App(Management, PlusApi):
             without a durable journal, or ``sqlite://`` is a ``ConfigError`` when the
             journal is first opened, and nothing is created (for workers, which should
             never start an empty journal of their own at a mistyped path).
+        payload_codec: a ``PayloadCodec`` (``durable.ZlibCodec()``, or your own that
+            encrypts with your key) applied to every value the journal stores; every
+            process reading the journal needs the same one.
 
     Raises:
         ConfigError: an unknown strategy, a bad duration or ``max_claims`` < 1.
@@ -98,6 +102,7 @@ class App(Management, PlusApi):
         crash: CrashPlan | None = None,
         max_claims: int = 10,
         create: bool = True,
+        payload_codec: Any = None,
     ) -> None:
         if strategy not in STRATEGIES:
             raise ConfigError(f"strategy must be one of {', '.join(STRATEGIES)}; got {strategy!r}")
@@ -108,6 +113,7 @@ class App(Management, PlusApi):
         self.poll = _secs(poll, "poll")
         self.max_claims = _max_claims(max_claims)
         self.create = _flag(create, "create")
+        self.payload_codec = check_codec(payload_codec)
         # Unique per app object: two apps in one process must not mistake each other's runs
         # for their own. A stable id (worker_id=…) lets a restarted worker take its runs back.
         unique = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
@@ -177,7 +183,10 @@ class App(Management, PlusApi):
                         except BaseException:
                             st.close()
                             raise
-                    self._journal = st.journal()
+                    j = st.journal()
+                    if self.payload_codec is not None:  # compress/encrypt stored values
+                        j = CodedJournal(j, self.payload_codec)
+                    self._journal = j
                     self._storage = st
                 j = self._journal
         assert j is not None
