@@ -26,6 +26,7 @@ PACKAGES = [
     "surefoot.storage",
     "surefoot.llm",
     "surefoot.lab",
+    "surefoot.telemetry",
     "surefoot.testing",
 ]
 # Private by spelling, public by intent, as httpx lists ``__version__``.

@@ -10,7 +10,7 @@ import sys
 
 import click
 
-from .. import __version__
+from .. import __version__, telemetry
 from ..errors import SurefootError
 from ._chaos import chaos
 from ._durable_plus import queues, schedules  # also adds `runs prune`, `runs children`
@@ -25,8 +25,25 @@ __all__ = ["cli", "main"]
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="surefoot")
-def cli() -> None:
+@click.option(
+    "--log-format",
+    type=click.Choice(telemetry.LOG_FORMATS),
+    default=None,
+    envvar="SUREFOOT_LOG_FORMAT",
+    help="Log lines on stderr as text or JSON lines (env SUREFOOT_LOG_FORMAT).",
+)
+@click.option(
+    "--log-level",
+    type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
+    default=None,
+    envvar="SUREFOOT_LOG_LEVEL",
+    help="Lowest level logged: INFO for worker (a line per run event), else WARNING.",
+)
+@click.pass_context
+def cli(ctx: click.Context, log_format: str | None, log_level: str | None) -> None:
     """Sure-footed LLM agents: resilient calls, durable runs, shared state."""
+    level = log_level or ("INFO" if ctx.invoked_subcommand == "worker" else "WARNING")
+    telemetry.configure_logging(level=level, format=log_format or "text")
 
 
 cli.add_command(lab)

@@ -3,7 +3,13 @@
 from __future__ import annotations
 
 import json
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import IO
 
 import click
 from rich.console import Console
@@ -18,13 +24,71 @@ from rich.progress import (
 
 from .. import lab as lab_api
 from ..errors import ConfigError
-from ._render import rich_table
+from ._render import print_fitted, rich_table
+
+Tick = Callable[[int, int], None]
 
 
 def _console() -> Console:
-    """A console that does not squeeze tables to 80 columns when output goes to a file."""
-    c = Console()
-    return c if c.is_terminal else Console(width=max(c.width, 160))
+    """The console: the terminal's width, or (piped) ``COLUMNS`` or 80.
+
+    Tables wrap between words to fit; ``print_fitted`` widens piped output only for a
+    table whose longest words do not fit.
+    """
+    return Console()
+
+
+class PlainProgress:
+    """Progress for piped output: plain lines on ``stream`` (stderr), never a live bar.
+
+    A line when an experiment starts, one at most every ``every`` seconds while it reports
+    progress, one every ``every`` seconds while it reports none ("still running"), and one
+    when it ends with its duration.
+    """
+
+    def __init__(self, stream: IO[str] | None = None, every: float = 10.0) -> None:
+        self.stream = stream if stream is not None else sys.stderr
+        self.every = every
+
+    def _say(self, text: str) -> None:
+        self.stream.write(text + "\n")
+        self.stream.flush()
+
+    @contextmanager
+    def experiment(self, exp_id: str, index: int, count: int) -> Iterator[Tick]:
+        start = time.monotonic()
+        state = {"said": start, "done": 0, "total": 0}
+        lock = threading.Lock()
+        stop = threading.Event()
+        self._say(f"[{index}/{count}] {exp_id}: running")
+
+        def tick(done: int, total: int) -> None:
+            with lock:
+                state["done"], state["total"] = done, total
+                now = time.monotonic()
+                if now - state["said"] >= self.every and done < total:
+                    state["said"] = now
+                    self._say(f"[{index}/{count}] {exp_id}: {done}/{total} ({now - start:.0f} s)")
+
+        def beat() -> None:
+            while not stop.wait(self.every / 4):
+                with lock:
+                    now = time.monotonic()
+                    if now - state["said"] >= self.every:
+                        state["said"] = now
+                        got = f"{state['done']}/{state['total']}, " if state["total"] else ""
+                        self._say(
+                            f"[{index}/{count}] {exp_id}: still running ({got}{now - start:.0f} s)"
+                        )
+
+        watcher = threading.Thread(target=beat, name="surefoot-lab-progress", daemon=True)
+        watcher.start()
+        try:
+            yield tick
+        finally:
+            stop.set()
+            watcher.join()
+            self._say(f"[{index}/{count}] {exp_id}: done in {time.monotonic() - start:.1f} s")
 
 
 @click.group()
@@ -51,11 +115,12 @@ def list_(as_json: bool) -> None:
     from rich.table import Table
 
     t = Table(title="surefoot lab experiments", title_justify="left")
-    for c in ("id", "seed file", "exercise", "what it shows"):
-        t.add_column(c)
+    for c in ("id", "seed file", "exercise"):
+        t.add_column(c, no_wrap=True)  # ids and names are never split
+    t.add_column("what it shows")
     for e in exps:
         t.add_row(e.id, e.seed_file, e.exercise, e.title)
-    _console().print(t)
+    print_fitted(_console(), t)
 
 
 @lab.command("run")
@@ -100,32 +165,46 @@ def run(
             )
     console = _console()
     results = []
-    with Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=console,
-        transient=True,
-    ) as progress:
-        overall = progress.add_task("lab", total=len(chosen))
-        for exp in chosen:
-            task = progress.add_task(f"  {exp.id}", total=None)
 
-            def tick(done: int, total: int, task: TaskID = task) -> None:
-                progress.update(task, completed=done, total=total)
+    def show(exp: lab_api.Experiment, res: lab_api.LabResult) -> None:
+        console.rule(f"[bold]{exp.id}[/bold]")  # a rule would cut a long title: print it
+        console.print(f"[bold]{exp.title}[/bold]")
+        console.print(f"[dim]{exp.seed_file} · {exp.exercise} · model: {res.model}[/dim]")
+        for t in res.tables:
+            print_fitted(console, rich_table(t))
+        if res.answer:
+            console.print(f"[bold]Answer.[/bold] {res.answer}")
 
-            with lab_api.context(seeds=seeds, seed=seed, db=db, quick=quick, progress=tick) as ctx:
-                res = exp.run(ctx)
-            progress.remove_task(task)
-            progress.advance(overall)
-            results.append((exp, res))
-            console.rule(f"[bold]{exp.id}[/bold]  {exp.title}")
-            console.print(f"[dim]{exp.seed_file} · {exp.exercise} · model: {res.model}[/dim]")
-            for t in res.tables:
-                console.print(rich_table(t))
-            if res.answer:
-                console.print(f"[bold]Answer.[/bold] {res.answer}")
+    def one(exp: lab_api.Experiment, tick: Tick) -> None:
+        with lab_api.context(seeds=seeds, seed=seed, db=db, quick=quick, progress=tick) as ctx:
+            res = exp.run(ctx)
+        results.append((exp, res))
+        show(exp, res)
+
+    if not console.is_terminal:  # piped: plain lines on stderr, the results on stdout
+        plain = PlainProgress()
+        for i, exp in enumerate(chosen, 1):
+            with plain.experiment(exp.id, i, len(chosen)) as tick:
+                one(exp, tick)
+    else:
+        with Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=console,
+            transient=True,
+        ) as progress:
+            overall = progress.add_task("lab", total=len(chosen))
+            for exp in chosen:
+                task = progress.add_task(f"  {exp.id}", total=None)
+
+                def tick(done: int, total: int, task: TaskID = task) -> None:
+                    progress.update(task, completed=done, total=total)
+
+                one(exp, tick)
+                progress.remove_task(task)
+                progress.advance(overall)
     if json_path:
         json_path.write_text(lab_api.to_json(results))
         console.print(f"wrote {json_path}")

@@ -21,6 +21,7 @@ from rich.table import Table
 
 from .. import durable, storage
 from ..errors import ConfigError, RunFailedError, TimeoutError_
+from ._render import print_fitted
 
 __all__ = ["runs"]
 
@@ -35,11 +36,33 @@ _COLOR = {
 }
 
 
+# What a SQLite file holds when it is not a journal, told by one of its tables.
+_NOT_A_JOURNAL = {
+    "sf_state": "statebus shared state",
+    "sf_stream": "statebus streams",
+    "surefoot_keys": "idempotency keys",
+    "agent_calls": "the lab agent's ledger",
+}
+
+
+def _tables(path: str, db: str) -> set[str]:
+    """The tables of SQLite file ``path``, read without changing it."""
+    try:
+        return storage.sqlite_tables(path)
+    except ConfigError as exc:
+        raise ConfigError(
+            f"{exc} (from --db {db!r}); pass the journal's URL, the one the worker uses"
+        ) from None
+
+
 def must_exist(db: str) -> None:
-    """A ``sqlite:///file`` journal must already exist: these commands look at runs in it.
+    """A ``sqlite:///file`` journal must already exist and be a journal: these commands
+    look at runs in it.
 
     Opening a missing file would create an empty journal (a typo in the path would look
-    like "no runs"). PostgreSQL URLs are not checked here: a missing schema is created.
+    like "no runs"); opening a statebus file or a ledger would add journal tables to it.
+    Both are refused before anything is opened for writing. PostgreSQL URLs are not
+    checked here: a missing schema is created.
     """
     scheme, sep, rest = db.partition("://")
     if not sep or scheme.lower() != "sqlite" or rest.split("?")[0] in ("", "/"):
@@ -47,6 +70,20 @@ def must_exist(db: str) -> None:
     path = storage.parse_url(db).path
     if not os.path.exists(path):
         raise ConfigError(f"no database at {path!r} (from --db {db!r}); check the path")
+    tables = _tables(path, db)
+    if "durable_runs" in tables:
+        return
+    held = sorted({what for t, what in _NOT_A_JOURNAL.items() if t in tables})
+    if held:
+        what = "it holds " + " and ".join(held)
+    elif tables:
+        what = "its tables are " + ", ".join(sorted(tables)[:5])
+    else:
+        what = "it has no tables"
+    raise ConfigError(
+        f"{path!r} (from --db {db!r}) is not a durable journal: {what}. Nothing was "
+        "changed; pass the journal the worker uses (surefoot worker --db URL)"
+    )
 
 
 def _load(db: str, app_ref: str | None) -> durable.App:
@@ -158,21 +195,83 @@ def list_(
     if as_json:
         _echo_json(rows)
         return
-    t = Table(title=f"runs in {db}", title_justify="left")
-    for c in ("run", "workflow", "version", "status", "strategy", "owner", "epoch", "updated"):
-        t.add_column(c)
-    for r in rows:
-        t.add_row(
-            r.run_id,
-            r.workflow,
-            r.version,
-            _status(r.status),
-            r.strategy,
-            r.owner or "-",
-            str(r.epoch),
-            _when(r.updated_at),
+    con = Console()
+    table, need = runs_table(rows, con.width, title=f"runs in {db}")
+    if not con.is_terminal and need > con.width:
+        con.width = need  # piped: a file has no right edge, so nothing needs folding
+    con.print(table)
+
+
+# The columns of ``runs list``: (header, essential). Optional ones are dropped, last first,
+# until the table fits: run, workflow and status are never cut.
+_LIST_COLUMNS = (
+    ("run", True),
+    ("workflow", True),
+    ("status", True),
+    ("updated", False),
+    ("version", False),
+    ("owner", False),
+    ("epoch", False),
+    ("strategy", False),
+)
+
+
+def runs_table(rows: list[Any], width: int, *, title: str = "") -> tuple[Table, int]:
+    """The ``runs list`` table for ``width`` columns, and the width it needs unfolded.
+
+    Optional columns are dropped (strategy first, then epoch, owner, version, updated) until
+    the table fits; run, workflow and status are kept whole. If even those do not fit, the
+    status keeps its width and the run id (then the workflow) folds onto more lines, every
+    character kept; the width returned lets piped output be printed unfolded instead.
+    """
+    cells = [
+        {
+            "run": r.run_id,
+            "workflow": r.workflow,
+            "status": r.status,
+            "updated": _when(r.updated_at),
+            "version": r.version,
+            "owner": r.owner or "-",
+            "epoch": str(r.epoch),
+            "strategy": r.strategy,
+        }
+        for r in rows
+    ]
+    need = {h: max([len(h), *(len(c[h]) for c in cells)]) for h, _ in _LIST_COLUMNS}
+    shown = [h for h, _ in _LIST_COLUMNS]
+    optional = [h for h, essential in reversed(_LIST_COLUMNS) if not essential]
+
+    def total() -> int:  # the default box: one border and two spaces of padding per column
+        return sum(need[h] + 3 for h in shown) + 1
+
+    while total() > width and optional:
+        shown.remove(optional.pop(0))
+    fits = total() <= width
+    fixed: dict[str, int] = {}
+    if not fits:
+        # too narrow even for run, workflow and status: the status keeps its width, the
+        # workflow gets up to half of what is left, the run id folds in the rest
+        avail = max(3, width - 1 - 3 * len(shown))
+        fixed["status"] = min(need["status"], max(1, avail - 2))
+        rest = max(2, avail - fixed["status"])
+        fixed["workflow"] = min(need["workflow"], max(1, rest // 2))
+        fixed["run"] = max(1, rest - fixed["workflow"])
+        if fixed["run"] > need["run"]:
+            fixed["workflow"] = min(need["workflow"], rest - need["run"])
+            fixed["run"] = need["run"]
+    t = Table(title=title or None, title_justify="left")
+    for h in shown:
+        t.add_column(
+            h,
+            justify="right" if h == "epoch" else "left",
+            no_wrap=fits,
+            overflow="fold",
+            min_width=need[h] if fits else None,
+            width=fixed.get(h),
         )
-    Console().print(t)
+    for c in cells:
+        t.add_row(*(_status(c[h]) if h == "status" else c[h] for h in shown))
+    return t, total()
 
 
 @runs.command("show")
@@ -224,7 +323,7 @@ def show(db: str, app_ref: str | None, run_id: str, as_json: bool, width: int) -
     if r.error:
         head.add_row("error", f"[red]{r.error.get('type')}: {r.error.get('message')}[/]")
     head.add_row("created / updated", f"{_when(r.created_at)} / {_when(r.updated_at)}")
-    con.print(head)
+    print_fitted(con, head)
     st = Table(title="steps", title_justify="left")
     for c in ("pos", "step", "kind", "status", "attempts", "ms", "result / error"):
         st.add_column(c, justify="right" if c in ("attempts", "ms") else "left")
@@ -235,13 +334,13 @@ def show(db: str, app_ref: str | None, run_id: str, as_json: bool, width: int) -
             else _short(s.result, width)
         )
         st.add_row(s.pos, s.name, s.kind, _status(s.status), str(s.attempts), _ms(s.duration), out)
-    con.print(st)
+    print_fitted(con, st)
     au = Table(title="audit log", title_justify="left")
     for c in ("#", "at", "actor", "action", "detail"):
         au.add_column(c)
     for a in d.audit:
         au.add_row(str(a.seq), _when(a.at), a.actor, a.action, _short(a.detail, 2 * width))
-    con.print(au)
+    print_fitted(con, au)
 
 
 def _need_app(wait: bool, app_ref: str | None) -> None:
@@ -283,10 +382,28 @@ def _report(app: durable.App, run_id: str, what: str, as_json: bool) -> None:
 @click.option("--timeout", default=60.0, show_default=True, help="Seconds to wait for the end.")
 @_json_option
 def resume(db: str, app_ref: str | None, run_id: str, timeout: float, as_json: bool) -> None:
-    """Run an unfinished run here now (needs --app), waiting up to --timeout for its end."""
+    """Run an unfinished run here now (needs --app), waiting up to --timeout for its end.
+
+    A run that has already ended is left alone: the command says nothing was resumed.
+    """
     if app_ref is None:
         raise ConfigError("resume executes the run here; pass --app module:app with its workflow")
     with _app(db, app_ref) as app:
+        status = app.show(run_id).run.status
+        if status == "needs_attention":
+            raise ConfigError(
+                f"run {run_id!r} needs attention, so nothing was resumed; see why with "
+                f"`surefoot runs show {run_id}`, fix the cause, then `surefoot runs retry "
+                f"{run_id}`"
+            )
+        if status in durable.TERMINAL:
+            if as_json:
+                _echo_json({"run_id": run_id, "action": "none", "resumed": False, "status": status})
+            else:
+                Console().print(
+                    f"run {run_id} has already ended ({_status(status)}); nothing was resumed"
+                )
+            return
         _wait(app.resume(run_id), timeout)
         _report(app, run_id, "resumed", as_json)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import sys
 import threading
 from collections.abc import Callable
 from typing import Any, Protocol
@@ -30,6 +31,7 @@ from ._context import (
 )
 from ._crash import CrashPlan
 from ._deadlines import deadline_audit
+from ._observe import RunObserver, enter_run, leave_run
 from ._registry import Registry
 from ._saga import compensate
 from ._types import TERMINAL, WAIT_SEP
@@ -55,9 +57,11 @@ class Host(Protocol):
 
 def _call_sync(scope: Scope, fn: Callable[..., Any], args: Any, kwargs: Any) -> Any:
     token = current.set(scope)
+    traced = enter_run(scope.run)  # the pool thread does not inherit the run's span
     try:
         return fn(*args, **kwargs)
     finally:
+        leave_run(traced)
         current.reset(token)
 
 
@@ -239,7 +243,9 @@ class Executor:
             deadline_at=row.deadline_at,
         )
         self.active[run_id] = run
+        run.observer = obs = RunObserver(row, app.worker_id)
         try:
+            obs.begin(journal, app.clock.now(), len(run.recorded))
             if row.claims > app.max_claims:
                 return await self._too_many_claims(run, row.claims)
             return await self._drive(run, wf, args, kwargs)
@@ -250,6 +256,7 @@ class Executor:
             return "abandoned"  # resumed from its journal once the lease expires
         finally:
             self.active.pop(run_id, None)
+            obs.end(sys.exc_info()[1])
 
     async def _drive(self, run: RunState, wf: Any, args: Any, kwargs: Any) -> str:
         scope = Scope(run)
@@ -323,6 +330,7 @@ class Executor:
             run.actor,
             wake_at=min(deadlines) if deadlines else None,
             waiting_for=WAIT_SEP.join(dict.fromkeys(names)) if names else None,
+            audit=_claim_of(run),
         )
         futs = [self.writer.submit(w.record) for w in waits if w.record is not None]
         futs.append(self.writer.submit(sleep))  # same batch, same transaction as the record
@@ -333,6 +341,8 @@ class Executor:
         if not all(oks):
             run.lost = True
             raise LeaseLostError(run.run_id, run.epoch)
+        if run.observer is not None:
+            run.observer.reached("sleeping", ", ".join(dict.fromkeys(names)) or "a timer")
         return "sleeping"
 
     async def _finish(
@@ -352,10 +362,12 @@ class Executor:
             run.actor,
             result=result,
             error=error,
-            audit=audit or [],
+            audit=[*_claim_of(run), *(audit or [])],
             parent=run.parent_id,
         )
         await run.write(rec)
+        if run.observer is not None:
+            run.observer.reached(status, _reason_of(audit))
         return status
 
     async def _too_many_claims(self, run: RunState, claims: int) -> str:
@@ -380,6 +392,8 @@ class Executor:
 
     def _note_lost(self, run: RunState, exc: LeaseLostError) -> None:
         """A zombie's write was refused: say so in the audit log (append-only, unfenced)."""
+        if run.observer is not None:
+            run.observer.fenced(str(exc))
         try:
             self.host.journal.audit(
                 run.run_id,
@@ -403,3 +417,17 @@ async def _stop_tasks(run: RunState) -> None:
 
 def _err(exc: BaseException) -> str:
     return codec.dumps(codec.error_to_data(exc))
+
+
+def _claim_of(run: RunState) -> list[tuple[str, str]]:
+    """The claim audit entry this execution has not written yet (once), or nothing."""
+    return [] if run.observer is None else run.observer.take_claim()
+
+
+def _reason_of(audit: list[tuple[str, str]] | None) -> str | None:
+    """The reason a needs_attention entry gives, for the log line."""
+    for action, detail in audit or ():
+        if action == "needs_attention":
+            data = codec.loads(detail)
+            return str(data.get("reason")) if isinstance(data, dict) else str(data)
+    return None

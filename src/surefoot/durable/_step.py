@@ -21,19 +21,23 @@ declared ``idempotent``), otherwise the run goes to ``needs_attention``.
 from __future__ import annotations
 
 import functools
+import sys
 from collections.abc import Callable, Generator
 from typing import Any
 
-from ._context import STEP_CODES, RunState, SagaEntry, current
+from .. import telemetry
+from ._context import STEP_CODES, RunState, SagaEntry, Suspend, current
 from ._current import in_step
 from ._deadlines import check_deadline
 from ._decide import begin, encode, error_text, step_kwargs, step_row
 from ._defs import StepDef
+from ._observe import attempt_span, decision_reason, step_span
 
 __all__ = ["CALL", "SLEEP", "WRITE", "make_step", "run_async", "run_sync", "step_flow"]
 
 WRITE, CALL, SLEEP = "write", "call", "sleep"
 Request = tuple[str, Any, Any]
+_TRACING = telemetry.TRACING  # .tracer is None unless telemetry.instrument(): one read a step
 
 
 def step_flow(
@@ -59,22 +63,34 @@ def step_flow(
             crash.check("before_effect", run.run_id, pos, sd.name)
         token = current.set(None)  # code inside a step is not journalled
         here = in_step.set((run, sd.name, pos, attempt))
+        span = None if _TRACING.tracer is None else attempt_span(run, sd.name, pos, attempt)
         try:
             value = yield CALL, args, kw
         except Exception as exc:
             wait = sd.retry.next_wait(
                 attempt - prior, exc, run.clock.now() - started, wait, run.rng
             )
+            if span is not None:  # closed before the back-off sleep: not part of the attempt
+                n, most = attempt - prior, sd.retry.max_attempts
+                span.decided(
+                    exc, wait is not None, wait, decision_reason(wait is not None, n, most)
+                )
+                span.close()
+                span = None
             if wait is None:
                 if journalled:
                     err = step_row(run, pos, sd, "error", attempt, started, None, error_text(exc))
                     yield WRITE, err, None
+                if run.observer is not None:
+                    run.observer.step_failed(sd.name, sd.kind, pos, attempt, exc)
                 raise
             yield SLEEP, wait, None
             continue
         finally:
             in_step.reset(here)
             current.reset(token)
+            if span is not None:
+                span.close()
         break
     if crash is not None and sd.kind == "effect":
         crash.check("after_effect", run.run_id, pos, sd.name)
@@ -82,6 +98,8 @@ def step_flow(
     if journalled:
         yield WRITE, step_row(run, pos, sd, "done", attempt, started, text), None
     run.steps_run += 1
+    if run.observer is not None:
+        run.observer.step_done(sd.name, sd.kind, pos, attempt)
     if crash is not None:
         crash.check("after_journal", run.run_id, pos, sd.name)
     if sd.compensate is not None:
@@ -103,6 +121,7 @@ def run_sync(run: RunState, sd: StepDef, pos: str, args: Any, kwargs: Any) -> An
     flow = step_flow(run, sd, pos, args, kwargs, got)
     fn = sd.fn
     stopped: StopIteration | None = None
+    span = None if _TRACING.tracer is None else step_span(run, sd.name, sd.kind, pos)
     try:
         op, a, b = next(flow)
         while True:
@@ -129,6 +148,9 @@ def run_sync(run: RunState, sd: StepDef, pos: str, args: Any, kwargs: Any) -> An
         # The step's own StopIteration, which the flow (a generator) cannot raise: raise
         # it as a plain call would (an async step's is a RuntimeError already).
         raise stopped from None
+    finally:
+        if span is not None:
+            _end_step(span, sys.exc_info()[1])
 
 
 async def run_async(run: RunState, sd: StepDef, pos: str, args: Any, kwargs: Any) -> Any:
@@ -141,6 +163,7 @@ async def run_async(run: RunState, sd: StepDef, pos: str, args: Any, kwargs: Any
         return got
     flow = step_flow(run, sd, pos, args, kwargs, got)
     fn = sd.fn
+    span = None if _TRACING.tracer is None else step_span(run, sd.name, sd.kind, pos)
     try:
         op, a, b = next(flow)
         while True:
@@ -159,6 +182,16 @@ async def run_async(run: RunState, sd: StepDef, pos: str, args: Any, kwargs: Any
             op, a, b = flow.send(got)
     except StopIteration as done:
         return done.value
+    finally:
+        if span is not None:
+            _end_step(span, sys.exc_info()[1])
+
+
+def _end_step(span: telemetry.Span, error: BaseException | None) -> None:
+    """Close a step's span, failed by ``error`` unless the step only suspended the run."""
+    if error is not None and not isinstance(error, Suspend | StopIteration):
+        span.error(error)
+    span.close()
 
 
 STEP_CODES.add(run_async.__code__)

@@ -5,12 +5,14 @@ from __future__ import annotations
 import collections
 import functools
 import inspect
+import logging
 import threading
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, ParamSpec, TypeVar
 
+from .. import telemetry
 from ..clock import Clock, SystemClock
 from ..errors import CircuitOpenError, ConfigError
 from ._checks import count, duration, fraction
@@ -22,6 +24,8 @@ P = ParamSpec("P")
 T = TypeVar("T")
 
 CLOSED, OPEN, HALF_OPEN = "closed", "open", "half_open"
+
+log = telemetry.get_logger("surefoot.resilience.breaker")
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +75,11 @@ class CircuitBreaker:
         clock: time source (``SystemClock`` by default).
         on_state_change: ``callable(old, new)`` on every transition, called after the lock
             is released (so it may read ``state`` or ``stats()``); each transition once.
+
+    Every transition is also logged (``surefoot.resilience.breaker``: WARNING when it
+    opens, INFO otherwise), counted (``surefoot_breaker_transitions_total``) and, when
+    traced, added as a ``surefoot.breaker.state_change`` event to the current span; the
+    state is the ``surefoot_breaker_state`` gauge while the breaker lives.
     """
 
     def __init__(
@@ -129,6 +138,7 @@ class CircuitBreaker:
         self._probes_ok = 0
         self._pending: list[tuple[str, str]] = []  # transitions whose hook has not run yet
         self._calls = self._ok = self._failed = self._ignored = self._rejected = self._opened = 0
+        telemetry.track_breaker(self)
 
     # -- state -------------------------------------------------------------------------
 
@@ -164,22 +174,37 @@ class CircuitBreaker:
             self._opened_at = now
             self._opened += 1
         self.transitions.append((now, old, new))
-        if self.on_state_change is not None:
-            self._pending.append((old, new))  # called by _notify once the lock is released
+        self._pending.append((old, new))  # reported by _notify once the lock is released
 
     def _notify(self) -> None:
-        """Call ``on_state_change`` for the transitions made so far, outside the lock.
+        """Report the transitions made so far and call ``on_state_change``, outside the lock.
 
         The hook runs user code (logging, metrics, reading ``breaker.state``): under the
         lock it would deadlock on ``state`` and stall every other caller.
         """
-        hook = self.on_state_change
-        if hook is None:
-            return
         with self._lock:
             pending, self._pending = self._pending, []
+        hook = self.on_state_change
         for old, new in pending:
-            hook(old, new)
+            telemetry.BREAKER_TRANSITIONS.inc(self.name, new)
+            telemetry.log_event(
+                log,
+                "breaker_" + new,
+                logging.WARNING if new == OPEN else logging.INFO,
+                breaker=self.name,
+                previous=old,
+                state=new,
+            )
+            telemetry.add_event(
+                "surefoot.breaker.state_change",
+                {
+                    "surefoot.breaker.name": self.name,
+                    "surefoot.breaker.from": old,
+                    "surefoot.breaker.to": new,
+                },
+            )
+            if hook is not None:
+                hook(old, new)
 
     def reset(self) -> None:
         """Close the breaker by hand."""

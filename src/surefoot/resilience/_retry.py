@@ -31,6 +31,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, ParamSpec, TypeVar, overload
 
+from .. import telemetry
 from ..clock import Clock, SystemClock, default_clock
 from ..errors import TimeoutError_
 from ._policy import Attempt, RetryEvent, RetryPolicy, decide_checked
@@ -42,6 +43,8 @@ T = TypeVar("T")
 
 _RNG = random.Random()
 DEFAULT_POLICY = RetryPolicy()
+_TRACING = telemetry.TRACING  # .tracer is None until telemetry.instrument(): one read a call
+_DECISIONS = telemetry.RETRY_DECISIONS
 
 
 def accepts_timeout(fn: Callable[..., Any]) -> bool:
@@ -110,7 +113,18 @@ def _describe(tp: type[BaseException], text: str) -> str:
 class _Run:
     """Per-call state of one logical call: never shared between calls."""
 
-    __slots__ = ("attempt", "clock", "history", "hook", "mono", "policy", "prev", "rng", "start")
+    __slots__ = (
+        "attempt",
+        "clock",
+        "fname",
+        "history",
+        "hook",
+        "mono",
+        "policy",
+        "prev",
+        "rng",
+        "start",
+    )
 
     def __init__(
         self,
@@ -118,8 +132,13 @@ class _Run:
         clock: Clock | None,
         rng: random.Random | None,
         on_retry: Callable[[RetryEvent], Any] | None,
+        fn: Any = None,
     ) -> None:
         self.policy = policy
+        # the name attempt spans carry; None when not traced (no span is made then)
+        self.fname = (
+            None if _TRACING.tracer is None else getattr(fn, "__qualname__", type(fn).__name__)
+        )
         c = clock if clock is not None else default_clock()
         self.clock = c
         self.rng = rng if rng is not None else _RNG
@@ -146,10 +165,22 @@ class _Run:
     def elapsed(self) -> float:
         return self.mono() - self.start
 
-    def after_failure(self, err: BaseException) -> float | None:
+    def span(self) -> telemetry.AttemptSpan | None:
+        """The span of the attempt about to start (current while it runs), or None."""
+        if self.fname is None:
+            return None
+        return telemetry.attempt_span(
+            self.fname, self.attempt, {"surefoot.retry.max_attempts": self.policy.max_attempts}
+        )
+
+    def after_failure(
+        self, err: BaseException, span: telemetry.AttemptSpan | None = None
+    ) -> float | None:
         """Record the failed attempt and decide: the wait before the next one, None to give up.
 
-        On give-up the history and the note are attached to ``err`` before returning.
+        On give-up the history and the note are attached to ``err`` before returning. The
+        decision is counted (``surefoot_retry_decisions_total``) and, when traced, added to
+        the attempt's span as a ``surefoot.retry.decision`` event.
         """
         p = self.policy
         n = self.attempt
@@ -165,6 +196,13 @@ class _Run:
         if retry and p.budget is not None and not p.budget.try_retry():
             retry, wait, reason = False, 0.0, "the retry budget is empty (an outage?): not retried"
         self.history.append((n, type(err), str(err), reason, wait if retry else None, elapsed))
+        _DECISIONS.inc(
+            "retry" if retry else "give_up",
+            telemetry.reason_code(retry, reason),
+            type(err).__qualname__,
+        )
+        if span is not None:
+            span.decided(err, retry, wait if retry else None, reason)
         if self.hook is not None:
             self.hook(RetryEvent(n, err, retry, wait, reason, elapsed))
         if not retry:
@@ -220,15 +258,19 @@ def _retry_sync(
                 run.give_up(last, "the deadline passed during the wait", run.elapsed())
                 raise last
             kw = _with_timeout(fn, kwargs, limit)
+        span = None if run.fname is None else run.span()
         try:
             if threaded and limit is not None:
                 return _call_in_thread(fn, args, kw, max(limit, 0.0))
             return fn(*args, **kw)
         except Exception as exc:  # the policy decides
-            wait = run.after_failure(exc)
+            wait = run.after_failure(exc, span)
             if wait is None:
                 raise
             last = exc
+        finally:
+            if span is not None:
+                span.close()
         if wait > 0:
             run.clock.sleep(wait)
 
@@ -260,13 +302,13 @@ def retry_call(
         Whatever ``fn`` raised last.
     """
     p = policy if policy is not None else DEFAULT_POLICY
-    if p.plain:  # the success path touches no clock, lock or allocation beyond the call
+    if p.plain and _TRACING.tracer is None:  # the success path touches no clock or lock
         try:
             return fn(*args, **kwargs)
         except Exception as exc:  # the policy decides
             first = exc
         return _retry_sync(fn, args, kwargs, _Run(p, clock, rng, on_retry), first)
-    return _retry_sync(fn, args, kwargs, _Run(p, clock, rng, on_retry), None)
+    return _retry_sync(fn, args, kwargs, _Run(p, clock, rng, on_retry, fn), None)
 
 
 async def aretry_call(
@@ -287,7 +329,7 @@ async def aretry_call(
     p = policy if policy is not None else DEFAULT_POLICY
     if not callable(fn):
         raise TypeError(f"aretry_call() needs an async function to call, got {fn!r}")
-    run = _Run(p, clock, rng, on_retry)
+    run = _Run(p, clock, rng, on_retry, fn)
     last: BaseException | None = None
     while True:
         run.attempt += 1
@@ -297,6 +339,7 @@ async def aretry_call(
             run.give_up(last, "the deadline passed during the wait", run.elapsed())
             raise last
         kw = _with_timeout(fn, kwargs, limit)
+        span = None if run.fname is None else run.span()
         try:
             if limit is None:
                 return await fn(*args, **kw)
@@ -309,10 +352,13 @@ async def aretry_call(
                     raise TimeoutError_(limit) from exc
                 raise
         except Exception as exc:
-            wait = run.after_failure(exc)
+            wait = run.after_failure(exc, span)
             if wait is None:
                 raise
             last = exc
+        finally:
+            if span is not None:
+                span.close()
         if wait > 0:
             await run.clock.asleep(wait)
 
@@ -370,6 +416,8 @@ def retry(
 
             @functools.wraps(fn)
             def plain(*args: P.args, **kwargs: P.kwargs) -> T:
+                if _TRACING.tracer is not None:
+                    return _retry_sync(fn, args, kwargs, _Run(p, clock, rng, on_retry, fn), None)
                 try:
                     return fn(*args, **kwargs)
                 except Exception as exc:  # the policy decides
@@ -380,7 +428,7 @@ def retry(
 
         @functools.wraps(fn)
         def wrapper(*args: P.args, **kwargs: P.kwargs) -> T:
-            return _retry_sync(fn, args, kwargs, _Run(p, clock, rng, on_retry), None)
+            return _retry_sync(fn, args, kwargs, _Run(p, clock, rng, on_retry, fn), None)
 
         return wrapper
 

@@ -19,7 +19,18 @@ from __future__ import annotations
 from .base import Storage
 from .url import StorageURL, parse_url, redact
 
-__all__ = ["Storage", "StorageURL", "open", "parse_url", "redact"]
+__all__ = ["Storage", "StorageURL", "open", "parse_url", "redact", "sqlite_tables"]
+
+
+def sqlite_tables(path: str) -> set[str]:
+    """The tables of SQLite file ``path``, read without creating or changing anything.
+
+    Raises:
+        ConfigError: ``path`` is not a SQLite database.
+    """
+    from .sqlite import tables_of
+
+    return tables_of(path)
 
 
 def open(url: str) -> Storage:  # shadows the builtin on purpose: storage.open(url)

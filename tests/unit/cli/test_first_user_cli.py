@@ -168,7 +168,7 @@ def test_signal_to_a_finished_run_says_it_ended_and_exits_1(
     assert code == 1 and "sent" not in out
     assert err.startswith("surefoot: error:") and "has ended (succeeded)" in err
     audit = [a.action for a in App(journal).show("done").audit]
-    assert audit == ["created", "signal"]  # the first (delivered) signal only
+    assert audit == ["created", "signal", "claimed"]  # the first (delivered) signal only
 
 
 def test_signal_no_wait_takes_now_is_queued_and_said_so(

@@ -138,7 +138,13 @@ def test_retry_sends_the_attention_run_back_and_a_fixed_app_finishes_the_rollbac
     assert [p["removed_at"] is not None for p in svc.ledger.posts("saga")] == [True]
     app.close()
     audit = cli_json(capsys, "runs", "show", "saga", "--db", db)["audit"]
-    assert [a["action"] for a in audit][-4:] == ["retry", "resume", "compensated", "failed"]
+    assert [a["action"] for a in audit][-5:] == [
+        "retry",
+        "resume",
+        "claimed",
+        "compensated",
+        "failed",
+    ]
 
 
 def test_cancel_and_fork(db: str, capsys: pytest.CaptureFixture[str]) -> None:

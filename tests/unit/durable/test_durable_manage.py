@@ -54,7 +54,7 @@ def test_show_lists_steps_timings_and_audit(app: App) -> None:
         ("3", "c", "abc"),
     ]
     assert all(s.duration is not None and s.duration >= 0 for s in d.steps)
-    assert [e.action for e in d.audit] == ["created"]
+    assert [e.action for e in d.audit] == ["created", "claimed"]
     assert [r.run_id for r in app.list_runs(status="succeeded")] == ["r"]
     assert app.list_runs(status="failed") == []
 

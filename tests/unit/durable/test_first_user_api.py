@@ -56,7 +56,7 @@ def test_signal_to_an_ended_run_is_refused_and_a_repeat_returns_false(app: App) 
     with pytest.raises(JournalError, match=r"has ended \(succeeded\)"):
         app.signal("a", "approve", "again")
     assert app.signal("a", "approve", "yes", signal_id="ann") is False
-    assert actions(app, "a") == ["created", "signal"]  # the refused one left no trace
+    assert actions(app, "a") == ["created", "signal", "claimed"]  # the refused one: no trace
 
 
 def test_operator_actions_are_in_the_audit_log(app: App) -> None:
@@ -81,14 +81,16 @@ def test_operator_actions_are_in_the_audit_log(app: App) -> None:
     with pytest.raises(SimulatedCrash):
         Worker(app).run_once(timeout=10)
     assert app.resume("s").result(timeout=10) == 13
-    assert actions(app, "s") == ["created", "signal", "resume"]
-    resume = app.show("s").audit[-1]
+    # claimed, suspended, signalled, crashed in flight, resumed by hand: the resumed
+    # execution is a takeover of the crashed one
+    assert actions(app, "s") == ["created", "claimed", "signal", "resume", "taken_over"]
+    resume = app.show("s").audit[-2]
     assert resume.actor == "operator" and resume.detail == {
         "from": "running",
         "worker": app.worker_id,
     }
     app.fork("s", "3", new_run_id="s2")
-    assert actions(app, "s") == ["created", "signal", "resume", "fork"]
+    assert actions(app, "s") == ["created", "claimed", "signal", "resume", "taken_over", "fork"]
     assert app.show("s").audit[-1].detail["as"] == "s2"
     assert actions(app, "s2") == ["forked"]
 
@@ -102,7 +104,7 @@ def test_resume_of_a_finished_run_records_nothing(app: App) -> None:
 
     assert app.start(one, run_id="f").result(timeout=10) == 1
     assert app.resume("f").result(timeout=5) == 1
-    assert actions(app, "f") == ["created"]
+    assert actions(app, "f") == ["created", "claimed"]  # its one execution, no resume
 
 
 def test_worker_idle_exit_is_honoured_during_an_outage(app: App) -> None:

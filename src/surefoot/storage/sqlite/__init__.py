@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 from ...errors import ConfigError
 from ..url import StorageURL, parse_url
 from ._db import SQLiteDB
+from ._inspect import tables_of
 
 if TYPE_CHECKING:
     from ._journal import SQLiteJournal
@@ -14,7 +15,7 @@ if TYPE_CHECKING:
     from ._state import SQLiteStateStore
     from ._stream import SQLiteStream
 
-__all__ = ["SQLiteDB", "SQLiteStorage"]
+__all__ = ["SQLiteDB", "SQLiteStorage", "tables_of"]
 
 
 class SQLiteStorage:

@@ -1,0 +1,166 @@
+"""Metrics: counters, breaker states, runs by state, queue depth and age, dead letters;
+as Prometheus text and through OpenTelemetry's metric reader."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from surefoot import FakeClock, durable, telemetry
+from surefoot.durable import App
+from surefoot.errors import RunFailedError
+from surefoot.resilience import CircuitBreaker, ProviderError
+from surefoot.statebus import Stream
+
+
+def fam(families: list[telemetry.Family], name: str) -> telemetry.Family:
+    return next(f for f in families if f.name == name)
+
+
+@pytest.fixture
+def app(tmp_path: Path) -> Iterator[App]:
+    a = App(f"sqlite:///{tmp_path / 'runs.db'}", clock=FakeClock(), poll=0.01, worker_id="w1")
+    yield a
+    a.close()
+
+
+def test_run_states_match_the_durable_statuses() -> None:
+    """The gauge's state list is exactly the statuses a journal holds."""
+    assert set(telemetry.RUN_STATES) == set(durable.STATUSES)
+
+
+def test_journal_gauges_count_runs_by_state_and_the_queue(app: App) -> None:
+    """Three queued runs, one done, one failed: runs by state, depth 3, oldest age 30 s."""
+
+    @app.workflow
+    def ok(x: int) -> int:
+        return x
+
+    @app.workflow
+    def boom() -> None:
+        raise ValueError("no")
+
+    clock: Any = app.clock
+    app.enqueue(ok, 1, run_id="q1")
+    clock.advance(10)
+    app.enqueue(ok, 2, run_id="q2")
+    app.enqueue(ok, 3, run_id="q3")
+    assert app.start(ok, 4, run_id="done").result(timeout=10) == 4
+    with pytest.raises(RunFailedError):
+        app.start(boom, run_id="bad").result(timeout=10)
+    clock.advance(20)
+    got = telemetry.collect(journal=app.journal, now=clock.now())
+    runs = fam(got, "surefoot_runs")
+    assert runs.value(state="pending") == 3 and runs.value(state="succeeded") == 1
+    assert runs.value(state="failed") == 1 and runs.value(state="needs_attention") == 0
+    assert fam(got, "surefoot_queue_depth").value() == 3
+    assert fam(got, "surefoot_queue_oldest_age_seconds").value() == pytest.approx(30.0)
+
+
+def test_breaker_state_gauge_reads_live_breakers() -> None:
+    """An open breaker reads 2, a closed one 0, by name."""
+    clock = FakeClock()
+    a = CircuitBreaker("metrics-a", failure_threshold=1, clock=clock)
+    b = CircuitBreaker("metrics-b", clock=clock)
+
+    def fail() -> None:
+        raise ProviderError(503)
+
+    with pytest.raises(ProviderError):
+        a.call(fail)
+    got = telemetry.collect()
+    state = fam(got, "surefoot_breaker_state")
+    assert state.value(breaker="metrics-a") == 2 and state.value(breaker="metrics-b") == 0
+    assert fam(got, "surefoot_breaker_transitions_total").value(breaker="metrics-a", to="open")
+    assert b.state == "closed"
+
+
+def test_dead_letters_per_consumer(tmp_path: Path) -> None:
+    """A rejected message counts as one dead letter of its stream and consumer group."""
+    s = Stream(f"sqlite:///{tmp_path / 'bus.db'}", "findings", clock=FakeClock())
+    try:
+        c = s.consumer("reviewer")
+        s.append({"n": 1}, message_id="m1")
+        s.append({"n": 2}, message_id="m2")
+        m1, m2 = c.fetch(2)
+        c.reject(m1, reason="poison")
+        got = telemetry.collect(consumers=[c])
+        labels = {"stream": "findings", "consumer": "reviewer"}
+        assert fam(got, "surefoot_dead_letters").value(**labels) == 1
+        assert fam(got, "surefoot_stream_pending").value(**labels) == 1
+        assert m2.seq == 2
+    finally:
+        s.close()
+
+
+def test_prometheus_text_is_well_formed(app: App) -> None:
+    """Every family has HELP and TYPE lines, samples carry quoted labels, values are numbers."""
+    telemetry.RETRY_DECISIONS.inc("retry", "retryable", 'Odd"Error')
+    text = telemetry.prometheus_text(journal=app.journal, now=app.clock.now())
+    assert "# TYPE surefoot_runs gauge" in text
+    assert 'surefoot_runs{state="pending"} 0' in text
+    assert "surefoot_queue_depth 0" in text
+    assert (
+        'surefoot_retry_decisions_total{decision="retry",error_type="Odd\\"Error",'
+        'reason="retryable"} 1' in text
+    )
+    for line in text.splitlines():
+        if not line.startswith("#"):
+            name_labels, value = line.rsplit(" ", 1)
+            float(value)
+            assert name_labels.startswith("surefoot_")
+
+
+def test_otel_reader_sees_the_same_numbers(app: App) -> None:
+    """bind_otel: an InMemoryMetricReader collects runs by state and retry decisions."""
+    sdk = pytest.importorskip("opentelemetry.sdk.metrics")
+    export = pytest.importorskip("opentelemetry.sdk.metrics.export")
+
+    @app.workflow
+    def ok() -> int:
+        return 1
+
+    app.enqueue(ok, run_id="p1")
+    telemetry.RETRY_DECISIONS.inc("give_up", "deadline", "TimeoutError_")
+    reader = export.InMemoryMetricReader()
+    provider = sdk.MeterProvider(metric_readers=[reader])
+    try:
+        telemetry.bind_otel(provider, journal=app.journal, clock=app.clock.now)
+        data = reader.get_metrics_data()
+    finally:
+        provider.shutdown()
+    points: dict[str, list[Any]] = {}
+    for rm in data.resource_metrics:
+        for sm in rm.scope_metrics:
+            for m in sm.metrics:
+                points[m.name] = list(m.data.data_points)
+    pending = [p for p in points["surefoot.runs"] if p.attributes["state"] == "pending"]
+    assert [p.value for p in pending] == [1]
+    (decision,) = points["surefoot.retry.decisions"]
+    assert decision.value == 1 and decision.attributes["reason"] == "deadline"
+    assert [p.value for p in points["surefoot.queue.depth"]] == [1]
+
+
+def test_a_run_whose_lease_expired_counts_in_the_queue(app: App) -> None:
+    """A running run held by a dead worker is claimable once its lease expired: depth 1,
+    age measured from the lease's end."""
+
+    @app.workflow
+    def ok() -> int:
+        return 1
+
+    clock: Any = app.clock
+    app.enqueue(ok, run_id="held")
+    app.journal.claim(
+        "dead", now=clock.now(), lease_until=clock.now() + 5, workflows=app.registered(), limit=1
+    )
+    held = telemetry.collect(journal=app.journal, now=clock.now())
+    assert fam(held, "surefoot_queue_depth").value() == 0
+    clock.advance(12)
+    got = telemetry.collect(journal=app.journal, now=clock.now())
+    assert fam(got, "surefoot_runs").value(state="running") == 1
+    assert fam(got, "surefoot_queue_depth").value() == 1
+    assert fam(got, "surefoot_queue_oldest_age_seconds").value() == pytest.approx(7.0)
