@@ -86,3 +86,34 @@ def test_prune_needs_a_bound_and_a_readable_age(
     assert parse_age("7d") == 7 * 86400 and parse_age("90") == 90
     with pytest.raises(ConfigError):
         parse_age("soon")
+
+
+APP_FILE = """
+from surefoot import durable
+
+app = durable.App("sqlite://")
+
+@app.workflow
+def job(i: int) -> int:
+    return i
+"""
+
+
+def test_worker_prunes_with_its_retention_options(tmp_path: Path) -> None:
+    """`surefoot worker --prune-keep 1` runs what is pending, then keeps one finished run."""
+    (tmp_path / "ret_app.py").write_text(APP_FILE)
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    ref = f"{tmp_path / 'ret_app.py'}:app"
+    producer = App(url)
+
+    @producer.workflow
+    def job(i: int) -> int:
+        return i
+
+    for i in range(3):
+        producer.enqueue(job, i, run_id=f"r{i}")
+    main(["worker", "--db", url, "--app", ref, "--idle-exit", "0.5", "--poll", "0.02",
+          "--prune-keep", "1", "--prune-every", "0"])  # fmt: skip
+    left = producer.list_runs()
+    assert len(left) == 1 and left[0].status == "succeeded"
+    producer.close()
