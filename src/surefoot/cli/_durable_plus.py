@@ -7,17 +7,62 @@ Like ``surefoot runs``, every command takes ``--db URL`` and prints a table, or 
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
+import json
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
 
 import click
 from rich.console import Console
 from rich.table import Table
 
+from .. import durable
 from ..errors import ConfigError
-from ._runs import _app, _db_option, _echo_json, _json_option, _status, _when, runs
+from ._runs import must_exist, runs
 
 __all__ = ["queues", "schedules"]
+
+_COLOR = {"succeeded": "green", "failed": "red", "cancelled": "dim", "pending": "blue",
+          "running": "cyan", "sleeping": "yellow", "needs_attention": "bold magenta"}  # fmt: skip
+
+
+@contextmanager
+def _app(db: str) -> Iterator[durable.App]:
+    must_exist(db)
+    app = durable.App(db)
+    try:
+        yield app
+    finally:
+        app.close()
+
+
+def _echo_json(v: Any) -> None:
+    def plain(x: Any) -> Any:
+        if dataclasses.is_dataclass(x) and not isinstance(x, type):
+            return dataclasses.asdict(x)
+        return repr(x)
+
+    click.echo(json.dumps(v, indent=2, default=plain))
+
+
+def _status(s: str) -> str:
+    return f"[{_COLOR.get(s, 'white')}]{s}[/]"
+
+
+def _when(t: float | None) -> str:
+    return "-" if t is None else dt.datetime.fromtimestamp(t, dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _db_option(f: Any) -> Any:
+    return click.option("--db", required=True, help="Journal URL, e.g. sqlite:///runs.db.")(f)
+
+
+def _json_option(f: Any) -> Any:
+    return click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")(f)
+
 
 _UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
 
@@ -51,7 +96,7 @@ def parse_age(text: str) -> float:
 def prune(db: str, older_than: str | None, keep: int | None, audit: str, as_json: bool) -> None:
     """Delete finished runs (succeeded, failed, cancelled) by age or count."""
     age = None if older_than is None else parse_age(older_than)
-    with _app(db, None) as app:
+    with _app(db) as app:
         gone = app.prune(older_than=age, keep=keep, audit=audit)
     if as_json:
         _echo_json({"pruned": gone, "audit": audit})
@@ -67,7 +112,7 @@ def prune(db: str, older_than: str | None, keep: int | None, audit: str, as_json
 @_json_option
 def children(db: str, run_id: str, as_json: bool) -> None:
     """The child runs a run started, and their status."""
-    with _app(db, None) as app:
+    with _app(db) as app:
         app.handle(run_id)  # UnknownRunError for a mistyped id
         kids = app.journal_plus.children(run_id)
     if as_json:
@@ -84,7 +129,7 @@ def children(db: str, run_id: str, as_json: bool) -> None:
 @_json_option
 def stranded(db: str, as_json: bool) -> None:
     """Unfinished runs whose workflow version no live worker offers, and what to do."""
-    with _app(db, None) as app:
+    with _app(db) as app:
         rows = app.stranded()
     if as_json:
         _echo_json(rows)
@@ -100,7 +145,7 @@ def stranded(db: str, as_json: bool) -> None:
 @_json_option
 def queues(db: str, as_json: bool) -> None:
     """Named queues: their limits and how many runs each holds per status."""
-    with _app(db, None) as app:
+    with _app(db) as app:
         view = app.queues()
     if as_json:
         _echo_json(view)
@@ -124,7 +169,7 @@ def queues(db: str, as_json: bool) -> None:
 @_json_option
 def schedules(db: str, as_json: bool) -> None:
     """Cron schedules recorded by workers: the workflow, the cron and the next tick."""
-    with _app(db, None) as app:
+    with _app(db) as app:
         rows = app.journal_plus.schedules()
     if as_json:
         _echo_json(
