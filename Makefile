@@ -16,7 +16,7 @@ $(VENV)/.run-installed: pyproject.toml | $(BIN)/python
 	touch $@
 
 $(VENV)/.dev-installed: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install --quiet -e '.[cli,postgres,redis,engines,temporal,ui,otel]' --group dev
+	$(BIN)/pip install --quiet -e '.[cli,postgres,redis,engines,temporal,ui,otel,agentdojo]' --group dev
 	touch $@ $(VENV)/.run-installed
 
 $(VENV)/.bench-installed: $(VENV)/.dev-installed

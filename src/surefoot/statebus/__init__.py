@@ -4,7 +4,9 @@
 author and trust set by the runtime; ``Stream`` is an append-only log with ids, consumers and
 dead letters (SQLite: many processes on one file); ``priority``, ``vote`` and ``judge``
 resolve disagreeing proposals; trust labels and the ``SinkPolicy`` keep untrusted text out
-of consequential calls.
+of consequential calls; a ``CapabilityPolicy`` says per tool argument which sources may
+supply it, and ``PlanRunner`` runs a plan made from trusted input with untrusted content read
+by a ``QuarantinedParser``.
 
 The course's simulators (``shared``, ``messages``, ``Channel``, ``simulate``,
 ``predicted_accuracy``, ``judge_responder``, ``ResolverStats``, ``run_real_agents``,
@@ -23,6 +25,17 @@ from ..errors import (
     ScopeError,
     TrustError,
 )
+from ._capabilities import (
+    KINDS,
+    Answer,
+    Arg,
+    CapabilityPolicy,
+    ToolPolicy,
+    env_label,
+    kind_of,
+    label_output,
+)
+from ._quarantine import FIELD_TYPES, Plan, PlanRunner, PlanStep, QuarantinedParser, make_plan
 from ._resolvers import ChatClient, Proposal, Resolution, judge, priority, vote
 from ._store import (
     TRUST_LEVELS,
@@ -50,9 +63,14 @@ from ._trust import (
 )
 
 __all__ = [
+    "FIELD_TYPES",
+    "KINDS",
     "TRUST_LEVELS",
     "AgentSession",
     "AgentSpec",
+    "Answer",
+    "Arg",
+    "CapabilityPolicy",
     "ChatClient",
     "ConflictError",
     "Consumer",
@@ -66,7 +84,11 @@ __all__ = [
     "Lease",
     "LostUpdate",
     "Message",
+    "Plan",
+    "PlanRunner",
+    "PlanStep",
     "Proposal",
+    "QuarantinedParser",
     "Resolution",
     "SchemaViolationError",
     "ScopeError",
@@ -74,11 +96,16 @@ __all__ = [
     "Store",
     "Stream",
     "StreamEntry",
+    "ToolPolicy",
     "TrustError",
     "derive",
+    "env_label",
     "judge",
+    "kind_of",
     "label_of",
+    "label_output",
     "labeled",
+    "make_plan",
     "priority",
     "reject_label_fields",
     "render",

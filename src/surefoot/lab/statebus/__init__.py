@@ -5,12 +5,13 @@ API of ``surefoot.statebus`` and the course's simulators, which live here too: `
 (the tick simulator of a team under ``last_writer_wins``, ``optimistic``, ``locked`` and
 ``partitioned``; its engine is ``simulator``), ``messages`` (delivery over the lossy
 ``channel.Channel``), ``real_agents`` (real agent processes), ``resolvers`` (the resolver
-simulation and its closed form) and ``injection`` (the attack corpus, its harness and models).
-The model is the seeded FakeLLM unless said otherwise.
+simulation and its closed form), ``injection`` (the attack corpus, its harness and models)
+and ``agentdojo`` (AgentDojo's suites through per-argument capabilities; needs the
+``agentdojo`` extra). The model is the seeded FakeLLM unless said otherwise.
 
 The modules are imported in the course's order (Easy: ``policies``; Medium: ``delivery``;
-Hard 1-3: ``real_agents``, ``resolvers``, ``injection``), which is the order the experiments
-register and run in, so the imports below must not be sorted.
+Hard 1-3: ``real_agents``, ``resolvers``, ``injection``, ``agentdojo``), which is the order
+the experiments register and run in, so the imports below must not be sorted.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from . import delivery  # noqa: F401
 from . import real_agents  # noqa: F401
 from . import resolvers  # noqa: F401
 from . import injection  # noqa: F401
+from . import agentdojo  # noqa: F401
 
 # isort: on
 from ._common import SEED_FILE

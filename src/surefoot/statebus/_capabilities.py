@@ -1,0 +1,466 @@
+"""Capabilities per argument: which sources may supply each argument of each tool.
+
+A tool is not simply "consequential" or not: a payment's recipient must come from the user
+or a trusted record, while its amount may come from a document the user pointed to; a URL a
+read tool fetches must be trusted or on an allow-list (a read is a sink when its argument can
+carry data out); an email's recipient must be someone the user named or who already wrote to
+them. A :class:`CapabilityPolicy` declares that per argument, as data (printable, versioned,
+fingerprinted), and denies by default: an undeclared tool or argument is refused.
+
+Sources are the principals in a value's :class:`~surefoot.statebus.Label`, named
+``kind:where`` (``content:read_file.content``, ``correspondent:get_received_emails.sender``);
+a name without a colon is its own kind (``user``). The kinds an argument may accept:
+
+- ``user``: the user's own words (the task), never tainted.
+- ``trusted``: any source that is not tainted (the user, trusted agents, endorsed values).
+- ``record``: a field the system keeps (ids, the user's own account, timestamps), even when
+  the environment is labelled untrusted.
+- ``document``: content of a document the user pointed to (read with a user-given argument).
+- ``correspondent``: the sender of something the user received (who already wrote to them).
+- ``any``: anything, untrusted content included (a message body, a subject).
+
+Tool outputs are labelled where the tool runs: :func:`label_output` (per field of a structured
+result) and :meth:`CapabilityPolicy.call` (check, run, label). The final answer is a sink too:
+:meth:`CapabilityPolicy.check_answer` marks text derived from untrusted data and, if the policy
+says so, refuses it until endorsed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import fnmatch
+import hashlib
+import json
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import ConfigError, TrustError
+from ._trust import Label, Labeled
+
+__all__ = [
+    "KINDS",
+    "Answer",
+    "Arg",
+    "CapabilityPolicy",
+    "ToolPolicy",
+    "env_label",
+    "kind_of",
+    "label_output",
+]
+
+KINDS = ("user", "trusted", "record", "document", "correspondent", "any")
+_OUTPUT_KINDS = ("record", "document", "correspondent", "content")
+
+
+def kind_of(source: str) -> str:
+    """The kind of a source principal: the part before ``:`` (``user`` has no colon)."""
+    return source.split(":", 1)[0]
+
+
+def env_label(kind: str, where: str, *, trust: str = "untrusted") -> Label:
+    """The label of one field of environment data: source ``kind:where`` at ``trust``."""
+    return Label.of(f"{kind}:{where}", trust)
+
+
+def _brief(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+@dataclass(frozen=True, slots=True, init=False)
+class Arg:
+    """Which sources may supply one argument.
+
+    ``Arg("user", "record")``; ``Arg("trusted", allow=["https://docs.example.com/*"])``.
+
+    Args:
+        *accepts: kinds from :data:`KINDS` (default ``trusted``).
+        allow: shell-style patterns; a value matching one passes whatever its source
+            (an allow-list of URLs, of recipients).
+    """
+
+    accepts: frozenset[str] = frozenset({"trusted"})
+    allow: tuple[str, ...] = ()
+
+    def __init__(self, *accepts: str, allow: Iterable[str] = ()) -> None:
+        kinds = frozenset(accepts or ("trusted",))
+        bad = sorted(kinds - set(KINDS))
+        if bad:
+            raise ConfigError(f"Arg accepts kinds from {KINDS}, got {bad}; e.g. Arg('user')")
+        pats = (allow,) if isinstance(allow, str) else tuple(allow)
+        if not all(isinstance(p, str) and p for p in pats):
+            raise ConfigError(f"Arg allow= takes non-empty pattern strings, got {pats!r}")
+        object.__setattr__(self, "accepts", kinds)
+        object.__setattr__(self, "allow", pats)
+
+    @classmethod
+    def any(cls) -> Arg:
+        """An argument anything may supply (text that is only carried, like a body)."""
+        return cls("any")
+
+    def accepts_source(self, source: str, label: Label) -> bool:
+        """True if ``source`` (one of ``label``'s sources) may supply this argument."""
+        if "any" in self.accepts:
+            return True
+        tainted = source in label.tainted
+        kind = kind_of(source)
+        if not tainted and "trusted" in self.accepts:
+            return True
+        if kind == "user" and not tainted and "user" in self.accepts:
+            return True
+        return kind in self.accepts and kind in ("record", "document", "correspondent")
+
+    def allowed_value(self, value: Any) -> bool:
+        """True if every atom of ``value`` matches an ``allow`` pattern."""
+        if not self.allow:
+            return False
+        atoms = value if isinstance(value, list | tuple | set | frozenset) else [value]
+        return bool(atoms) and all(
+            any(fnmatch.fnmatchcase(str(a), p) for p in self.allow) for a in atoms
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"accepts": sorted(self.accepts)}
+        if self.allow:
+            out["allow"] = list(self.allow)
+        return out
+
+    def describe(self) -> str:
+        text = " or ".join(sorted(self.accepts))
+        return text + (f" (or a value matching {list(self.allow)})" if self.allow else "")
+
+
+@dataclass(frozen=True, slots=True)
+class ToolPolicy:
+    """One tool's declaration: its arguments' sources and how its output is labelled.
+
+    Args:
+        name: the tool's name.
+        args: argument name -> :class:`Arg` (or a kind string, or a tuple of kinds).
+            An argument not declared is refused.
+        fields: output field name -> kind (``record``, ``correspondent``, ``document``,
+            ``content``) for structured results; ``"*"`` names the kind of fields not
+            listed (``content`` if absent).
+        document_arg: the argument that selects a document; when the user (or another
+            trusted source) supplied it, the output's ``content`` fields become
+            ``document`` (the user pointed to it).
+        output_trust: the trust level of what the tool returns (``untrusted``: environment
+            data; ``trusted`` for the runtime's own tools).
+    """
+
+    name: str
+    args: Mapping[str, Arg] = field(default_factory=dict)
+    fields: Mapping[str, str] = field(default_factory=dict)
+    document_arg: str | None = None
+    output_trust: str = "untrusted"
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name:
+            raise ConfigError(f"ToolPolicy needs a tool name, got {self.name!r}")
+        if not isinstance(self.args, Mapping):
+            raise ConfigError(f"{self.name}: args must map names to Arg, got {self.args!r}")
+        args = {k: _as_arg(self.name, k, v) for k, v in self.args.items()}
+        object.__setattr__(self, "args", args)
+        bad = {k: v for k, v in dict(self.fields).items() if v not in _OUTPUT_KINDS}
+        if bad:
+            raise ConfigError(f"{self.name}: output field kinds must be in {_OUTPUT_KINDS}: {bad}")
+        object.__setattr__(self, "fields", dict(self.fields))
+        if self.document_arg is not None and self.document_arg not in args:
+            raise ConfigError(
+                f"{self.name}: document_arg={self.document_arg!r} is not a declared argument "
+                f"({sorted(args)})"
+            )
+        if self.output_trust not in ("trusted", "untrusted"):
+            raise ConfigError(f"{self.name}: output_trust must be trusted or untrusted")
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"args": {k: a.to_dict() for k, a in sorted(self.args.items())}}
+        if self.fields:
+            out["fields"] = dict(sorted(self.fields.items()))
+        if self.document_arg:
+            out["document_arg"] = self.document_arg
+        if self.output_trust != "untrusted":
+            out["output_trust"] = self.output_trust
+        return out
+
+
+def _as_arg(tool: str, name: str, spec: Any) -> Arg:
+    if isinstance(spec, Arg):
+        return spec
+    if isinstance(spec, str):
+        return Arg(spec)
+    if isinstance(spec, tuple | list) and all(isinstance(s, str) for s in spec):
+        return Arg(*spec)
+    raise ConfigError(f"{tool}.{name}: expected an Arg, a kind or a tuple of kinds, got {spec!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """The final answer as it may be shown: its text, label and whether it is marked.
+
+    Attributes:
+        text: the answer text.
+        label: what it derives from.
+        marked: True when it derives from untrusted data not endorsed; whoever displays it
+            must show :attr:`notice` with it.
+    """
+
+    text: str
+    label: Label
+    marked: bool
+
+    @property
+    def notice(self) -> str:
+        if not self.marked:
+            return ""
+        return "derived from untrusted data: " + ", ".join(sorted(self.label.tainted))
+
+    def display(self) -> str:
+        """The text as a viewer should show it: prefixed with the notice when marked."""
+        return f"[{self.notice}]\n{self.text}" if self.marked else self.text
+
+
+@dataclass(frozen=True, slots=True, init=False)
+class CapabilityPolicy:
+    """Per-argument capabilities of a set of tools, deny by default; data, not code.
+
+    Args:
+        name: the policy's name (printed in refusals).
+        tools: the declared tools.
+        version: bump when a declaration changes; stored with runs that use it.
+        answer_requires_endorsement: refuse a final answer derived from untrusted data
+            until endorsed (default: allow it, marked).
+    """
+
+    name: str
+    tools: Mapping[str, ToolPolicy] = field(default_factory=dict)
+    version: str = "1"
+    answer_requires_endorsement: bool = False
+
+    def __init__(
+        self,
+        name: str,
+        tools: Iterable[ToolPolicy] | Mapping[str, ToolPolicy] = (),
+        *,
+        version: str = "1",
+        answer_requires_endorsement: bool = False,
+    ) -> None:
+        items = list(tools.values()) if isinstance(tools, Mapping) else list(tools)
+        by_name: dict[str, ToolPolicy] = {}
+        for t in items:
+            if not isinstance(t, ToolPolicy):
+                raise ConfigError(f"{name}: tools must be ToolPolicy values, got {t!r}")
+            if t.name in by_name:
+                raise ConfigError(f"{name}: tool {t.name!r} declared twice")
+            by_name[t.name] = t
+        object.__setattr__(self, "name", name)
+        object.__setattr__(self, "tools", by_name)
+        object.__setattr__(self, "version", str(version))
+        object.__setattr__(self, "answer_requires_endorsement", bool(answer_requires_endorsement))
+
+    # -- as data -------------------------------------------------------------------------
+
+    def to_dict(self) -> dict[str, Any]:
+        """The declaration as plain JSON data."""
+        return {
+            "name": self.name,
+            "version": self.version,
+            "answer_requires_endorsement": self.answer_requires_endorsement,
+            "tools": {k: t.to_dict() for k, t in sorted(self.tools.items())},
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> CapabilityPolicy:
+        """Rebuild a policy from :meth:`to_dict` output."""
+        try:
+            tools = [
+                ToolPolicy(
+                    name,
+                    {k: Arg(*a["accepts"], allow=a.get("allow", ())) for k, a in t["args"].items()},
+                    t.get("fields", {}),
+                    t.get("document_arg"),
+                    t.get("output_trust", "untrusted"),
+                )
+                for name, t in data["tools"].items()
+            ]
+            return cls(
+                data["name"],
+                tools,
+                version=data.get("version", "1"),
+                answer_requires_endorsement=data.get("answer_requires_endorsement", False),
+            )
+        except (KeyError, TypeError, AttributeError) as exc:
+            raise ConfigError(f"not a CapabilityPolicy dict ({exc!r}): {data!r:.200}") from exc
+
+    @property
+    def fingerprint(self) -> str:
+        """sha256 of the declaration (first 16 hex digits): which policy a run used."""
+        blob = json.dumps(self.to_dict(), sort_keys=True)
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+    def describe(self) -> str:
+        """The policy as lines a person reads."""
+        lines = [f"policy {self.name} v{self.version} ({self.fingerprint}); undeclared: refused"]
+        for name, t in sorted(self.tools.items()):
+            args = ", ".join(f"{k} <- {a.describe()}" for k, a in sorted(t.args.items()))
+            lines.append(f"  {name}({args or 'no arguments'})")
+            if t.fields:
+                lines.append(f"    output: {dict(sorted(t.fields.items()))}")
+        ans = "refused until endorsed" if self.answer_requires_endorsement else "shown, marked"
+        lines.append(f"  final answer derived from untrusted data: {ans}")
+        return "\n".join(lines)
+
+    # -- the checks ----------------------------------------------------------------------
+
+    def _where(self) -> str:
+        return f"policy {self.name} v{self.version}"
+
+    def check_call(self, tool: str, args: Mapping[str, Any]) -> None:
+        """Allow a call, or raise naming the tool, the argument, the source and the fix.
+
+        Args:
+            tool: the tool's name.
+            args: argument name -> :class:`Labeled` value.
+
+        Raises:
+            TrustError: the tool or an argument is undeclared, a value is unlabelled, or a
+                value derives from a source its argument does not accept.
+        """
+        spec = self.tools.get(tool)
+        if spec is None:
+            raise TrustError(
+                f"{tool} is not declared in {self._where()}, so it is refused (deny by "
+                f"default); declare ToolPolicy({tool!r}, args={{...}}) to allow it",
+                sink=f"tool:{tool}",
+            )
+        for name, value in args.items():
+            sink = f"tool:{tool}.{name}"
+            arg = spec.args.get(name)
+            if arg is None:
+                raise TrustError(
+                    f"{tool} argument {name!r} is not declared in {self._where()} (declared: "
+                    f"{sorted(spec.args) or 'none'}); add {name!r}: Arg(...) to allow it",
+                    sink=sink,
+                )
+            if not isinstance(value, Labeled):
+                raise TrustError(
+                    f"{tool} argument {name!r}={_brief(value)} has no label; pass the Labeled "
+                    "value it came from (trusted(...) for the user's own input)",
+                    sink=sink,
+                )
+            self._check_value(tool, name, arg, value)
+
+    def _check_value(self, tool: str, name: str, arg: Arg, value: Labeled[Any]) -> None:
+        label = value.label
+        bad = [s for s in sorted(label.sources) if not arg.accepts_source(s, label)]
+        if not bad or arg.allowed_value(value.value):
+            return
+        src = bad[0]
+        state = "untrusted" if src in label.tainted else "trusted"
+        fixes = [f"supply it from {arg.describe()}"]
+        if src in label.tainted and "trusted" in arg.accepts:
+            fixes.append("have a person endorse it (Endorser.endorse)")
+        if arg.allow:
+            fixes.append(f"use a value matching {list(arg.allow)}")
+        fixes.append(f"or declare Arg(..., {kind_of(src)!r}) for it in {self._where()}")
+        raise TrustError(
+            f"{tool} argument {name!r}={_brief(value.value)} comes from {src} ({kind_of(src)}, "
+            f"{state}), which {tool}.{name} does not accept (it accepts {arg.describe()}). "
+            f"To allow it: {'; '.join(fixes)}",
+            sink=f"tool:{tool}.{name}",
+            sources=tuple(bad),
+        )
+
+    def allows(self, tool: str, args: Mapping[str, Any]) -> bool:
+        """True if :meth:`check_call` would pass."""
+        try:
+            self.check_call(tool, args)
+        except TrustError:
+            return False
+        return True
+
+    def call(self, tool: str, fn: Callable[..., Any], args: Mapping[str, Labeled[Any]]) -> Any:
+        """Check the call, run ``fn`` with the plain values, and label its output per field.
+
+        Returns:
+            the output as :func:`label_output` gives it (containers of :class:`Labeled`).
+
+        Raises:
+            TrustError: as :meth:`check_call`; ``fn`` is then not called.
+        """
+        self.check_call(tool, args)
+        result = fn(**{k: v.value for k, v in args.items()})
+        return label_output(self.tools[tool], result, args)
+
+    def check_answer(self, text: Labeled[str]) -> Answer:
+        """The final answer as a sink: marked when derived from untrusted data.
+
+        Raises:
+            TrustError: unlabelled text, or tainted text under
+                ``answer_requires_endorsement``.
+        """
+        if not isinstance(text, Labeled):
+            raise TrustError(
+                f"final answer {_brief(text)} has no label; pass the Labeled text it was "
+                "derived from (derive(...) joins the labels of what it used)",
+                sink="answer",
+            )
+        if text.tainted and self.answer_requires_endorsement:
+            srcs = tuple(sorted(text.label.tainted))
+            raise TrustError(
+                f"final answer {_brief(text.value)} derives from untrusted {list(srcs)}; "
+                f"{self._where()} requires an endorsement (Endorser.endorse) before it is "
+                "presented as the agent's own claim",
+                sink="answer",
+                sources=srcs,
+            )
+        return Answer(str(text.value), text.label, text.tainted)
+
+
+def _plain(value: Any) -> Any:
+    """A tool's result as plain containers: pydantic models and dataclasses become dicts."""
+    dump = getattr(value, "model_dump", None)
+    if callable(dump) and hasattr(type(value), "model_fields"):
+        return _plain(dump())
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, Mapping):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return value
+
+
+def label_output(
+    spec: ToolPolicy, result: Any, args: Mapping[str, Labeled[Any]] | None = None
+) -> Any:
+    """Label a tool's result per field: the same shape, every leaf a :class:`Labeled`.
+
+    A leaf under field ``f`` (the nearest mapping key above it) gets source
+    ``KIND:TOOL.f`` with ``KIND`` from ``spec.fields`` (``content`` if unlisted), at
+    ``spec.output_trust``; ``content`` becomes ``document`` when ``spec.document_arg`` was
+    supplied by an untainted source. A plain (unstructured) result is one leaf, field
+    ``result``. Each leaf also carries the taint of the arguments (an output chosen by an
+    untrusted argument is as untrusted as that argument).
+    """
+    pointed = False
+    if spec.document_arg and args and spec.document_arg in args:
+        pointed = not args[spec.document_arg].tainted
+    default = "document" if pointed else "content"
+
+    def walk(value: Any, fieldname: str) -> Any:
+        if isinstance(value, Mapping):
+            return {k: walk(v, str(k)) for k, v in value.items()}
+        if isinstance(value, list):
+            return [walk(v, fieldname) for v in value]
+        kind = spec.fields.get(fieldname, spec.fields.get("*", default))
+        if kind == "content" and pointed:
+            kind = "document"
+        own = env_label(kind, f"{spec.name}.{fieldname}", trust=spec.output_trust)
+        return Labeled(value, own.join(inherited) if inherited.tainted else own)
+
+    # what a tool returns depends on what it was asked: the arguments' taint flows into it
+    bad = frozenset().union(*(a.label.tainted for a in (args or {}).values()))
+    inherited = Label(bad, bad, bad)
+    return walk(_plain(result), "result")
