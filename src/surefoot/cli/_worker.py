@@ -3,78 +3,18 @@
 from __future__ import annotations
 
 import signal
-import sqlite3
 import threading
-from pathlib import Path
-from typing import Any
 
 import click
 
 from .. import durable, storage
 from ..errors import ConfigError
+from ..storage import journal_missing
 from ._durable_plus import parse_age
 
 __all__ = ["journal_missing", "worker"]
 
 _CREATE_HINT = "check the --db URL for a typo, or pass --create to start a new, empty journal there"
-
-
-def journal_missing(url: str) -> str | None:
-    """Why ``url`` holds no durable journal yet (without creating one), or None if it does.
-
-    SQLite: the file must exist and record surefoot's ``durable`` schema. PostgreSQL: the
-    URL's schema must hold surefoot's tables with the ``durable`` component. Other URLs, and
-    files that are not databases at all, are left to the journal's own checks (None).
-    """
-    parsed = storage.parse_url(url)
-    if parsed.scheme == "sqlite":
-        path = Path(parsed.path)
-        if not path.exists():
-            return f"the SQLite file {str(path)!r} does not exist"
-        if path.is_dir():
-            return None  # the journal says "is a directory"
-        try:
-            con = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
-        except sqlite3.Error:
-            return None
-        try:
-            tables = {
-                r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")
-            }
-            if "surefoot_schema" not in tables:
-                return f"the SQLite file {str(path)!r} has no surefoot journal in it" + (
-                    f" (its tables: {', '.join(sorted(tables)[:5])})"
-                    if tables
-                    else " (it is empty)"
-                )
-            row = con.execute(
-                "SELECT version FROM surefoot_schema WHERE component = 'durable'"
-            ).fetchone()
-        except sqlite3.DatabaseError:
-            return None  # not a database: the journal's open says so clearly
-        finally:
-            con.close()
-        return None if row else f"the SQLite file {str(path)!r} has surefoot data but no journal"
-    if parsed.scheme == "postgresql":
-        st: Any = storage.open(url)
-        try:
-            schema = st.db.schema
-            found = st.db.execute(
-                "SELECT 1 FROM information_schema.tables WHERE table_schema = %s "
-                "AND table_name = 'surefoot_schema'",
-                (schema,),
-                write=False,
-            )
-            if not found:
-                return f"schema {schema!r} at {storage.redact(url)!r} has no surefoot tables"
-            row = st.db.execute(
-                f"SELECT version FROM {schema}.surefoot_schema WHERE component = 'durable'",
-                write=False,
-            )
-            return None if row else f"schema {schema!r} at {storage.redact(url)!r} has no journal"
-        finally:
-            st.close()
-    return None
 
 
 @click.command("worker")

@@ -20,7 +20,7 @@ from ..errors import (
 )
 from ..storage.base import Journal, RunRow
 from ._crash import CrashPlan
-from ._exists import check_opened, check_sqlite
+from ._exists import check_exists
 from ._handle import RunHandle
 from ._manage import Management
 from ._payloads import CodedJournal, check_codec
@@ -175,14 +175,8 @@ class App(Management, PlusApi):
             with self._open_lock:
                 if self._journal is None:
                     if not self.create:
-                        check_sqlite(self.url)
+                        check_exists(self.url)
                     st = storage.open(self.url)
-                    if not self.create:
-                        try:
-                            check_opened(self.url, st)
-                        except BaseException:
-                            st.close()
-                            raise
                     j = st.journal()
                     if self.payload_codec is not None:  # compress/encrypt stored values
                         j = CodedJournal(j, self.payload_codec)

@@ -10,10 +10,11 @@ from .. import codec
 from ..clock import Clock
 from ..errors import JournalError, UnknownRunError
 from ..storage.base import Journal, StepWrite
+from ..storage.base import WorkerRow as WorkerInfo
 from ._handle import RunHandle
 from ._registry import Registry
 from ._runner import Executor
-from ._types import TERMINAL, AuditEntry, RunDetail, RunInfo, StepInfo
+from ._types import STATUSES, TERMINAL, AuditEntry, RunDetail, RunInfo, StepInfo
 from ._values import read
 
 __all__ = ["Management"]
@@ -84,11 +85,66 @@ class Management:
         return False
 
     def list_runs(
-        self, *, status: str | None = None, workflow: str | None = None, limit: int = 100
+        self,
+        *,
+        status: str | None = None,
+        workflow: str | None = None,
+        limit: int = 100,
+        version: str | None = None,
+        since: float | None = None,
+        search: str | None = None,
+        order: str = "newest",
+        offset: int = 0,
     ) -> list[RunInfo]:
-        """Runs, newest first, optionally of one status or workflow."""
-        rows = self.journal.list_runs(status=status, workflow=workflow, limit=limit)
+        """Runs matching every given filter, ``limit`` of them from ``offset`` on.
+
+        Args:
+            status / workflow / version: exact matches.
+            since: only runs created at or after this clock time.
+            search: only runs whose id contains this text.
+            order: ``"newest"`` (newest first, then by run id) or ``"attention"``
+                (``needs_attention`` runs first, then newest).
+            offset / limit: the page (skip ``offset`` runs, return at most ``limit``).
+
+        Raises:
+            ConfigError: an unknown order, a negative offset or a limit below 1.
+        """
+        rows = self.journal.page_runs(
+            status=status,
+            workflow=workflow,
+            version=version,
+            since=since,
+            search=search,
+            order=order,
+            offset=offset,
+            limit=limit,
+        )
         return [RunInfo.from_row(r) for r in rows]
+
+    def count_runs(
+        self,
+        *,
+        status: str | None = None,
+        workflow: str | None = None,
+        version: str | None = None,
+        since: float | None = None,
+        search: str | None = None,
+    ) -> dict[str, int]:
+        """How many runs match the filters (as ``list_runs``), per status; every status in
+        ``STATUSES`` is a key (0 when none)."""
+        got = self.journal.count_runs(
+            status=status, workflow=workflow, version=version, since=since, search=search
+        )
+        return {s: got.get(s, 0) for s in STATUSES} | got
+
+    def run_versions(self) -> list[tuple[str, str]]:
+        """The (workflow, version) pairs the journal's runs belong to, sorted."""
+        return self.journal.run_versions()
+
+    def workers(self) -> list[WorkerInfo]:
+        """Every worker the journal has seen: its id, the workflow versions it offers, when
+        it was last seen and how many unexpired leases it holds (by id)."""
+        return self.journal.workers(now=self.clock.now())
 
     def show(self, run_id: str) -> RunDetail:
         """A run's header, steps (timings, results, errors), audit log, and stranded flag.

@@ -159,6 +159,9 @@ class CodedJournal:
     def list_runs(self, **kw: Any) -> list[RunRow]:
         return [self._run_out(r) for r in self._j.list_runs(**kw)]
 
+    def page_runs(self, **kw: Any) -> list[RunRow]:
+        return [self._run_out(r) for r in self._j.page_runs(**kw)]
+
     def children(self, run_id: str) -> list[RunRow]:
         return [self._run_out(r) for r in self._j.children(run_id)]
 

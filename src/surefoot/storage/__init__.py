@@ -19,7 +19,15 @@ from __future__ import annotations
 from .base import Storage
 from .url import StorageURL, parse_url, redact
 
-__all__ = ["Storage", "StorageURL", "open", "parse_url", "redact", "sqlite_tables"]
+__all__ = [
+    "Storage",
+    "StorageURL",
+    "journal_missing",
+    "open",
+    "parse_url",
+    "redact",
+    "sqlite_tables",
+]
 
 
 def sqlite_tables(path: str) -> set[str]:
@@ -57,3 +65,28 @@ def open(url: str) -> Storage:  # shadows the builtin on purpose: storage.open(u
     from .redis import RedisStorage
 
     return RedisStorage(parsed)
+
+
+def journal_missing(url: str) -> str | None:
+    """Why ``url`` holds no durable journal yet, or None if it does; creates nothing.
+
+    SQLite: the file must exist and record surefoot's ``durable`` schema; the file is only
+    read (byte for byte unchanged, no ``-wal``/``-shm`` left beside it). PostgreSQL: the
+    URL's schema must hold surefoot's tables with the ``durable`` component (reads only).
+    Other URLs, and files that are not databases at all, are left to the journal's own
+    checks (None).
+
+    Raises:
+        ConfigError: the URL is malformed.
+        StoreUnavailableError: the PostgreSQL server cannot be reached with this URL.
+    """
+    parsed = parse_url(url)
+    if parsed.scheme == "sqlite":
+        from .sqlite._probe import sqlite_journal_missing
+
+        return sqlite_journal_missing(parsed.path)
+    if parsed.scheme == "postgresql":
+        from .postgres._probe import postgres_journal_missing
+
+        return postgres_journal_missing(parsed)
+    return None

@@ -463,6 +463,26 @@ class AuditRow:
     detail: str
 
 
+#: The orders of ``Journal.page_runs``: newest first, or ``needs_attention`` first then newest.
+RUN_ORDERS = ("newest", "attention")
+
+
+@dataclass(slots=True)
+class WorkerRow:
+    """A worker as the journal last saw it.
+
+    Attributes:
+        worker_id: its id. workflows: the (workflow, version) pairs it offers.
+        seen_at: when it last registered (it does so as it starts and as it polls).
+        leases: running runs whose lease it holds and that have not expired.
+    """
+
+    worker_id: str
+    workflows: list[tuple[str, str]]
+    seen_at: float
+    leases: int
+
+
 @runtime_checkable
 class Journal(Protocol):
     """Runs, steps, leases, timers, signals and the audit log. Every method is atomic.
@@ -518,3 +538,26 @@ class Journal(Protocol):
         self, worker_id: str, workflows: list[tuple[str, str]], *, now: float
     ) -> None: ...
     def live_workflows(self, *, since: float) -> set[tuple[str, str]]: ...
+    def page_runs(
+        self,
+        *,
+        status: str | None = None,
+        workflow: str | None = None,
+        version: str | None = None,
+        since: float | None = None,
+        search: str | None = None,
+        order: str = "newest",
+        offset: int = 0,
+        limit: int = 100,
+    ) -> list[RunRow]: ...
+    def count_runs(
+        self,
+        *,
+        status: str | None = None,
+        workflow: str | None = None,
+        version: str | None = None,
+        since: float | None = None,
+        search: str | None = None,
+    ) -> dict[str, int]: ...
+    def run_versions(self) -> list[tuple[str, str]]: ...
+    def workers(self, *, now: float) -> list[WorkerRow]: ...

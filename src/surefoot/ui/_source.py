@@ -5,24 +5,21 @@ cancel, resolve, signal, fork), ``statebus.Store`` (snapshot) and ``statebus.Str
 (consumers, dead letters, redrive). Where the public API has no call for what a page needs,
 the gap is filled here and marked ``API GAP`` so the real call can replace it:
 
-- runs: the API has no offset, no version or age filter and no counts per status; on a
-  SQLite journal ``_runindex`` pages with indexed SQL, elsewhere one ``list_runs`` of every
-  run is filtered, counted and paged in Python;
-- workers: ``App.journal.live_workflows`` (the versions live workers offer) and the lease
-  owners of running runs (there is no list of workers with their ids and leases);
+- runs: ``App.list_runs`` (filters, offset, the ``attention`` order), ``App.count_runs``
+  and ``App.run_versions``: indexed SQL on every journal backend;
+- workers: ``App.workers`` (ids, versions offered, last seen, leases held); stranded runs
+  are the waiting runs of versions no live worker offers;
 - streams and consumers: named on the command line (there is no list of either).
 """
 
 from __future__ import annotations
 
 import json
-from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
 from .. import durable
 from ..errors import ConfigError
-from ._runindex import SqliteRunIndex
 
 __all__ = ["Inspector", "RunView", "RunsPage", "RunsQuery", "StreamView", "parse_json"]
 
@@ -102,10 +99,6 @@ class StreamView:
     consumers: list[ConsumerView] = field(default_factory=list)
 
 
-def _sort_key(r: durable.RunInfo) -> tuple[int, float, str]:
-    return (0 if r.status == NEEDS_ATTENTION else 1, -r.created_at, r.run_id)
-
-
 class Inspector:
     """The inspector's view of one journal, and optionally one store and some streams.
 
@@ -126,7 +119,6 @@ class Inspector:
     ) -> None:
         self.db = db
         self.app = durable.App(db)
-        self.index = SqliteRunIndex.for_url(db)
         self.store_url = store
         self.namespace = namespace
         self.stream_specs = [_stream_spec(s) for s in streams]
@@ -139,73 +131,35 @@ class Inspector:
 
     # -- runs ---------------------------------------------------------------------------
 
-    def _all_runs(self) -> list[durable.RunInfo]:
-        # API GAP: list_runs has no offset/version/age filters nor counts; read all once.
-        return self.app.list_runs(limit=10**9)
-
     def runs_page(self, q: RunsQuery, *, now: float) -> RunsPage:
         """Filter, count and page the runs; needs_attention first, then newest first."""
-        if self.index is not None:
-            return self._indexed_page(self.index, q, now=now)
-        return self.scanned_page(q, now=now)
-
-    def _indexed_page(self, index: SqliteRunIndex, q: RunsQuery, *, now: float) -> RunsPage:
-        got, page = index.page(
-            state=q.state,
-            workflow=q.workflow,
-            version=q.version,
-            since=None if q.max_age is None else now - q.max_age,
-            search=q.search.strip(),
-            page=q.page,
-            per_page=q.per_page,
+        app = self.app
+        filters: dict[str, Any] = {
+            "status": q.state or None,
+            "workflow": q.workflow or None,
+            "version": q.version or None,
+            "since": None if q.max_age is None else now - q.max_age,
+            "search": q.search.strip() or None,
+        }
+        counts = app.count_runs()
+        all_runs = sum(counts.values())
+        filtered = any(v is not None for v in filters.values())
+        total = sum(app.count_runs(**filters).values()) if filtered else all_runs
+        pages = max(1, -(-total // q.per_page))
+        page = min(max(1, q.page), pages)
+        rows = app.list_runs(
+            **filters, order="attention", offset=(page - 1) * q.per_page, limit=q.per_page
         )
-        journal = self.app.journal
-        rows = []
-        for run_id in got.run_ids:
-            row = journal.get_run(run_id)
-            if row is not None:  # deleted between the two reads
-                rows.append(durable.RunInfo.from_row(row))
+        pairs = app.run_versions()
         return RunsPage(
             rows=rows,
-            total=got.total,
-            counts={s: got.counts.get(s, 0) for s in durable.STATUSES},
-            all_runs=got.all_runs,
-            page=page,
-            pages=max(1, -(-got.total // q.per_page)),
-            workflows=got.workflows,
-            versions=got.versions,
-        )
-
-    def scanned_page(self, q: RunsQuery, *, now: float) -> RunsPage:
-        """The runs page through the public ``list_runs`` alone (any backend)."""
-        runs = self._all_runs()
-        counts = Counter(r.status for r in runs)
-        workflows = sorted({r.workflow for r in runs})
-        versions = sorted({r.version for r in runs})
-        needle = q.search.strip()
-        oldest = None if q.max_age is None else now - q.max_age
-        rows = [
-            r
-            for r in runs
-            if (not q.state or r.status == q.state)
-            and (not q.workflow or r.workflow == q.workflow)
-            and (not q.version or r.version == q.version)
-            and (oldest is None or r.created_at >= oldest)
-            and (not needle or needle in r.run_id)
-        ]
-        rows.sort(key=_sort_key)
-        pages = max(1, -(-len(rows) // q.per_page))
-        page = min(max(1, q.page), pages)
-        start = (page - 1) * q.per_page
-        return RunsPage(
-            rows=rows[start : start + q.per_page],
-            total=len(rows),
+            total=total,
             counts={s: counts.get(s, 0) for s in durable.STATUSES},
-            all_runs=len(runs),
+            all_runs=all_runs,
             page=page,
             pages=pages,
-            workflows=workflows,
-            versions=versions,
+            workflows=sorted({w for w, _ in pairs}),
+            versions=sorted({v for _, v in pairs}),
         )
 
     def run(self, run_id: str, *, now: float) -> RunView:
@@ -268,22 +222,30 @@ class Inspector:
     # -- workers --------------------------------------------------------------------------
 
     def workers(self, *, now: float) -> dict[str, Any]:
-        """Live workflow versions, lease holders of running runs, and stranded runs."""
-        # API GAP: no list of workers; the journal knows what live workers offer, and the
-        # runs know who holds their lease.
-        live = self.app.journal.live_workflows(since=now - 3 * self.app.lease)
+        """The workers seen, live workflow versions, lease holders and stranded runs."""
+        app = self.app
+        since = now - 3 * app.lease
+        workers = app.workers()
+        live = {pair for w in workers if w.seen_at >= since for pair in w.workflows}
         holders: dict[str, list[durable.RunInfo]] = {}
         stranded: list[durable.RunInfo] = []
-        for r in self._all_runs():
-            if r.status == "running" and r.owner:
+        for r in app.list_runs(status="running", limit=10**9):
+            if r.owner:
                 holders.setdefault(r.owner, []).append(r)
-            waiting = r.status in WAITING or (r.status == "running" and (r.lease_until or 0) < now)
-            if waiting and (r.workflow, r.version) not in live:
-                stranded.append(r)
+        for wf, version in app.run_versions():
+            if (wf, version) in live:
+                continue
+            for st in (*WAITING, "running"):
+                for r in app.list_runs(status=st, workflow=wf, version=version, limit=10**9):
+                    if st != "running" or (r.lease_until or 0) < now:
+                        stranded.append(r)
+        stranded.sort(key=lambda r: (-r.updated_at, r.run_id))
         return {
+            "workers": workers,
             "live": sorted(live),
             "holders": sorted(holders.items()),
             "stranded": stranded,
+            "since": since,
         }
 
     # -- shared state and streams ---------------------------------------------------------

@@ -261,7 +261,8 @@ def test_max_claims_must_be_a_positive_int() -> None:
 
 
 def test_a_schema_1_database_is_migrated_and_keeps_its_runs(tmp_path: Path) -> None:
-    """A journal written before the claim counter gains it (migration 2); its runs still run."""
+    """A journal written before the claim counter gains it (migration 2) and every later
+    migration; its runs still run."""
     url = f"sqlite:///{tmp_path / 'old.db'}"
     st: Any = storage.open(url)
     st.db.migrate("durable", MIGRATIONS[:1])

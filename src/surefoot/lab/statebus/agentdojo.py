@@ -20,12 +20,13 @@ imported lazily (``pip install 'surefoot[agentdojo]'``).
 
 from __future__ import annotations
 
+import os
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...errors import MissingExtraError
+from ...errors import ConfigError, MissingExtraError
 from .._registry import NO_MODEL, LabContext, LabResult, Table, experiment
 from ._common import SEED_FILE
 from .agentdojo_policy import derived_ground_truth, policy_for
@@ -320,7 +321,16 @@ def agentdojo_(ctx: LabContext) -> LabResult:
     except MissingExtraError as exc:
         return _skipped(exc)
     templates = TEMPLATES[:1] if ctx.quick else TEMPLATES
-    reports = run_agentdojo(templates=templates, progress=ctx.progress)
+    # SUREFOOT_LAB_AGENTDOJO_SUITES=travel,banking bounds a run (the tests use it: workspace
+    # alone is ~100 s here); unset, every suite runs
+    chosen = tuple(s for s in os.environ.get("SUREFOOT_LAB_AGENTDOJO_SUITES", "").split(",") if s)
+    unknown = sorted(set(chosen) - set(load_suites()))
+    if unknown:
+        raise ConfigError(
+            f"SUREFOOT_LAB_AGENTDOJO_SUITES names unknown suites {unknown}; AgentDojo "
+            f"{BENCHMARK} has {sorted(load_suites())}"
+        )
+    reports = run_agentdojo(templates=templates, suites=chosen or None, progress=ctx.progress)
     f = _facts(reports, templates)
     t0 = templates[0]
     main = Table(

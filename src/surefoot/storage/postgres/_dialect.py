@@ -44,6 +44,9 @@ class PostgresDialect:
     def member(self, names: str, name: str) -> str:
         return f"{name} = ANY(string_to_array({names}, chr(31)))"
 
+    def contains(self, haystack: str, needle: str) -> str:
+        return f"strpos({haystack}, {needle}) > 0"
+
     def read(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
         return self.db.execute(sql, params, write=False)
 

@@ -96,7 +96,13 @@ MIGRATIONS = [
     """,
     # 2: claims since the run last suspended or an operator moved it (``max_claims``)
     "ALTER TABLE durable_runs ADD COLUMN claims INTEGER NOT NULL DEFAULT 0",
-    # 3: queues, children, deadlines, schedules (issue 13); see storage/sql/journal_plus.py
+    # 3: the run listing's filters and orders (``page_runs``, ``count_runs``)
+    """
+    CREATE INDEX durable_runs_status_created ON durable_runs (status, created_at);
+    CREATE INDEX durable_runs_created ON durable_runs (created_at);
+    CREATE INDEX durable_runs_versions ON durable_runs (workflow, version)
+    """,
+    # 4: queues, children, deadlines, schedules (issue 13); see storage/sql/journal_plus.py
     """
     ALTER TABLE durable_runs ADD COLUMN queue TEXT;
     ALTER TABLE durable_runs ADD COLUMN priority INTEGER NOT NULL DEFAULT 0;

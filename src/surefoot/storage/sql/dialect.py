@@ -54,6 +54,10 @@ class Dialect(Protocol):
         """True when the ``chr(31)``-separated list ``names`` contains ``name`` (SQL exprs)."""
         ...
 
+    def contains(self, haystack: str, needle: str) -> str:
+        """True when the text ``needle`` occurs in ``haystack`` (SQL exprs), case-sensitive."""
+        ...
+
     def read(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
         """Run one read-only statement and return its rows (no commit counted)."""
         ...

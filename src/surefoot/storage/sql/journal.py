@@ -26,6 +26,7 @@ from ...errors import ConfigError, RunConflictError, UnknownRunError
 from ..base import AuditRow, RunRow, RunWrite, StepRow, StepWrite
 from .dialect import Dialect
 from .journal_plus import PLUS_COLS, JournalPlus
+from .runs import SQLRunQueries
 
 __all__ = [
     "AUDIT_SQL",
@@ -118,12 +119,14 @@ def _workflows_text(workflows: list[tuple[str, str]]) -> str:
     return ";".join(f"{n}@{v}" for n, v in sorted(workflows))
 
 
-class SQLJournal(JournalPlus):
+class SQLJournal(JournalPlus, SQLRunQueries):
     """The ``Journal`` protocol in SQL, on one backend's :class:`Dialect`.
 
     Subclasses run their migrations, then call ``super().__init__(dialect)``; they
     implement :meth:`create_run` and :meth:`heartbeat`, which differ by backend.
     """
+
+    _sel = SEL
 
     def __init__(self, dialect: Dialect) -> None:
         d = self.d = dialect

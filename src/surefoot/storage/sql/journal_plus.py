@@ -2,7 +2,7 @@
 
 A mixin of :class:`~.journal.SQLJournal` (it uses the journal's dialect ``self.d``), written
 once for SQLite and PostgreSQL like the rest of the journal. Its tables and columns come
-from migration 3 of each backend.
+from migration 4 of each backend.
 
 * **Queues**: a run with a ``queue`` is claimed only by :meth:`JournalPlus.claim_queue`,
   never by the ordinary claim. A claim of a queue is one transaction that first locks the

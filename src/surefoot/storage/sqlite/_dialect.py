@@ -43,6 +43,9 @@ class SQLiteDialect:
     def member(self, names: str, name: str) -> str:
         return f"instr(char(31) || {names} || char(31), char(31) || {name} || char(31)) > 0"
 
+    def contains(self, haystack: str, needle: str) -> str:
+        return f"instr({haystack}, {needle}) > 0"
+
     def read(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
         return self.db.read(sql, params)
 
