@@ -26,7 +26,8 @@
     │   ├── WorkflowNotFoundError       no registered workflow of that name and version
     │   ├── LeaseLostError              another worker took the run over; this one must stop
     │   ├── NondeterminismError         workflow code used the clock, random or I/O (Temporal)
-    │   └── RunFailedError              the awaited run ended failed, cancelled or needing attention
+    │   ├── RunFailedError              the awaited run ended failed, cancelled or needing attention
+    │   └── DeadlineExceededError       a run (or one wait in it) passed its deadline
     └── StateError
         ├── ConflictError               a versioned write met a newer version
         ├── SchemaViolationError        a value does not match its key's schema (also ValueError)
@@ -346,6 +347,27 @@ class RunFailedError(JournalError):
         detail = f": {error}" if error else ""
         super().__init__(
             f"run {run_id!r} ended {status}{detail}. See `surefoot runs show {run_id} --db URL`."
+        )
+
+
+class DeadlineExceededError(JournalError):
+    """A run passed its deadline (``timeout=`` from its start, or one wait's ``timeout``).
+
+    Raised inside the run at its next step or wait; unless the workflow catches it, the run
+    ends ``failed`` with this error, after its compensations ran.
+
+    Attributes:
+        run_id: the run. deadline: the clock time it passed. what: "run" or the wait.
+    """
+
+    def __init__(self, run_id: str, deadline: float, what: str = "run") -> None:
+        self.run_id = run_id
+        self.deadline = deadline
+        self.what = what
+        super().__init__(
+            f"run {run_id!r}: {what} passed its deadline (clock time {deadline:.3f}); the "
+            "run stops here and its compensations run. Give it a longer timeout= if it "
+            "needs more time."
         )
 
 

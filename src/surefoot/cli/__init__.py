@@ -13,6 +13,7 @@ import click
 from .. import __version__, telemetry
 from ..errors import SurefootError
 from ._chaos import chaos
+from ._durable_plus import queues, schedules  # also adds `runs prune`, `runs children`
 from ._engine import engine
 from ._lab import lab
 from ._provider import fake_provider
@@ -53,6 +54,8 @@ cli.add_command(chaos)
 cli.add_command(ui)
 cli.add_command(engine)
 cli.add_command(fake_provider)
+cli.add_command(queues)
+cli.add_command(schedules)
 
 
 def main(argv: list[str] | None = None) -> None:

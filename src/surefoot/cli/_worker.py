@@ -10,6 +10,7 @@ import click
 from .. import durable, storage
 from ..errors import ConfigError
 from ..storage import journal_missing
+from ._durable_plus import parse_age
 
 __all__ = ["journal_missing", "worker"]
 
@@ -48,6 +49,22 @@ _CREATE_HINT = "check the --db URL for a typo, or pass --create to start a new, 
     "cannot start an empty journal that waits forever.",
 )
 @click.option(
+    "--prune-older-than",
+    default=None,
+    help="Retention: delete finished runs that ended longer ago than this (7d, 12h).",
+)
+@click.option("--prune-keep", type=int, default=None, help="Retention: keep the newest N.")
+@click.option(
+    "--prune-every", type=float, default=60.0, show_default=True, help="Seconds between prunes."
+)
+@click.option(
+    "--prune-audit",
+    type=click.Choice(["keep", "drop"]),
+    default="keep",
+    show_default=True,
+    help="Retention: keep the pruned runs' audit logs or delete them too.",
+)
+@click.option(
     "--idle-exit",
     type=float,
     default=None,
@@ -62,6 +79,10 @@ def worker(
     worker_id: str | None,
     max_claims: int | None,
     create: bool,
+    prune_older_than: str | None,
+    prune_keep: int | None,
+    prune_audit: str,
+    prune_every: float,
     idle_exit: float | None,
 ) -> None:
     """Claim runs under a lease, execute them, and resume runs abandoned by dead workers.
@@ -85,7 +106,11 @@ def worker(
         stop.set()
 
     before = {s: signal.signal(s, _stop) for s in (signal.SIGTERM, signal.SIGINT)}
-    w = durable.Worker(app, concurrency=concurrency)
+    retention = None
+    if prune_older_than is not None or prune_keep is not None:
+        age = None if prune_older_than is None else parse_age(prune_older_than)
+        retention = durable.Retention.make(age, prune_keep, prune_audit, prune_every)
+    w = durable.Worker(app, concurrency=concurrency, retention=retention)
     if missing is not None:
         click.echo(
             f"surefoot worker: created a new, empty journal at {storage.redact(db)} "

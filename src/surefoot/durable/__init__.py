@@ -27,6 +27,10 @@ from ._crash import POINTS, CrashPlan, SimulatedCrash
 from ._current import RunContext, current_run
 from ._handle import RunHandle
 from ._load import load_app
+from ._payloads import PayloadCodec, ZlibCodec
+from ._queues import Queue
+from ._retention import Retention
+from ._schedules import Schedule
 from ._types import (
     STATUSES,
     STRATEGIES,
@@ -48,16 +52,21 @@ __all__ = [
     "App",
     "AuditEntry",
     "CrashPlan",
+    "PayloadCodec",
+    "Queue",
+    "Retention",
     "RunContext",
     "RunDetail",
     "RunHandle",
     "RunInfo",
+    "Schedule",
     "SimulatedCrash",
     "StepInfo",
     "StepSpec",
     "Worker",
     "WorkerInfo",
     "Workflow",
+    "ZlibCodec",
     "current_run",
     "load_app",
 ]

@@ -23,6 +23,8 @@ from ._crash import CrashPlan
 from ._exists import check_exists
 from ._handle import RunHandle
 from ._manage import Management
+from ._payloads import CodedJournal, check_codec
+from ._plus import Plus, PlusApi
 from ._registry import Registry
 from ._runner import Executor
 from ._step import make_step
@@ -58,7 +60,7 @@ def _max_claims(value: int) -> int:
     return value
 
 
-class App(Management):
+class App(Management, PlusApi):
     """A durable-execution app: its steps, its workflows and the journal they use.
 
     Args:
@@ -81,6 +83,9 @@ class App(Management):
             without a durable journal, or ``sqlite://`` is a ``ConfigError`` when the
             journal is first opened, and nothing is created (for workers, which should
             never start an empty journal of their own at a mistyped path).
+        payload_codec: a ``PayloadCodec`` (``durable.ZlibCodec()``, or your own that
+            encrypts with your key) applied to every value the journal stores; every
+            process reading the journal needs the same one.
 
     Raises:
         ConfigError: an unknown strategy, a bad duration or ``max_claims`` < 1.
@@ -98,6 +103,7 @@ class App(Management):
         crash: CrashPlan | None = None,
         max_claims: int = 10,
         create: bool = True,
+        payload_codec: Any = None,
     ) -> None:
         if strategy not in STRATEGIES:
             raise ConfigError(f"strategy must be one of {', '.join(STRATEGIES)}; got {strategy!r}")
@@ -108,6 +114,7 @@ class App(Management):
         self.poll = _secs(poll, "poll")
         self.max_claims = _max_claims(max_claims)
         self.create = _flag(create, "create")
+        self.payload_codec = check_codec(payload_codec)
         # Unique per app object: two apps in one process must not mistake each other's runs
         # for their own. A stable id (worker_id=…) lets a restarted worker take its runs back.
         unique = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
@@ -120,6 +127,7 @@ class App(Management):
         self.executor = Executor(self.registry, self)
         self.serving = False
         self._engine: Engine | None = None  # an engine URL's (temporal://…), opened on use
+        self.plus = Plus(self)  # queues, schedules, workflow timeouts (issue 13)
 
     # -- configuration -----------------------------------------------------------------
 
@@ -178,7 +186,10 @@ class App(Management):
                     if not self.create:
                         check_exists(self.url)
                     st = storage.open(self.url)
-                    self._journal = st.journal()
+                    j = st.journal()
+                    if self.payload_codec is not None:  # compress/encrypt stored values
+                        j = CodedJournal(j, self.payload_codec)
+                    self._journal = j
                     self._storage = st
                 j = self._journal
         assert j is not None
@@ -269,7 +280,7 @@ class App(Management):
     def workflow(self, fn: Callable[..., Any], /) -> Workflow: ...
     @overload
     def workflow(
-        self, *, version: str = "1", name: str | None = None
+        self, *, version: str = "1", name: str | None = None, timeout: float | None = None
     ) -> Callable[[Callable[..., Any]], Workflow]: ...
 
     def workflow(
@@ -278,6 +289,7 @@ class App(Management):
         *,
         version: str = "1",
         name: str | None = None,
+        timeout: float | None = None,
     ) -> Any:
         """Declare a workflow: orchestration code that calls steps, sleeps and waits.
 
@@ -288,13 +300,19 @@ class App(Management):
             version: the version label stored in every run's header.
             name: the workflow's name (default: the function name); give
                 the same name to each version's function.
+            timeout: seconds from a run's start after which it stops at its next step
+                or wait with ``DeadlineExceededError`` (its compensations run); ``start``
+                and ``enqueue`` may give their own.
 
         Raises:
             ConfigError: the same name and version registered twice.
         """
 
         def register(f: Callable[..., Any]) -> Workflow:
-            return self.registry.add_workflow(f, name=name, version=str(version))
+            wf = self.registry.add_workflow(f, name=name, version=str(version))
+            if timeout is not None:
+                self.plus.timeouts[wf.name, wf.version] = _positive(timeout, "timeout")
+            return wf
 
         return register(fn) if fn is not None else register
 
@@ -370,6 +388,7 @@ class App(Management):
         *args: Any,
         run_id: str | None = None,
         strategy: str | None = None,
+        timeout: float | None = None,
         **kwargs: Any,
     ) -> RunHandle:
         """Start a run and execute it in this process; return its handle at once.
@@ -382,11 +401,16 @@ class App(Management):
             EncodeError: an argument cannot be stored (nothing written).
             WorkflowNotFoundError: ``workflow`` is not registered.
         """
+        wf = self.registry.resolve(workflow)
         eng = self._engine_now()
         if eng is not None:  # e.g. temporal://: that engine runs it (a worker here too)
-            wf = self.registry.resolve(workflow)
+            _engine_refuses(eng, timeout=timeout)
             return eng.start(wf, args, kwargs, run_id=run_id, here=True)
-        row, created = self._create(workflow, args, kwargs, run_id, strategy, embedded=True)
+        if self.plus.wants(wf, None, timeout):  # a deadline (``timeout``: see App.workflow)
+            opts = {"strategy": strategy, "embedded": True, "timeout": timeout}
+            row, created = self.plus.create(wf, args, kwargs, run_id, **opts)
+        else:
+            row, created = self._create(wf, args, kwargs, run_id, strategy, embedded=True)
         if created:
             return RunHandle(
                 self, row.run_id, drive=True, future=self.executor.submit(row.run_id, 1)
@@ -399,18 +423,33 @@ class App(Management):
         *args: Any,
         run_id: str | None = None,
         strategy: str | None = None,
+        queue: Any = None,
+        priority: int = 0,
+        dedup_id: str | None = None,
+        timeout: float | None = None,
         **kwargs: Any,
     ) -> RunHandle:
         """Record a pending run for workers (``surefoot worker``); return its handle.
 
+        ``queue`` (a ``Queue`` from ``app.queue`` or its name): the run starts only within
+        the queue's limits, by ``priority`` (lower first), then age. ``dedup_id``: while
+        an unfinished run of the queue holds it, enqueuing again returns that run's
+        handle. ``timeout``: the run's deadline, in seconds from now (see App.workflow).
+
         Raises:
             RunConflictError / EncodeError / WorkflowNotFoundError: as for ``start``.
         """
+        wf = self.registry.resolve(workflow)
         eng = self._engine_now()
         if eng is not None:
-            wf = self.registry.resolve(workflow)
+            _engine_refuses(eng, timeout=timeout, queue=queue, priority=priority, dedup_id=dedup_id)
             return eng.start(wf, args, kwargs, run_id=run_id, here=False)
-        row, _ = self._create(workflow, args, kwargs, run_id, strategy, embedded=False)
+        if self.plus.wants(wf, queue, timeout) or dedup_id is not None or priority:
+            opts = {"strategy": strategy, "queue": queue, "priority": priority,
+                    "dedup_id": dedup_id, "timeout": timeout}  # fmt: skip
+            row, _ = self.plus.create(wf, args, kwargs, run_id, **opts)
+        else:
+            row, _ = self._create(wf, args, kwargs, run_id, strategy, embedded=False)
         return RunHandle(self, row.run_id, drive=False)
 
     def _create(
@@ -490,3 +529,16 @@ class App(Management):
         if eng is not None:
             return eng.signal(run_id, name, payload, signal_id)
         return super().signal(run_id, name, payload, signal_id=signal_id)
+
+
+def _engine_refuses(eng: Any, **options: Any) -> None:
+    """Queues, priorities, dedup ids and run deadlines live in surefoot's own journal: an
+    engine URL (temporal://…) cannot honour them yet, so asking for one is an error, not a
+    silently ignored option."""
+    given = sorted(k for k, v in options.items() if v not in (None, 0, False))
+    if given:
+        raise ConfigError(
+            f"{', '.join(given)} {'is' if len(given) == 1 else 'are'} not supported on the "
+            f"{type(eng).__name__} engine yet (they are kept in surefoot's own journal); "
+            "run on sqlite:// or postgresql://, or drop the option"
+        )

@@ -111,6 +111,8 @@ class RunState:
     steps_run: int = 0
     tasks: set[asyncio.Task[Any]] = field(default_factory=set)
     suspends: list[Suspend] = field(default_factory=list)  # every wait that suspended
+    parent_id: str | None = None  # the run awaiting this one as a child (_children.py)
+    deadline_at: float | None = None  # the run's deadline (_deadlines.py)
     observer: Any = None  # a _observe.RunObserver while a worker executes it
 
     def write_sync(self, rec: StepWrite) -> None:

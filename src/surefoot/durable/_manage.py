@@ -210,21 +210,22 @@ class Management:
     def cancel(self, run_id: str, *, reason: str = "") -> bool:
         """Cancel an unfinished run (a worker running it is fenced off at its next write).
 
+        Its unfinished child runs (and theirs) are cancelled in the same transaction; a
+        parent awaiting this run gets ``RunFailedError`` (status cancelled).
+
         Returns False if the run had already ended.
 
         Raises:
             UnknownRunError: no such run.
         """
-        row = self.journal.operator(
+        j: Any = self.journal
+        done = j.cancel_tree(
             run_id,
-            status="cancelled",
-            from_statuses=("pending", "running", "sleeping", "needs_attention"),
             now=self.clock.now(),
             actor="operator",
-            action="cancel",
             detail=codec.dumps({"reason": reason}),
         )
-        return row is not None
+        return run_id in done
 
     def retry(self, run_id: str, *, reason: str = "") -> RunHandle:
         """Send a ``needs_attention`` run back to work after a fix.

@@ -30,6 +30,7 @@ from ._context import (
     task_factory,
 )
 from ._crash import CrashPlan
+from ._deadlines import deadline_audit
 from ._observe import RunObserver, enter_run, leave_run
 from ._registry import Registry
 from ._saga import compensate
@@ -238,6 +239,8 @@ class Executor:
             recorded={s.pos: s for s in journal.steps(run_id)},
             crash=app.crash,
             writer=self.writer,
+            parent_id=row.parent_id,
+            deadline_at=row.deadline_at,
         )
         self.active[run_id] = run
         run.observer = obs = RunObserver(row, app.worker_id)
@@ -305,6 +308,7 @@ class Executor:
             status, audit = await compensate(run, exc)
         except Suspend:  # a compensation cannot wait; treat as a failed rollback
             status, audit = "needs_attention", [("needs_attention", '"compensation waited"')]
+        audit = deadline_audit(exc) + audit
         return await self._finish(run, status, error=_err(exc), audit=audit)
 
     async def _suspend(self, run: RunState, s: Suspend) -> str:
@@ -315,6 +319,8 @@ class Executor:
         # signal for any of them, even one already queued, makes the run due at once).
         waits = run.suspends or [s]
         deadlines = [w.wake_at for w in waits if w.wake_at is not None]
+        if run.deadline_at is not None:
+            deadlines.append(run.deadline_at)  # wake at the deadline to time out
         names = [w.waiting_for for w in waits if w.waiting_for is not None]
         sleep = RunWrite(
             run.run_id,
@@ -357,6 +363,7 @@ class Executor:
             result=result,
             error=error,
             audit=[*_claim_of(run), *(audit or [])],
+            parent=run.parent_id,
         )
         await run.write(rec)
         if run.observer is not None:

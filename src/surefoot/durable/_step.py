@@ -28,6 +28,7 @@ from typing import Any
 from .. import telemetry
 from ._context import STEP_CODES, RunState, SagaEntry, Suspend, current
 from ._current import in_step
+from ._deadlines import check_deadline
 from ._decide import begin, encode, error_text, step_kwargs, step_row
 from ._defs import StepDef
 from ._observe import attempt_span, decision_reason, step_span
@@ -49,6 +50,8 @@ def step_flow(
     crash = run.crash  # None outside crash tests: no check calls per step
     if crash is not None:
         crash.check("before_step", run.run_id, pos, sd.name)
+    if run.deadline_at is not None:
+        check_deadline(run)
     kw = step_kwargs(run, sd, pos, kwargs)
     started = run.clock.now()
     attempt, wait = prior, None

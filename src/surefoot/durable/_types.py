@@ -63,6 +63,8 @@ class RunInfo:
         ``gather`` suspended together). created_at / updated_at: clock times.
         forked_from: the run it was forked from. claims: times the run was claimed since
         it last suspended or an operator moved it (past ``max_claims`` it is parked).
+        queue / priority: the named queue it waits in and its priority there.
+        parent_id: the run that awaits it as a child. deadline_at: when it times out.
     """
 
     run_id: str
@@ -84,6 +86,10 @@ class RunInfo:
     updated_at: float
     forked_from: str | None
     claims: int = 0
+    queue: str | None = None
+    priority: int = 0
+    parent_id: str | None = None
+    deadline_at: float | None = None
 
     @classmethod
     def from_row(cls, row: RunRow) -> RunInfo:
@@ -111,6 +117,10 @@ class RunInfo:
             updated_at=row.updated_at,
             forked_from=row.forked_from,
             claims=row.claims,
+            queue=row.queue,
+            priority=row.priority,
+            parent_id=row.parent_id,
+            deadline_at=row.deadline_at,
         )
 
 

@@ -17,6 +17,7 @@ from .. import codec
 from ..errors import ConfigError
 from ..storage.base import StepWrite
 from ._context import DOWN, STEP_CODES, JournalDown, RunState, Scope, Suspend, current
+from ._deadlines import check_deadline
 from ._decide import recorded
 from ._values import read
 
@@ -67,6 +68,7 @@ def _sleep(run: RunState, pos: str, wake_at: float) -> None:
         wake = float(codec.loads(row.result or "0"))
         if now >= wake:
             return
+        check_deadline(run)
         raise _suspend(run, Suspend(wake, None, None))
     rec = StepWrite(
         run.run_id,
@@ -84,6 +86,7 @@ def _sleep(run: RunState, pos: str, wake_at: float) -> None:
     if wake_at <= now:
         run.write_sync(rec)
         return
+    check_deadline(run)
     raise _suspend(run, Suspend(wake_at, None, rec))
 
 
@@ -159,6 +162,7 @@ def _wait(run: RunState, pos: str, name: str, timeout: float | None, default: An
             )
         )
         return default
+    check_deadline(run)
     rec = None
     if row is None:
         rec = StepWrite(

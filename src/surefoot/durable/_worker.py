@@ -26,6 +26,8 @@ from typing import Any
 from ..errors import ConfigError, StoreUnavailableError
 from ..resilience import Backoff
 from ._app import App
+from ._queues import claim_queues
+from ._retention import Retention
 
 __all__ = ["Worker"]
 
@@ -56,6 +58,8 @@ class Worker:
         backoff: the waits between claims while the journal is unavailable (default
             ``OUTAGE_BACKOFF``: 0.5 s doubling to 30 s, full jitter).
         rng: the randomness for that jitter (default ``random.Random()``; seed it in tests).
+        retention: prune finished runs by this policy every ``retention.every`` seconds
+            (see ``App.prune``); None keeps every run.
 
     Attributes:
         completed: executions ``run_once`` waited out.
@@ -73,6 +77,7 @@ class Worker:
         concurrency: int = 8,
         backoff: Backoff | None = None,
         rng: random.Random | None = None,
+        retention: Retention | None = None,
     ) -> None:
         if concurrency < 1:
             raise ConfigError(f"concurrency must be >= 1, got {concurrency!r}")
@@ -86,6 +91,7 @@ class Worker:
         self._futures: set[concurrent.futures.Future[str]] = set()
         self._recovered = False
         self._freed = threading.Event()  # an execution ended: a slot is free
+        self.retention = retention
 
     def _recover_own(self) -> int:
         """Take back runs this worker id held before a restart (no need to wait the lease)."""
@@ -129,6 +135,8 @@ class Worker:
             workflows=app.registered(),
             limit=free,
         )
+        got += claim_queues(app, free - len(got))  # named queues, under their limits
+        app.plus.housekeep(self.retention)  # schedules' due ticks; retention
         for run_id, epoch in got:
             fut = app.executor.submit(run_id, epoch)
             fut.add_done_callback(_report)

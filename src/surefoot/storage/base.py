@@ -484,6 +484,10 @@ class RunRow:
         lease_until: the lease. wake_at: when a sleeping run is due (None: only a signal
         wakes it). waiting_for: the signal name a sleeping run waits for. claims: times
         the run was claimed since it last suspended or an operator moved it (``max_claims``).
+        queue / priority / dedup_id: the named queue the run waits in (None: any worker
+        takes it), its priority there (lower first) and its deduplication id.
+        parent_id: the run that started this one as a child. deadline_at: when the run
+        times out (None: never). started_at: when a queue first let the run start.
     """
 
     run_id: str
@@ -504,6 +508,12 @@ class RunRow:
     waiting_for: str | None = None
     forked_from: str | None = None
     claims: int = 0
+    queue: str | None = None
+    priority: int = 0
+    dedup_id: str | None = None
+    parent_id: str | None = None
+    deadline_at: float | None = None
+    started_at: float | None = None
 
 
 @dataclass(slots=True)
@@ -552,7 +562,9 @@ class RunWrite:
 
     For ``sleeping``: ``wake_at`` and ``waiting_for``; a signal already waiting for
     ``waiting_for`` makes the run due at once. ``audit`` entries are ``(action, detail)``
-    appended in the same transaction.
+    appended in the same transaction. ``parent``: the run that awaits this one as a child;
+    when the run ends (succeeded, failed, cancelled) the parent is signalled in the same
+    transaction.
     """
 
     run_id: str
@@ -565,6 +577,7 @@ class RunWrite:
     wake_at: float | None = None
     waiting_for: str | None = None
     audit: list[tuple[str, str]] = field(default_factory=list)
+    parent: str | None = None
 
 
 @dataclass(slots=True)

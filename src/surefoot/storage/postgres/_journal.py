@@ -102,6 +102,37 @@ MIGRATIONS = [
     CREATE INDEX durable_runs_created ON durable_runs (created_at);
     CREATE INDEX durable_runs_versions ON durable_runs (workflow, version)
     """,
+    # 4: queues, children, deadlines, schedules (issue 13); see storage/sql/journal_plus.py
+    """
+    ALTER TABLE durable_runs ADD COLUMN queue TEXT;
+    ALTER TABLE durable_runs ADD COLUMN priority INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE durable_runs ADD COLUMN dedup_id TEXT;
+    ALTER TABLE durable_runs ADD COLUMN parent_id TEXT;
+    ALTER TABLE durable_runs ADD COLUMN deadline_at DOUBLE PRECISION;
+    ALTER TABLE durable_runs ADD COLUMN started_at DOUBLE PRECISION;
+    CREATE UNIQUE INDEX durable_runs_dedup ON durable_runs (queue, dedup_id)
+        WHERE dedup_id IS NOT NULL AND status NOT IN ('succeeded', 'failed', 'cancelled');
+    CREATE INDEX durable_runs_queue ON durable_runs (queue, status) WHERE queue IS NOT NULL;
+    CREATE INDEX durable_runs_parent ON durable_runs (parent_id) WHERE parent_id IS NOT NULL;
+    CREATE INDEX durable_runs_done ON durable_runs (status, updated_at);
+    CREATE TABLE durable_queues (
+        name TEXT PRIMARY KEY,
+        concurrency INTEGER,
+        worker_concurrency INTEGER,
+        rate_limit INTEGER,
+        rate_period DOUBLE PRECISION,
+        updated_at DOUBLE PRECISION NOT NULL
+    );
+    CREATE TABLE durable_schedules (
+        name TEXT PRIMARY KEY,
+        workflow TEXT NOT NULL,
+        cron TEXT NOT NULL,
+        args TEXT NOT NULL,
+        catchup TEXT NOT NULL,
+        next_at DOUBLE PRECISION NOT NULL,
+        updated_at DOUBLE PRECISION NOT NULL
+    )
+    """,
 ]
 
 

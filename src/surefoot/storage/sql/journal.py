@@ -25,6 +25,7 @@ from typing import Any
 from ...errors import ConfigError, RunConflictError, UnknownRunError
 from ..base import AuditRow, RunRow, RunWrite, StepRow, StepWrite, check_size
 from .dialect import Dialect
+from .journal_plus import PLUS_COLS, JournalPlus
 from .runs import SQLRunQueries
 
 __all__ = [
@@ -47,7 +48,8 @@ RUN_COLS = (
     "updated_at, result, error, owner, epoch, lease_until, wake_at, waiting_for, forked_from"
 )
 RUN_MARKS = ", ".join("?" * 17)
-SEL = RUN_COLS + ", claims"  # read back with the claim counter (never inserted)
+# read back with the claim counter and the columns of issue 13 (see .journal_plus)
+SEL = RUN_COLS + ", claims, " + PLUS_COLS + ", started_at"
 _EPOCH = SEL.split(", ").index("epoch")
 _STEP_COLS = (
     "run_id, pos, name, kind, status, result, error, attempts, epoch, started_at, finished_at"
@@ -117,7 +119,7 @@ def _workflows_text(workflows: list[tuple[str, str]]) -> str:
     return ";".join(f"{n}@{v}" for n, v in sorted(workflows))
 
 
-class SQLJournal(SQLRunQueries):
+class SQLJournal(JournalPlus, SQLRunQueries):
     """The ``Journal`` protocol in SQL, on one backend's :class:`Dialect`.
 
     Subclasses run their migrations, then call ``super().__init__(dialect)``; they
@@ -137,6 +139,7 @@ class SQLJournal(SQLRunQueries):
         self._audit_if = d.sql(_AUDIT_IF_SQL)
         self._get = d.sql(f"SELECT {SEL} FROM durable_runs WHERE run_id = ?")
         self._claims: dict[tuple[str, int], tuple[str, str | None]] = {}
+        self._plus_init()
 
     # -- runs --------------------------------------------------------------------------
 
@@ -246,6 +249,8 @@ class SQLJournal(SQLRunQueries):
             )
         else:
             cur = c.execute(self._finish, (r.status, r.result, r.error, r.now, r.run_id, r.epoch))
+            if r.parent is not None:
+                self._tell_parent(c, r)
         for action, detail in r.audit:
             entry = (r.run_id, r.now, r.actor, action, detail)
             c.execute(self._audit_if, (*entry, r.run_id, r.epoch, r.status, *entry))
@@ -307,8 +312,10 @@ class SQLJournal(SQLRunQueries):
             cond = f"run_id = ? AND {_CLAIMABLE}"
         else:
             values = ", ".join("(?, ?)" for _ in range(n))
+            # Runs in a named queue are claimed by ``claim_queue``, under its limits.
             cond = (
                 f"run_id IN (SELECT run_id FROM durable_runs WHERE {_CLAIMABLE} AND "
+                "queue IS NULL AND "
                 f"(workflow, version) IN (VALUES {values}) "
                 f"ORDER BY COALESCE(wake_at, created_at) LIMIT ?{self.d.skip_locked})"
             )

@@ -24,11 +24,29 @@ from typing import Any
 from ...errors import ConfigError, SchemaVersionError, StoreError, StoreUnavailableError
 from ..base import DEFAULT_MAX_VALUE_BYTES
 
-__all__ = ["SQLiteDB"]
+__all__ = ["SQLiteDB", "owner_only"]
 
 _SYNC = {"OFF", "NORMAL", "FULL", "EXTRA"}
 # The files SQLite keeps beside a database; opening a file can create them.
 _SIDECARS = ("-wal", "-shm", "-journal")
+
+
+def owner_only(path: str) -> None:
+    """Create ``path`` readable and writable by its owner only (0600), if it is missing.
+
+    Runs, results and audit logs are private: a new database file is not left to the
+    umask. SQLite gives its ``-wal`` and ``-shm`` files the main file's permissions. An
+    existing file keeps the permissions it has.
+    """
+    if path in ("", ":memory:") or path.startswith("file:"):
+        return
+    try:
+        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+    except FileExistsError:
+        return
+    except OSError:
+        return  # sqlite3.connect reports the real problem (a read-only folder, …)
+    os.close(fd)
 
 
 class SQLiteDB:
@@ -95,6 +113,7 @@ class SQLiteDB:
         existed = os.path.isfile(self.path) and os.path.getsize(self.path) > 0
         before = {s for s in _SIDECARS if os.path.exists(self.path + s)}
         c: sqlite3.Connection | None = None
+        owner_only(self.path)
         try:
             c = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=0)
             c.execute(f"PRAGMA busy_timeout={int(self.busy_timeout_ms)}")

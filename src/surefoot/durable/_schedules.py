@@ -1,0 +1,118 @@
+"""Schedules: one run per cron tick, across any number of workers.
+
+A schedule is recorded in the journal (``durable_schedules``: its cron expression, the
+workflow, its arguments and ``next_at``, the next tick due). Every worker serving the
+app looks at its schedules on each loop; one that finds ``next_at`` passed moves it to
+the first tick after now by compare-and-set, in the same transaction that creates the
+due runs, whose ids are ``<schedule>@<tick, ISO 8601 UTC>``. Whoever loses the race
+changes nothing, and a tick's run id exists at most once: a tick starts exactly one run.
+
+Catch-up after downtime (no worker served the schedule while ticks passed):
+``latest`` (default) starts one run, for the latest missed tick; ``all`` starts one per
+missed tick (at most :data:`MAX_CATCHUP`, the latest ones); ``skip`` starts none and waits
+for the next tick. A tick is due from its time on; a schedule first recorded at time t
+starts with the first tick after t.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from .. import codec
+from ..errors import ConfigError
+from ._cron import Cron
+
+if TYPE_CHECKING:
+    from ._versions import Workflow
+
+__all__ = ["CATCHUP", "MAX_CATCHUP", "Schedule", "due_ticks", "fire_schedules", "tick_id"]
+
+CATCHUP = ("latest", "all", "skip")
+MAX_CATCHUP = 100
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """A declared schedule (see ``App.schedule``)."""
+
+    name: str
+    workflow: Workflow
+    cron: Cron
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    catchup: str
+    text: str  # the arguments' codec text
+
+    @classmethod
+    def make(
+        cls,
+        name: str,
+        wf: Workflow,
+        cron: str,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        catchup: str,
+    ) -> Schedule:
+        if not isinstance(name, str) or not name or "@" in name:
+            raise ConfigError(f"a schedule needs a non-empty name without '@', got {name!r}")
+        if catchup not in CATCHUP:
+            raise ConfigError(f"catchup must be one of {', '.join(CATCHUP)}; got {catchup!r}")
+        text = codec.dumps([list(args), kwargs], where=f"the arguments of schedule {name!r}")
+        return cls(name, wf, Cron.parse(cron), args, kwargs, catchup, text)
+
+
+def tick_id(name: str, tick: float) -> str:
+    """The run id of schedule ``name``'s tick at clock time ``tick``."""
+    at = dt.datetime.fromtimestamp(tick, dt.UTC)
+    return f"{name}@{at.strftime('%Y-%m-%dT%H:%M:%SZ')}"
+
+
+def due_ticks(cron: Cron, next_at: float, now: float, catchup: str) -> tuple[list[float], float]:
+    """The ticks to start now (by the catch-up policy) and the next tick after ``now``."""
+    ticks: list[float] = []
+    t = next_at
+    while t <= now:
+        ticks.append(t)
+        if len(ticks) > MAX_CATCHUP:
+            ticks.pop(0)
+        t = cron.next_after(t)
+    if catchup == "all":
+        chosen = ticks[-MAX_CATCHUP:]
+    elif catchup == "latest":
+        chosen = ticks[-1:]
+    else:
+        chosen = []
+    return chosen, t
+
+
+def fire_schedules(app: Any) -> list[str]:
+    """Start the due runs of the app's schedules; return the ids created here."""
+    plus = app.plus
+    if not plus.schedules:
+        return []
+    journal = app.journal_plus
+    now = app.clock.now()
+    for s in plus.schedules.values():
+        if s.name not in plus.schedules_put:
+            journal.put_schedule(
+                s.name,
+                workflow=s.workflow.name,
+                cron=s.cron.expr,
+                args=s.text,
+                catchup=s.catchup,
+                next_at=s.cron.next_after(now),
+                now=now,
+            )
+            plus.schedules_put.add(s.name)
+    made: list[str] = []
+    for name, _wf, _cron, _args, _catchup, next_at in journal.schedules():
+        s = plus.schedules.get(name)
+        if s is None or next_at > now:
+            continue
+        ticks, after = due_ticks(s.cron, next_at, now, s.catchup)
+        rows = [plus.row(s.workflow, s.args, s.kwargs, tick_id(name, t))[0] for t in ticks]
+        if journal.fire_schedule(name, expected=next_at, next_at=after, runs=rows, now=now):
+            made += [r.run_id for r in rows]
+    return made
