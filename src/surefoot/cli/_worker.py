@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import signal
+import sys
 import threading
 
 import click
@@ -87,9 +89,12 @@ def worker(
 ) -> None:
     """Claim runs under a lease, execute them, and resume runs abandoned by dead workers.
 
-    Several workers may share one SQLite file. Stop with SIGTERM or Ctrl-C: runs in flight
-    stay resumable by any worker. The journal must exist already (an app that started runs
-    on it created it); pass --create to start a worker on a new, empty one.
+    Several workers may share one SQLite file. Stop with SIGTERM or Ctrl-C (exit 0): the
+    worker says which runs it left in flight; they stay resumable by any worker once their
+    lease expires, and at once by a worker started with the same --worker-id (a step still
+    executing is abandoned, as in a crash: it records nothing more). The journal
+    must exist already (an app that started runs on it created it); pass --create to start
+    a worker on a new, empty one.
     """
     app = durable.load_app(app_ref)
     missing = journal_missing(db)
@@ -101,8 +106,10 @@ def worker(
     # failures after this are outages that the worker backs off through.
     app.journal  # noqa: B018 - opening it is the point
     stop = threading.Event()
+    stopped_by: list[str] = []
 
     def _stop(signum: int, frame: object) -> None:
+        stopped_by.append(signal.Signals(signum).name)
         stop.set()
 
     before = {s: signal.signal(s, _stop) for s in (signal.SIGTERM, signal.SIGINT)}
@@ -122,9 +129,33 @@ def worker(
         f"lease {app.lease:g} s, concurrency {concurrency}, max claims {app.max_claims}",
         err=True,
     )
+    held: list[str] = []
     try:
         w.run(stop, idle_exit=idle_exit)
+        held = w.in_flight()
+        why = stopped_by[0] if stopped_by else f"idle for {idle_exit:g} s"
+        click.echo(_stopped_line(app, why, held), err=True)
     finally:
         app.close()
         for s, handler in before.items():
             signal.signal(s, handler)
+    if stopped_by and held:
+        # A sync step still executing in a pool thread would hold the interpreter's exit
+        # until it returns; its run is released (it records nothing more) and resumes from
+        # its journal, as after a crash, so the process ends now.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
+
+
+def _stopped_line(app: durable.App, why: str, held: list[str]) -> str:
+    """What a stopped worker says: why it stopped and which runs it left to resume."""
+    head = f"surefoot worker {app.worker_id} stopped ({why})"
+    if not held:
+        return f"{head}: no runs in flight"
+    shown = ", ".join(held[:10]) + (f" and {len(held) - 10} more" if len(held) > 10 else "")
+    runs = "1 run" if len(held) == 1 else f"{len(held)} runs"
+    return (
+        f"{head}: {runs} in flight released ({shown}); they resume after their lease "
+        f"({app.lease:g} s) from any worker, at once under --worker-id {app.worker_id}"
+    )

@@ -108,6 +108,7 @@ class RunState:
     rng: random.Random = field(default_factory=lambda: random.Random(0))
     saga: list[SagaEntry] = field(default_factory=list)
     lost: bool = False
+    released: bool = False  # its worker is stopping: write nothing more, resume after the lease
     steps_run: int = 0
     tasks: set[asyncio.Task[Any]] = field(default_factory=set)
     suspends: list[Suspend] = field(default_factory=list)  # every wait that suspended
@@ -117,6 +118,7 @@ class RunState:
 
     def write_sync(self, rec: StepWrite) -> None:
         """Commit one record now (sync code); refused -> ``LeaseLostError``."""
+        self._check_released()
         try:
             ok = self.journal.commit([rec])[0]
         except DOWN as exc:
@@ -127,6 +129,7 @@ class RunState:
 
     async def write(self, rec: StepWrite | RunWrite) -> None:
         """Commit one record through the group-commit writer (async code)."""
+        self._check_released()
         try:
             if self.writer is None or self.writer.alone():
                 ok = self.journal.commit([rec])[0]  # nobody to share a commit with: no hand-off
@@ -137,6 +140,11 @@ class RunState:
         if not ok:
             self.lost = True
             raise LeaseLostError(self.run_id, self.epoch)
+
+    def _check_released(self) -> None:
+        """A run its stopping worker let go records nothing more (not even a failure)."""
+        if self.released:
+            raise JournalDown(RuntimeError(f"run {self.run_id!r}: its worker stopped"))
 
     def crash_point(self, point: str, pos: str, name: str) -> None:
         if self.crash is not None:

@@ -130,11 +130,36 @@ class Executor:
             # connection would use a closed SQLite handle (seen as a segfault in tests)
             beat.join(timeout=10)
         if loop is not None and thread is not None:
+            self._release(loop, thread)
             loop.call_soon_threadsafe(loop.stop)
             thread.join(timeout=5)
             loop.close()
         if pool is not None:
             pool.shutdown(wait=False, cancel_futures=True)
+
+    def _release(self, loop: asyncio.AbstractEventLoop, thread: threading.Thread) -> None:
+        """Let go of the runs executing here: they write nothing more and are cancelled.
+
+        Without this a closed loop's pending runs were destroyed by the garbage collector,
+        whose ``GeneratorExit`` their code could turn into a recorded failure; released,
+        they keep their journal as it stands and resume after their lease.
+        """
+        for run in tuple(self.active.values()):
+            run.released = True
+        if thread is threading.current_thread():
+            return  # closed from the loop itself: nothing to wait on here
+
+        async def cancel_all() -> None:
+            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for t in tasks:
+                t.cancel()
+            if tasks:
+                await asyncio.wait(tasks, timeout=2.0)
+
+        try:
+            asyncio.run_coroutine_threadsafe(cancel_all(), loop).result(timeout=3.0)
+        except Exception:  # a run that ignores cancellation: stop the loop regardless
+            pass
 
     def submit(self, run_id: str, epoch: int) -> concurrent.futures.Future[str]:
         """Execute a claimed run on the loop; the future gives the status it reached."""

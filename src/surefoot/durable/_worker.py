@@ -89,6 +89,7 @@ class Worker:
         self.backoff = backoff or OUTAGE_BACKOFF
         self.rng = rng or random.Random()
         self._futures: set[concurrent.futures.Future[str]] = set()
+        self._run_ids: dict[concurrent.futures.Future[str], str] = {}
         self._recovered = False
         self._freed = threading.Event()  # an execution ended: a slot is free
         self.retention = retention
@@ -113,7 +114,9 @@ class Worker:
                 force=True,
             )
             for run_id, epoch in got:
-                self._futures.add(app.executor.submit(run_id, epoch))
+                fut = app.executor.submit(run_id, epoch)
+                self._run_ids[fut] = run_id
+                self._futures.add(fut)
                 n += 1
         return n
 
@@ -124,6 +127,7 @@ class Worker:
             self._recovered = True
             self._recover_own()
         self._futures = {f for f in self._futures if not f.done()}
+        self._run_ids = {f: r for f, r in self._run_ids.items() if not f.done()}
         free = self.concurrency - len(self._futures)
         if free <= 0:
             return 0
@@ -141,8 +145,18 @@ class Worker:
             fut = app.executor.submit(run_id, epoch)
             fut.add_done_callback(_report)
             fut.add_done_callback(lambda _f: self._freed.set())
+            self._run_ids[fut] = run_id
             self._futures.add(fut)
         return len(got)
+
+    def in_flight(self) -> list[str]:
+        """The ids of the runs this worker claimed and is still executing, sorted.
+
+        After ``run`` returns (stopped, or idle) these are the runs it leaves holding a
+        lease: any worker takes them over once the lease expires, and a worker restarted
+        with the same worker id takes them back at once.
+        """
+        return sorted(r for f, r in list(self._run_ids.items()) if not f.done())
 
     def run_once(self, timeout: float | None = None) -> int:
         """Claim what is claimable now, wait for those executions to end; return how many.

@@ -233,6 +233,10 @@ def build_app(
             return refuse(request, 409, f"surefoot: error: {exc}")
         return render(request, "message.html", ok=True, message=msg, back="", nav="streams")
 
+    async def metrics(request: Request) -> Response:
+        text = await run_in_threadpool(source.metrics, now=clock())
+        return Response(text, media_type="text/plain; version=0.0.4")
+
     css = (HERE / "static" / "style.css").read_bytes()
 
     async def style(request: Request) -> Response:
@@ -252,6 +256,7 @@ def build_app(
         Route("/streams", guarded(streams)),
         Route("/streams/confirm", guarded(redrive_confirm)),
         Route("/streams/redrive", guarded(redrive, post=True), methods=["POST"]),
+        Route("/metrics", guarded(metrics)),
         Route("/static/style.css", guarded(style)),
         Route("/favicon.ico", guarded(favicon)),
     ]

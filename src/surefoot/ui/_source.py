@@ -283,6 +283,25 @@ class Inspector:
                 s.close()
         return out
 
+    def metrics(self, *, now: float) -> str:
+        """``surefoot.telemetry.prometheus_text`` over this journal and the shown consumers."""
+        from .. import telemetry
+
+        opened: list[Any] = []
+        try:
+            consumers = []
+            if self.store_url is not None:
+                from ..statebus import Stream
+
+                for name, names in self.stream_specs:
+                    s = Stream(self.store_url, name)
+                    opened.append(s)
+                    consumers += [s.consumer(c) for c in names]
+            return telemetry.prometheus_text(journal=self.app.journal, consumers=consumers, now=now)
+        finally:
+            for s in opened:
+                s.close()
+
     def redrive(self, stream: str, consumer: str, seqs: list[int] | None) -> str:
         """Put dead letters back for delivery (all of the group's, or those in ``seqs``)."""
         if (stream, consumer) not in {(n, c) for n, cs in self.stream_specs for c in cs}:
