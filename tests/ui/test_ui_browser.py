@@ -45,6 +45,9 @@ def test_every_page_renders_with_its_story(live_server: Any, page: Any, shots: P
 
     page.goto(f"{u}/run?id=research-crash")
     assert page.get_by_text("research-crash:3").is_visible()
+    # the crash story in the audit log: the operator's resume, then worker-b's claim (epoch 2)
+    assert page.get_by_text("resume", exact=True).is_visible()
+    assert page.get_by_text("claimed", exact=True).is_visible()
     page.screenshot(path=str(shots / "ui-run-resumed.png"), full_page=True)
 
     page.goto(f"{u}/run?id=notify-ops")
