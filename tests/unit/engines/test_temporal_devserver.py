@@ -151,3 +151,12 @@ def test_sdk_local_environment_uses_the_installed_binary(temporal_bin: str) -> N
             await env.shutdown()
 
     assert asyncio.run(main()) is True
+
+
+def test_free_port_is_below_the_kernels_ephemeral_range() -> None:
+    """Ports chosen for the dev server can never be handed to its internal services' bind(0)."""
+    from surefoot.engines.temporal import _devserver as ds
+
+    start = ds._ephemeral_start()
+    ports = {ds.free_port() for _ in range(50)}
+    assert all(1024 <= p < start for p in ports), sorted(ports)

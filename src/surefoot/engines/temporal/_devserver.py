@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import random
 import shutil
 import signal
 import socket
@@ -52,9 +53,35 @@ def find_temporal_binary() -> str:
     )
 
 
+def _ephemeral_start() -> int:
+    """The first port the kernel hands out for ``bind(0)`` (Linux; 32768 elsewhere)."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port free on ``host`` now (bound to port 0, read back, closed)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+    """A TCP port free on ``host`` now, chosen *below* the kernel's ephemeral range.
+
+    The dev server's three internal services bind port 0, i.e. an ephemeral port: a port we
+    chose from that same range (bind 0, close, pass it on) could be handed to one of them
+    before the frontend binds it. That happened in CI: the server's worker service failed
+    with "address already in use" on the frontend's port and the server later panicked.
+    A port below the range can never be handed out by ``bind(0)``.
+    """
+    hi = _ephemeral_start() - 1
+    lo = max(1024, hi - 12_000)
+    rng = random.Random()
+    for _ in range(200 if hi > lo else 0):
+        port = rng.randint(lo, hi)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind((host, port))
+            except OSError:
+                continue
+            return port
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:  # no room below the range
         s.bind((host, 0))
         return int(s.getsockname()[1])
 
