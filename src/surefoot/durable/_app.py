@@ -15,7 +15,6 @@ from ..clock import Clock, SystemClock
 from ..clock import seconds as _secs
 from ..errors import (
     ConfigError,
-    RunConflictError,
     UnknownRunError,
 )
 from ..storage.base import Journal, RunRow
@@ -24,7 +23,7 @@ from ._exists import check_exists
 from ._handle import RunHandle
 from ._manage import Management
 from ._payloads import CodedJournal, check_codec
-from ._plus import Plus, PlusApi
+from ._plus import Plus, PlusApi, refuse_another_run
 from ._registry import Registry
 from ._runner import Executor
 from ._step import make_step
@@ -463,38 +462,11 @@ class App(Management, PlusApi):
         embedded: bool,
     ) -> tuple[RunRow, bool]:
         wf = self.registry.resolve(workflow)
-        strat = strategy or self.strategy
-        if strat not in STRATEGIES:
-            raise ConfigError(f"strategy must be one of {', '.join(STRATEGIES)}; got {strat!r}")
-        text = codec.dumps([list(args), kwargs], where=f"the arguments of workflow {wf.name!r}")
-        rid = run_id if run_id is not None else uuid.uuid4().hex
-        if not isinstance(rid, str) or not rid:
-            raise ConfigError(f"run_id must be a non-empty string, got {run_id!r}")
-        now = self.clock.now()
-        row = RunRow(
-            run_id=rid,
-            workflow=wf.name,
-            version=wf.version,
-            structure_hash=wf.structure_hash,
-            args=text,
-            strategy=strat,
-            status="running" if embedded else "pending",
-            created_at=now,
-            updated_at=now,
-            owner=self.worker_id if embedded else None,
-            epoch=1 if embedded else 0,
-            lease_until=now + self.lease if embedded else None,
-        )
-        found = self.journal.get_run(rid)  # the common repeat needs no write
+        row, text = self.plus.row(wf, args, kwargs, run_id, strategy=strategy, embedded=embedded)
+        found = self.journal.get_run(row.run_id)  # the common repeat needs no write
         stored, created = (found, False) if found is not None else self.journal.create_run(row)
-        same_args = stored.args == text or codec.loads(stored.args) == codec.loads(text)
-        if not created and (stored.workflow != wf.name or not same_args):
-            raise RunConflictError(
-                rid,
-                f"run id {rid!r} already belongs to a run of workflow {stored.workflow!r} "
-                f"with arguments {stored.args}; this call has {wf.name!r} with {text}. Use "
-                "another run id for another run, or the same arguments to get the same run.",
-            )
+        if not created:
+            refuse_another_run(stored, wf.name, text)
         return stored, created
 
     def handle(self, run_id: str) -> RunHandle:

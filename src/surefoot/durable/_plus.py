@@ -27,7 +27,7 @@ from ._types import STRATEGIES
 if TYPE_CHECKING:
     from ._versions import Workflow
 
-__all__ = ["Plus", "PlusApi"]
+__all__ = ["Plus", "PlusApi", "refuse_another_run"]
 
 
 def _timeout(value: Any) -> float | None:
@@ -153,14 +153,7 @@ class Plus:
         stored, created = self.app.journal_plus.create_run_plus(row)
         if created or stored.run_id != row.run_id:  # new, or the holder of the dedup id
             return stored, created
-        same = stored.args == text or codec.loads(stored.args) == codec.loads(text)
-        if stored.workflow != wf.name or not same:
-            raise RunConflictError(
-                row.run_id,
-                f"run id {row.run_id!r} already belongs to a run of workflow "
-                f"{stored.workflow!r} with arguments {stored.args}; this call has {wf.name!r} "
-                f"with {text}. Use another run id for another run.",
-            )
+        refuse_another_run(stored, wf.name, text)
         return stored, False
 
     def create_child(
@@ -329,3 +322,21 @@ class PlusApi:
             ConfigError: neither bound given, or a bad value.
         """
         return prune_runs(self, Retention.make(older_than, keep, audit))
+
+
+def refuse_another_run(stored: RunRow, workflow: str, text: str) -> None:
+    """A run id reused for another workflow or other arguments is an error; the same ones
+    are the same run (``text`` is this call's arguments as the codec wrote them).
+
+    Raises:
+        RunConflictError: ``stored`` belongs to another workflow or has other arguments.
+    """
+    same = stored.args == text or codec.loads(stored.args) == codec.loads(text)
+    if stored.workflow != workflow or not same:
+        raise RunConflictError(
+            stored.run_id,
+            f"run id {stored.run_id!r} already belongs to a run of workflow "
+            f"{stored.workflow!r} with arguments {stored.args}; this call has {workflow!r} "
+            f"with {text}. Use another run id for another run, or the same arguments to get "
+            "the same run.",
+        )
