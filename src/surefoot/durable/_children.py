@@ -14,8 +14,12 @@ starts a second one. The parent suspends (no worker held) until the child ends: 
 transaction that ends the child also queues the signal ``child:<id>`` for the parent and
 wakes it (see ``surefoot.storage.sql.journal_plus``).
 
-What the parent gets: the child's result; the child's error raised again when it failed
-(``except ValueError`` works across the boundary); ``RunFailedError`` when it was
+What the parent gets: the child's result, read back by the child workflow's return
+annotation (a ``-> Report`` child gives a ``Report``, also to a parent resumed after a
+crash, as a step's result does); the child's error raised again when it failed, as its own
+type when the codec can rebuild it (builtins, surefoot's errors, classes given to
+``codec.register``; else ``RecordedError``), so ``except ValueError`` works across the
+boundary; ``RunFailedError`` when it was
 cancelled. A child that needs attention keeps its parent waiting until an operator
 settles it. ``timeout=`` bounds the wait: past it the child (and its children) are
 cancelled and ``DeadlineExceededError`` is raised in the parent.
@@ -35,6 +39,7 @@ from ._context import DOWN, STEP_CODES, JournalDown, RunState, Suspend, current
 from ._deadlines import check_deadline
 from ._decide import recorded
 from ._inrun import in_loop, run_scope, suspend
+from ._values import read
 
 if TYPE_CHECKING:
     from ._versions import Workflow
@@ -69,9 +74,10 @@ def _child(
     timeout: float | None,
 ) -> Any:
     name = f"child:{wf.name}"
+    where = f"the result of child run {pos} {wf.name!r} (run {run.run_id!r})"
     row = recorded(run, pos, name)
     if row is not None and row.status == "done":
-        return codec.loads(row.result or "null")
+        return read(row.result, wf.returns, where)
     if row is not None and row.status == "error":
         raise codec.loads(row.error or "null")
     now = run.clock.now()
@@ -89,8 +95,9 @@ def _child(
         raise JournalDown(exc) from exc
     if child is not None and child.status in DONE_STATUSES:
         if child.status == "succeeded":
+            value = read(child.result, wf.returns, where)  # refused before it is journalled
             run.write_sync(_row(run, pos, name, "done", started, result=child.result))
-            return codec.loads(child.result or "null")
+            return value
         if child.status == "failed" and child.error is not None:
             err = child.error
         else:
