@@ -222,10 +222,13 @@ class SQLJournal(JournalPlus, SQLRunQueries):
             if self.d.row_lock
             else range(n)
         )
+        first = self.lock_first(records)  # a child's end updates its parent: see journal_plus
 
         def batch(c: Any) -> list[Any]:
             counted: list[Any] = [None] * n
             ex = c.execute
+            if first is not None:
+                self.lock_rows(c, first)
             for i in order:
                 r = records[i]
                 if type(r) is StepWrite:

@@ -15,6 +15,12 @@ from migration 4 of each backend.
   ``child:<id>`` for its parent and wakes the parent if it sleeps waiting for it (the
   parent's sleep sees an already-queued signal, as for any signal, so nothing is lost in
   between). Cancelling a run cancels its unfinished descendants in one transaction.
+  Lock order (PostgreSQL): every transaction that locks several run rows locks them in
+  run-id byte order (``COLLATE "C"``), as heartbeats and group commits do. A child's id
+  sorts after its parent's (``<parent>:<pos>``), so a batch that ends a child, and a
+  cancelled tree, first lock all the rows they will touch, parents included, in that
+  order (:meth:`JournalPlus.lock_first`); without it, a child's finish (child, then parent)
+  and a heartbeat or a cancel holding the parent (parent, then child) could deadlock.
 * **Schedules**: a schedule's ``next_at`` moves forward by compare-and-set in the same
   transaction that creates the tick's runs (whose ids are keyed by the tick), so a tick
   starts exactly one run however many workers fire it.
@@ -90,6 +96,29 @@ class JournalPlus:
             "WHERE c.run_id = ? AND c.epoch = ? AND c.status = ?)"
         )
         self._queue_claims: dict[tuple[str, int], tuple[str, str]] = {}
+        self._lock_rows = d.sql(
+            f"SELECT run_id FROM durable_runs WHERE {d.any_of('run_id')} "
+            f"ORDER BY run_id{d.order_c} FOR NO KEY UPDATE"
+        )
+
+    def lock_first(self, records: Sequence[Any]) -> list[str] | None:
+        """PostgreSQL: the run ids a batch locks first (in run-id order, see the module
+        docs) because one of ``records`` ends a child and so updates its parent; else None.
+        """
+        if not self.d.row_lock:
+            return None  # SQLite: the whole file is locked
+        parents = [
+            r.parent
+            for r in records
+            if type(r) is RunWrite and r.parent is not None and r.status in DONE_STATUSES
+        ]
+        if not parents:
+            return None
+        return sorted({*parents, *(r.run_id for r in records)}, key=str.encode)
+
+    def lock_rows(self, c: Any, run_ids: list[str]) -> None:
+        """In ``c``'s transaction, lock the rows of ``run_ids`` in run-id order."""
+        c.execute(self._lock_rows, (self.d.array(run_ids),))
 
     # -- runs with queue, dedup, parent or deadline --------------------------------------
 
@@ -178,9 +207,13 @@ class JournalPlus:
         )
 
         def work(c: Any) -> list[str]:
-            if not c.execute(self._get, (run_id,)).fetchone():
+            top = c.execute(self._get, (run_id,)).fetchone()
+            if not top:
                 raise UnknownRunError(run_id, self.url)
             ids = [str(r[0]) for r in c.execute(tree, (run_id,)).fetchall()]
+            if d.row_lock:  # the tree and the root's parent, in run-id order
+                parent = RunRow(*top).parent_id
+                self.lock_rows(c, sorted({*ids, *([parent] if parent else [])}, key=str.encode))
             done: list[str] = []
             for i in ids:
                 got = c.execute(move, (now, i, d.array(_OPEN))).fetchone()
