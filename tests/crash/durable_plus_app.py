@@ -63,3 +63,27 @@ async def after(v: int) -> int:
 @app.workflow
 async def parent(x: int) -> int:
     return await after(await app.child(kid, x))
+
+
+@app.step
+async def old_tax(x: int) -> int:
+    ledger("branch", "old")
+    return x + 1
+
+
+@app.step
+async def new_tax(x: int) -> int:
+    ledger("branch", "new")
+    return x + 2
+
+
+@app.step
+async def receipt(t: int) -> int:
+    ledger("receipt", "receipt")
+    return t * 10
+
+
+@app.workflow
+async def order(x: int) -> int:
+    t = await new_tax(x) if app.patched("tax-fix") else await old_tax(x)
+    return await receipt(t)

@@ -1,4 +1,5 @@
-"""Issue 13 under SIGKILL: queue limits and child runs hold across a killed worker."""
+"""Issue 13 under SIGKILL: queue limits, child runs and ``patched()`` markers hold across a
+killed worker."""
 
 from __future__ import annotations
 
@@ -172,3 +173,33 @@ def test_a_killed_parent_never_starts_its_child_twice(
     kinds = [kind for _, kind, _, _ in _calls(ledger)]
     assert kinds.count("kid") == 1
     assert kinds.count("parent") == 1
+
+
+@pytest.mark.parametrize(
+    ("crash", "journalled"),
+    [
+        ("before_step:new_tax:exit", []),  # the marker is still in the writer: lost
+        ("after_journal:new_tax:exit", ["patch:tax-fix", "new_tax"]),  # one commit: both
+    ],
+)
+def test_a_killed_run_replays_the_branch_it_took(
+    setup: tuple[ModuleType, str, Path], workers: Workers, crash: str, journalled: list[str]
+) -> None:
+    """The worker dies right after ``patched()`` took the new branch (before the branch's
+    first step ran) or right after that step's commit; what the journal holds then is
+    the marker and the step together or neither, and the run resumed by another worker
+    takes the new branch again: the old branch never runs, the new step ran once."""
+    mod, _, ledger = setup
+    app = mod.app
+    h = app.enqueue("order", 5, run_id="o")
+    first = workers.start("w1", crash=crash)
+    first.wait(timeout=60)
+    assert first.returncode == 137
+    assert [s.name for s in app.show("o").steps] == journalled
+    workers.start("w2")
+    _wait(lambda: h.status() == "succeeded", 60, "the run to succeed")
+    assert h.result(timeout=1) == 70
+    assert [s.name for s in app.show("o").steps] == ["patch:tax-fix", "new_tax", "receipt"]
+    branches = [name for _, kind, name, _ in _calls(ledger) if kind == "branch"]
+    assert branches == ["new"]
+    assert [kind for _, kind, _, _ in _calls(ledger)].count("receipt") == 1
