@@ -403,8 +403,7 @@ class App(Management, PlusApi):
         wf = self.registry.resolve(workflow)
         eng = self._engine_now()
         if eng is not None:  # e.g. temporal://: that engine runs it (a worker here too)
-            _engine_refuses(eng, timeout=timeout)
-            return eng.start(wf, args, kwargs, run_id=run_id, here=True)
+            return eng.start(wf, args, kwargs, run_id=run_id, here=True, timeout=timeout)
         if self.plus.wants(wf, None, timeout):  # a deadline (``timeout``: see App.workflow)
             opts = {"strategy": strategy, "embedded": True, "timeout": timeout}
             row, created = self.plus.create(wf, args, kwargs, run_id, **opts)
@@ -441,8 +440,8 @@ class App(Management, PlusApi):
         wf = self.registry.resolve(workflow)
         eng = self._engine_now()
         if eng is not None:
-            _engine_refuses(eng, timeout=timeout, queue=queue, priority=priority, dedup_id=dedup_id)
-            return eng.start(wf, args, kwargs, run_id=run_id, here=False)
+            _engine_refuses(eng, queue=queue, priority=priority, dedup_id=dedup_id)
+            return eng.start(wf, args, kwargs, run_id=run_id, here=False, timeout=timeout)
         if self.plus.wants(wf, queue, timeout) or dedup_id is not None or priority:
             opts = {"strategy": strategy, "queue": queue, "priority": priority,
                     "dedup_id": dedup_id, "timeout": timeout}  # fmt: skip
@@ -504,9 +503,9 @@ class App(Management, PlusApi):
 
 
 def _engine_refuses(eng: Any, **options: Any) -> None:
-    """Queues, priorities, dedup ids and run deadlines live in surefoot's own journal: an
-    engine URL (temporal://…) cannot honour them yet, so asking for one is an error, not a
-    silently ignored option."""
+    """Queues, priorities and dedup ids live in surefoot's own journal: an engine URL
+    (temporal://…) cannot honour them, so asking for one is an error, not a silently
+    ignored option (docs/engines.md)."""
     given = sorted(k for k, v in options.items() if v not in (None, 0, False))
     if given:
         raise ConfigError(

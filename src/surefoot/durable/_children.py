@@ -147,6 +147,8 @@ def child_step(
     """Start (once) and await child run ``wf(*args, **kwargs)``; see the module docs."""
     scope = run_scope("child")
     pos = scope.next()
+    if scope.engine is not None:  # a run on another engine: a child run there
+        return scope.engine.child(wf, pos, args, kwargs, run_id, timeout)
     if in_loop():
         return _achild(app, scope.run, pos, wf, args, kwargs, run_id, timeout)
     return _child(app, scope.run, pos, wf, args, kwargs, run_id, timeout)

@@ -56,6 +56,11 @@ def patched(patch_id: str) -> bool:
     if not isinstance(patch_id, str) or not patch_id:
         raise ConfigError(f"patched() needs a non-empty patch id, got {patch_id!r}")
     scope = run_scope("patched")
+    if scope.engine is not None:  # a run on another engine: its own patch markers
+        new = bool(scope.engine.patched(patch_id))
+        if new:
+            scope.n += 1  # the same positions as here: the marker takes one
+        return new
     run = scope.run
     name = f"patch:{patch_id}"
     pos = f"{scope.prefix}{scope.n + 1}"

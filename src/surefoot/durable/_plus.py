@@ -23,6 +23,7 @@ from ._queues import Queue, queue_view
 from ._retention import Retention, prune_runs
 from ._schedules import Schedule, fire_schedules
 from ._types import STRATEGIES
+from .engine import engine_scheme
 
 if TYPE_CHECKING:
     from ._versions import Workflow
@@ -292,9 +293,16 @@ class PlusApi:
         or ``skip`` (none; wait for the next tick).
 
         Raises:
-            ConfigError: a bad cron expression or catch-up policy, or the name declared
-                twice. EncodeError: the arguments cannot be stored.
+            ConfigError: a bad cron expression or catch-up policy, the name declared
+                twice, or an app on an engine URL (temporal://…).
+            EncodeError: the arguments cannot be stored.
         """
+        if engine_scheme(self.url) is not None:  # type: ignore[attr-defined]
+            raise ConfigError(
+                f"schedule {name!r}: schedules are fired by surefoot's own workers from its "
+                "journal, which an engine URL (temporal://…) has not; run the schedule's "
+                "app on sqlite:// or postgresql://, or use Temporal Schedules (docs/engines.md)"
+            )
         if name in self.plus.schedules:
             raise ConfigError(f"schedule {name!r} is declared twice in this app")
         wf = self.registry.resolve(workflow)  # type: ignore[attr-defined]

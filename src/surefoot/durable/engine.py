@@ -65,6 +65,21 @@ class RunEngine(Protocol):
         """Wait for signal ``name`` (each delivered once) or ``timeout``; an awaitable of
         the payload read as ``ann`` (``typing.Any``: as decoded)."""
 
+    def patched(self, patch_id: str) -> bool:
+        """Whether this run takes the new branch of patch ``patch_id`` (see ``_patches``)."""
+
+    def child(
+        self,
+        wf: Workflow,
+        pos: str,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        run_id: str | None,
+        timeout: float | None,
+    ) -> Any:
+        """Start child run ``wf(*args, **kwargs)`` (id ``run_id`` or ``<run id>:<pos>``)
+        and await it, at most ``timeout`` seconds; an awaitable of its result."""
+
 
 class Engine(Protocol):
     """What an app with an engine URL delegates its runs to."""
@@ -77,8 +92,10 @@ class Engine(Protocol):
         *,
         run_id: str | None,
         here: bool,
+        timeout: float | None = None,
     ) -> RunHandle:
-        """Start a run (``here``: also execute runs in this process); its handle."""
+        """Start a run (``here``: also execute runs in this process; ``timeout``: its
+        deadline, seconds from its start); its handle."""
 
     def signal(self, run_id: str, name: str, payload: Any, signal_id: str | None) -> bool:
         """Deliver a signal; False if ``signal_id`` was delivered before."""

@@ -12,10 +12,11 @@ from surefoot.errors import ConfigError
 
 @pytest.mark.parametrize(
     "options",
-    [{"queue": "q"}, {"priority": 3}, {"dedup_id": "d-1"}, {"timeout": 30.0}],
+    [{"queue": "q"}, {"priority": 3}, {"dedup_id": "d-1"}],
 )
 def test_enqueue_on_temporal_refuses_journal_options(options: dict[str, object]) -> None:
-    """enqueue(queue=/priority=/dedup_id=/timeout=) on temporal:// names the option."""
+    """enqueue(queue=/priority=/dedup_id=) on temporal:// names the option (a run's
+    timeout= maps to Temporal: tests/conformance/test_composition_behaviour.py)."""
     app = durable.App("temporal://127.0.0.1:1?task_queue=t")
 
     @app.workflow(version="1")

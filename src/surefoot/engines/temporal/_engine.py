@@ -28,9 +28,11 @@ from temporalio.service import RPCError, RPCStatusCode
 from temporalio.worker import Worker
 
 from ... import codec
+from ...clock import seconds
 from ...durable import RunHandle, RunInfo
 from ...durable.engine import Workflow
 from ...errors import (
+    ConfigError,
     JournalError,
     RunConflictError,
     RunFailedError,
@@ -185,24 +187,45 @@ class TemporalEngine:
         *,
         run_id: str | None,
         here: bool,
+        timeout: float | None = None,
     ) -> TemporalHandle:
-        """Start a run of ``workflow`` (``here``: serve the app in this process too)."""
+        """Start a run of ``workflow`` (``here``: serve the app in this process too;
+        ``timeout``: its deadline in seconds from its start, else the workflow's own).
+
+        Raises:
+            ConfigError: a bad run id or timeout. EncodeError: an argument cannot be stored.
+        """
         text = codec.dumps(
             [list(args), kwargs], where=f"the arguments of workflow {workflow.name!r}"
         )
         rid = uuid.uuid4().hex if run_id is None else run_id
         if not isinstance(rid, str) or not rid:
-            from ...errors import ConfigError
-
             raise ConfigError(f"run_id must be a non-empty string, got {run_id!r}")
+        t = self._timeout(workflow, timeout)
         if here:
             self.serve_here()
-        self._run(self._start(workflow, text, rid))
+        self._run(self._start(workflow, text, rid, t))
         return TemporalHandle(self, rid)
 
-    async def _start(self, wf: Workflow, text: str, rid: str) -> None:
+    def _timeout(self, wf: Workflow, timeout: float | None) -> float | None:
+        """The run's deadline, seconds from its start: given, or the workflow's own."""
+        if timeout is None:
+            got: float | None = self.app.plus.timeouts.get((wf.name, wf.version))
+            return got
+        t = seconds(timeout, "timeout")
+        if t <= 0:
+            raise ConfigError(f"timeout must be > 0 seconds, got {timeout!r}")
+        return t
+
+    async def _start(self, wf: Workflow, text: str, rid: str, timeout: float | None) -> None:
         client = await self.client()
-        inp = {"args": text, "version": wf.version, "structure_hash": wf.structure_hash}
+        inp: dict[str, Any] = {
+            "args": text,
+            "version": wf.version,
+            "structure_hash": wf.structure_hash,
+        }
+        if timeout is not None:
+            inp["timeout"] = timeout
         wtype = type_name(wf.name, wf.version)
         try:
             await client.start_workflow(

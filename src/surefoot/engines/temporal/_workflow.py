@@ -18,6 +18,14 @@ lost to a dead worker (heartbeat or start-to-close timeout) is run again like an
 resume, except an effect with no key that is not idempotent: its outcome is unknown, so
 the run goes to ``needs_attention``.
 
+Issue 13 on Temporal: ``app.child`` is a Temporal child workflow (id ``<parent id>:<pos>``
+unless given, same task queue; its result read by the child workflow's return annotation,
+its failure raised as the child's error); ``app.patched`` is Temporal's ``workflow.patched``
+(a run whose history lacks the marker takes the old branch, as a journal whose position
+holds another step does); a run's ``timeout=`` is a deadline from the workflow's start,
+checked at each step, timer and wait as embedded, so a run past it fails with
+``DeadlineExceededError`` after its compensations ran.
+
 Runs without Temporal's sandbox: the user's module is not re-imported per run (a script's
 own ``app.start`` would run again). :mod:`._guard` makes the clock, random and I/O raise
 :class:`~surefoot.errors.NondeterminismError` in the workflow's code instead, and the
@@ -34,12 +42,23 @@ from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RawValue, RetryPolicy
-from temporalio.exceptions import ActivityError, ApplicationError, TimeoutType
+from temporalio.exceptions import (
+    ActivityError,
+    ApplicationError,
+    ChildWorkflowError,
+    TimeoutType,
+)
 from temporalio.exceptions import TimeoutError as ActivityTimeoutError
 
 from ... import codec
-from ...durable.engine import StepDef, enter, leave
-from ...errors import ConfigError, EncodeError, NondeterminismError
+from ...durable.engine import StepDef, Workflow, enter, leave
+from ...errors import (
+    ConfigError,
+    DeadlineExceededError,
+    EncodeError,
+    NondeterminismError,
+    RunFailedError,
+)
 from ._guard import guarded
 from ._wire import (
     ENCODE_ERROR,
@@ -49,6 +68,7 @@ from ._wire import (
     decode_result,
     failure_type,
     parse_type,
+    type_name,
 )
 
 __all__ = ["SIGNALS_QUERY", "SurefootWorkflow"]
@@ -90,6 +110,23 @@ class _Run:
         cfg = served.config
         self.stc = timedelta(seconds=cfg.step_timeout)
         self.hb = timedelta(seconds=cfg.heartbeat)
+        self.deadline: float | None = None  # the run's deadline (workflow clock), if any
+
+    # -- the run's deadline -----------------------------------------------------------------
+
+    def check_deadline(self) -> None:
+        """Raise ``DeadlineExceededError`` once the run passed its deadline (as embedded)."""
+        if self.deadline is not None and workflow.now().timestamp() >= self.deadline:
+            raise DeadlineExceededError(self.run_id, self.deadline)
+
+    def _left(self, timeout: float | None) -> tuple[float | None, bool]:
+        """(how long a wait of ``timeout`` may last, whether the deadline cut it short)."""
+        if self.deadline is None:
+            return timeout, False
+        left = max(self.deadline - workflow.now().timestamp(), 0.0)
+        if timeout is None or left < timeout:
+            return left, True
+        return timeout, False
 
     # -- what the guard reports ---------------------------------------------------------
 
@@ -114,6 +151,7 @@ class _Run:
     async def _step(
         self, sd: StepDef, pos: str, args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Any:
+        self.check_deadline()
         text = codec.dumps([list(args), kwargs], where=f"the arguments of step {pos} {sd.name!r}")
         key = f"{self.run_id}:{pos}" if sd.takes_key else None
         call = {"step": sd.name, "undo": False, "pos": pos, "args": text, "key": key}
@@ -209,23 +247,93 @@ class _Run:
         return self._sleep(wake_at)
 
     async def _sleep(self, wake_at: float) -> None:
-        delay = wake_at - workflow.now().timestamp()
-        if delay > 0:
+        self.check_deadline()
+        delay, cut = self._left(wake_at - workflow.now().timestamp())
+        if delay is not None and delay > 0:
             await workflow.sleep(delay)
+        if cut:
+            self.check_deadline()
 
     def wait(self, pos: str, name: str, timeout: float | None, default: Any, ann: Any) -> Any:
         return self._wait(name, timeout, default, ann)
 
     async def _wait(self, name: str, timeout: float | None, default: Any, ann: Any) -> Any:
         queue = self.wf.queue(name)
+        self.check_deadline()
+        limit, cut = self._left(timeout)
         try:
-            await workflow.wait_condition(lambda: bool(queue), timeout=timeout)
+            await workflow.wait_condition(lambda: bool(queue), timeout=limit)
         except TimeoutError:
+            if cut:
+                self.check_deadline()
             return default
         text = queue.popleft()
         if ann is Any:
             return codec.loads(text)
         return codec.loads_as(text, ann, where=f"the payload of signal {name!r}")
+
+    # -- patches and children ---------------------------------------------------------------
+
+    def patched(self, patch_id: str) -> bool:
+        """Temporal's own patch marker: False replaying a history begun before the patch."""
+        return workflow.patched(patch_id)
+
+    def child(
+        self,
+        wf: Workflow,
+        pos: str,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        run_id: str | None,
+        timeout: float | None,
+    ) -> Any:
+        return self._child(wf, pos, args, kwargs, run_id, timeout)
+
+    async def _child(
+        self,
+        wf: Workflow,
+        pos: str,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        run_id: str | None,
+        timeout: float | None,
+    ) -> Any:
+        if not wf.is_async:
+            raise ConfigError(
+                f"child workflow {wf.name!r} is a plain (sync) function; on Temporal a "
+                "workflow is `async def`"
+            )
+        self.check_deadline()
+        text = codec.dumps([list(args), kwargs], where=f"the arguments of workflow {wf.name!r}")
+        cid = run_id if run_id is not None else f"{self.run_id}:{pos}"
+        inp = {"args": text, "version": wf.version, "structure_hash": wf.structure_hash}
+        limit, cut = self._left(timeout)
+        started = workflow.now().timestamp()
+        handle = await workflow.start_child_workflow(
+            type_name(wf.name, wf.version),
+            inp,
+            id=cid,
+            task_queue=workflow.info().task_queue,
+            retry_policy=_ONCE,
+        )
+        try:
+            await workflow.wait_condition(handle.done, timeout=limit)
+        except TimeoutError:
+            handle.cancel()  # the child (and, by Temporal's parent-close policy, its own)
+            if cut:
+                self.check_deadline()
+            assert timeout is not None
+            raise DeadlineExceededError(
+                self.run_id, started + timeout, f"child run {cid!r}"
+            ) from None
+        try:
+            out: str = await handle
+        except ChildWorkflowError as err:
+            raise _child_error(cid, err) from None
+        if wf.returns is Any:
+            return codec.loads(out)
+        where = f"the result of child run {pos} {wf.name!r} (run {self.run_id!r})"
+        return codec.loads_as(out, wf.returns, where=where)
 
     # -- sagas ----------------------------------------------------------------------------
 
@@ -272,6 +380,19 @@ class _Run:
         detail = {"error": f"{type(error).__name__}: {error}", "undone": undone, "not_undone": []}
         audit.append(["failed", detail])
         return "failed", audit
+
+
+def _child_error(cid: str, err: ChildWorkflowError) -> BaseException:
+    """The parent's exception for child ``cid`` that ended unsuccessfully (as embedded)."""
+    cause = err.cause
+    if isinstance(cause, ApplicationError) and (cause.type or "").startswith("surefoot."):
+        data = cause.details[0] if cause.details else {}
+        status = str(data.get("status", "failed"))
+        error = data.get("error")
+        if status == "failed" and isinstance(error, dict) and "t" in error:
+            return codec.error_from_data(error)
+        return RunFailedError(cid, status, error)
+    return RunFailedError(cid, "cancelled", {"t": type(cause).__name__, "message": str(cause)})
 
 
 @workflow.defn(dynamic=True)
@@ -341,6 +462,8 @@ class SurefootWorkflow:
             )
             raise _fail("failed", msg, {"t": "ConfigError", "message": msg}, [])
         a, kw = codec.loads(inp["args"])
+        if inp.get("timeout") is not None:
+            run.deadline = info.start_time.timestamp() + float(inp["timeout"])
         fn = guarded(wf.fn, run.report)
         token = enter(run, info.workflow_id, name)
         try:
