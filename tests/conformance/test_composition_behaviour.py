@@ -12,7 +12,13 @@ import pytest
 from _conformance_support import Harness, until
 
 from surefoot import durable
-from surefoot.errors import ConfigError, DeadlineExceededError, RunFailedError, UnknownRunError
+from surefoot.errors import (
+    ConfigError,
+    DeadlineExceededError,
+    RunConflictError,
+    RunFailedError,
+    UnknownRunError,
+)
 
 
 @dataclass
@@ -87,6 +93,27 @@ def build(app: durable.App, calls: list[Any]) -> SimpleNamespace:
         except DeadlineExceededError:
             return "gave up"
         return "not raised"
+
+    @app.workflow(timeout=2)
+    async def slowpoke() -> str:
+        await app.sleep(3600)  # its own deadline comes first
+        return "woke"
+
+    @app.workflow
+    async def waits_for_slowpoke() -> str:
+        try:
+            await app.child(slowpoke)
+        except DeadlineExceededError as exc:
+            return f"child failed: {exc.what}"
+        return "not raised"
+
+    @app.workflow
+    async def adopter(name: str) -> str:
+        try:
+            report = await app.child(author, name, run_id="shared-child")
+        except RunConflictError:
+            return "refused"
+        return report.title
 
     @app.workflow
     async def trip(item: str) -> str:
@@ -164,6 +191,26 @@ def test_a_childs_timeout_cancels_it_and_raises_in_the_parent(engine: Harness) -
     f = build(app, [])
     assert app.start(f.impatient, run_id="imp-1").result(timeout=60) == "gave up"
     until(lambda: status(app, "imp-1:1") == "cancelled", "the child to be cancelled")
+
+
+def test_a_child_workflows_own_timeout_fails_it_and_the_parent_sees_why(
+    engine: Harness,
+) -> None:
+    """A child declared ``@app.workflow(timeout=2)`` passes its deadline: it fails with
+    DeadlineExceededError, raised in the parent as itself."""
+    app = engine.app()
+    f = build(app, [])
+    assert app.start(f.waits_for_slowpoke, run_id="sp-1").result(timeout=60) == "child failed: run"
+    assert status(app, "sp-1:1") == "failed"
+
+
+def test_a_given_child_run_id_belongs_to_one_parent(engine: Harness) -> None:
+    """A child's explicit ``run_id`` taken by another parent's child is refused there
+    (RunConflictError), never a second run under the same id."""
+    app = engine.app()
+    f = build(app, [])
+    assert app.start(f.adopter, "first", run_id="ad-1").result(timeout=60) == "first"
+    assert app.start(f.adopter, "first", run_id="ad-2").result(timeout=60) == "refused"
 
 
 def test_a_run_past_its_deadline_fails_after_its_compensations(engine: Harness) -> None:

@@ -114,6 +114,7 @@ def _child(
         )
         raise late
     check_deadline(run)
+    wake = deadline
     if child is not None and not app.serving:
         # The child is a run of its own, not a task of this one (which would be stopped
         # when this run suspends): drive it from outside this run's scope.
@@ -122,11 +123,25 @@ def _child(
             app.executor.drive(child)  # no worker serves here: execute the child here
         finally:
             current.reset(token)
+        again = _look_again(app, child, now)
+        if again is not None:
+            wake = again if wake is None else min(wake, again)
     rec = None
     if row is None:
         meta_text = codec.dumps({"child": cid, "deadline": deadline})
         rec = _row(run, pos, name, "waiting", started, result=meta_text)
-    raise suspend(run, Suspend(deadline, f"child:{cid}", rec))
+    raise suspend(run, Suspend(wake, f"child:{cid}", rec))
+
+
+def _look_again(app: Any, child: Any, now: float) -> float | None:
+    """With no worker serving here, nobody but this parent drives its child: when the
+    parent should wake to drive it again (the child's timer, or soon while it runs here);
+    None when only the child's end (which wakes the parent anyway) can move it."""
+    if child.status == "sleeping" and child.wake_at is not None:
+        return float(max(child.wake_at, now + app.poll))
+    if child.status in ("pending", "running"):
+        return float(now + app.poll)
+    return None
 
 
 async def _achild(*a: Any) -> Any:

@@ -63,6 +63,7 @@ class Served:
     registry: Any  # durable's Registry
     config: TemporalConfig
     max_lost: int  # attempts of one step lost to dead workers before needs_attention
+    timeouts: Any = None  # (workflow, version) -> its own timeout= (seconds), for children
 
 
 SERVED: dict[str, Served] = {}

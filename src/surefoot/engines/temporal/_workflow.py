@@ -41,12 +41,13 @@ from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
-from temporalio.common import RawValue, RetryPolicy
+from temporalio.common import RawValue, RetryPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import (
     ActivityError,
     ApplicationError,
     ChildWorkflowError,
     TimeoutType,
+    WorkflowAlreadyStartedError,
 )
 from temporalio.exceptions import TimeoutError as ActivityTimeoutError
 
@@ -57,6 +58,7 @@ from ...errors import (
     DeadlineExceededError,
     EncodeError,
     NondeterminismError,
+    RunConflictError,
     RunFailedError,
 )
 from ._guard import guarded
@@ -306,16 +308,31 @@ class _Run:
         self.check_deadline()
         text = codec.dumps([list(args), kwargs], where=f"the arguments of workflow {wf.name!r}")
         cid = run_id if run_id is not None else f"{self.run_id}:{pos}"
-        inp = {"args": text, "version": wf.version, "structure_hash": wf.structure_hash}
+        inp: dict[str, Any] = {
+            "args": text,
+            "version": wf.version,
+            "structure_hash": wf.structure_hash,
+        }
+        own = (self.served.timeouts or {}).get((wf.name, wf.version))
+        if own is not None:  # the child workflow's own timeout=, as embedded
+            inp["timeout"] = own
         limit, cut = self._left(timeout)
         started = workflow.now().timestamp()
-        handle = await workflow.start_child_workflow(
-            type_name(wf.name, wf.version),
-            inp,
-            id=cid,
-            task_queue=workflow.info().task_queue,
-            retry_policy=_ONCE,
-        )
+        try:
+            handle = await workflow.start_child_workflow(
+                type_name(wf.name, wf.version),
+                inp,
+                id=cid,
+                task_queue=workflow.info().task_queue,
+                retry_policy=_ONCE,
+                id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
+            )
+        except WorkflowAlreadyStartedError:
+            raise RunConflictError(
+                cid,
+                f"run id {cid!r} exists and is not a child of run {self.run_id!r}; give the "
+                "child another run_id (or none: it is derived from the parent's position)",
+            ) from None
         try:
             await workflow.wait_condition(handle.done, timeout=limit)
         except TimeoutError:
