@@ -80,7 +80,9 @@ class Workers:
         env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), str(SRC)])}
         env.pop("SUREFOOT_CRASH", None)
         cmd = [sys.executable, "-m", "surefoot", "worker", "--db", self.url, "--app"]
-        cmd += ["durable_schedule_app:app", "--lease", "30", "--poll", "0.02"]
+        # A lease of 90 clock seconds is 3 real ones (heartbeats come every real 30 s: a
+        # tick's run takes milliseconds, so only a killed worker's run outlives its lease).
+        cmd += ["durable_schedule_app:app", "--lease", "90", "--poll", "0.02"]
         cmd += ["--worker-id", worker_id]
         p = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         self.procs.append(p)
