@@ -96,10 +96,13 @@ def marked_answer(value: Any) -> MarkedAnswer | None:
     is not a registered codec type, so it decodes to a dict with exactly those three keys,
     ``label`` decoded to a ``statebus.Label`` (a registered type); that shape is what is
     recognised here. Marked: ``marked`` is true or the label has tainted sources (either
-    one is enough: a page errs on the side of the warning).
+    one is enough: a page errs on the side of the warning). An ``Answer`` itself (decoded
+    by an app that declares it as the workflow's return type) is recognised too.
     """
-    from ..statebus import Label
+    from ..statebus import Answer, Label
 
+    if isinstance(value, Answer):
+        value = {"text": value.text, "label": value.label, "marked": value.marked}
     if not isinstance(value, dict) or set(value) != {"text", "label", "marked"}:
         return None
     label, text, marked = value["label"], value["text"], value["marked"]

@@ -320,7 +320,7 @@ class JournalPlus:
                 got += c.execute(new_sql, (*head, *wf, budget)).fetchall()
             if got:  # each claim's audit entry, in this transaction (no extra commit)
                 marks = ", ".join("?" for _ in got)
-                src = f"(SELECT * FROM durable_runs WHERE run_id IN ({marks}))"
+                src = f"(SELECT * FROM durable_runs WHERE run_id IN ({marks})) AS claimed"
                 c.execute(d.sql(CLAIM_AUDIT.replace(ROWS, src)), (*audit, *(r[0] for r in got)))
             return [(str(r[0]), int(r[1])) for r in got]
 

@@ -74,7 +74,7 @@ class SQLiteDialect:
             rows = list(c.execute(sql, params).fetchall())
             if rows and then is not None:  # same transaction: the rows as just written
                 marks = ", ".join("?" for _ in rows)
-                src = f"(SELECT * FROM {then.table} WHERE {then.key} IN ({marks}))"
+                src = f"(SELECT * FROM {then.table} WHERE {then.key} IN ({marks})) AS claimed"
                 c.execute(then.sql.replace(ROWS, src), (*then.params, *(r[0] for r in rows)))
             return rows
 
