@@ -11,7 +11,6 @@ comes from the service fixture, which skips when the server is absent (and fails
 
 from __future__ import annotations
 
-
 import dataclasses
 import json
 import multiprocessing as mp
