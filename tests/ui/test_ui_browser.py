@@ -62,6 +62,11 @@ def test_every_page_renders_with_its_story(live_server: Any, page: Any, shots: P
         "lease_lost\nlate write refused (fenced: epoch 1 is stale)",
     ]
     assert rows.nth(3).get_by_text("late write refused", exact=False).is_visible()
+    timeline = page.locator("section", has=page.get_by_role("heading", name="Timeline"))
+    steps = timeline.locator("tbody tr")
+    # step 1 replayed from worker-a's journal (epoch 1); 2 and 3 run by worker-b (epoch 2)
+    assert [steps.nth(i).locator("td").nth(5).inner_text() for i in range(3)] == ["1", "2", "2"]
+    assert steps.nth(2).locator("td").nth(8).inner_text() == "research-crash:3"
     page.screenshot(path=str(shots / "ui-run-resumed.png"), full_page=True)
 
     page.goto(f"{u}/run?id=answer-tides")
