@@ -5,8 +5,11 @@ that URL's scratch schema, dropped at the end) with 10,000 runs of three
 workflows in two versions: most pending, a few hundred succeeded, failed, sleeping and in
 needs_attention (run by a worker). Serves the inspector with uvicorn on 127.0.0.1 (a free
 port, in a thread) and times whole HTTP requests from this process: the default runs page,
-filtered pages (state, workflow + version, id search, age) and the last page. The target
-(issue 12) is under 200 ms on this machine; the table says per page whether it was met.
+filtered pages (state, workflow + version, id search, age), the last page and a
+``/metrics`` scrape (Prometheus text: counts per state, queue depth, oldest claimable run,
+read with aggregate queries). The target (issue 12) is under 200 ms on this machine; the
+table says per page whether it was met. The scrape is also timed in-process
+(``telemetry.prometheus_text`` over the journal), with the queries and rows it read.
 
     .venv/bin/python benchmarks/bench_ui.py [--runs 10000] [--requests 30] [--json out.json]
         [--postgres 'postgresql://user@127.0.0.1/db?schema=sf_bench_ui']
@@ -151,6 +154,42 @@ def in_process(db: str, n: int) -> dict[str, float]:
     return {"median_ms": statistics.median(times), "max_ms": max(times), "n": n}
 
 
+def scrape(db: str, n: int) -> dict[str, float]:
+    """A ``/metrics`` scrape's text (``telemetry.prometheus_text``) timed in-process, with
+    the number of queries and rows one scrape reads from the journal."""
+    from surefoot import telemetry
+
+    app = App(db, create=False)
+    times = []
+    try:
+        journal: Any = app.journal
+        for _ in range(n):
+            t0 = time.perf_counter()
+            telemetry.prometheus_text(journal=journal, now=time.time())
+            times.append(1000 * (time.perf_counter() - t0))
+        d = journal.d
+        read, seen = d.read, []
+
+        def counting(sql: str, params: Any = ()) -> list[Any]:
+            rows = list(read(sql, params))
+            seen.append(len(rows))
+            return rows
+
+        d.read = counting
+        try:
+            telemetry.prometheus_text(journal=journal, now=time.time())
+        finally:
+            d.read = read
+    finally:
+        app.close()
+    return {
+        "scrape_median_ms": statistics.median(times),
+        "scrape_max_ms": max(times),
+        "scrape_queries": len(seen),
+        "scrape_rows": sum(seen),
+    }
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=int, default=10_000)
@@ -192,8 +231,9 @@ def _measure_all(url: str, a: Any) -> tuple[dict[str, Any], dict[str, float]]:
         "/runs?q=run-0999",
         "/runs?age=1h",
         f"/runs?page={a.runs // 50}",
+        "/metrics",
     ]
-    return measure(url, pages, a.requests), in_process(url, 10)
+    return measure(url, pages, a.requests), {**in_process(url, 10), **scrape(url, 10)}
 
 
 def _report(a: Any, counts: dict[str, int], res: dict[str, Any], scan: dict[str, float]) -> None:
@@ -209,6 +249,11 @@ def _report(a: Any, counts: dict[str, int], res: dict[str, Any], scan: dict[str,
         f"\nthe default page's data (Inspector.runs_page: counts, versions, one page), "
         f"in-process: median {scan['median_ms']:.1f} ms, max {scan['max_ms']:.1f} ms "
         f"({scan['n']} calls)"
+    )
+    print(
+        f"a /metrics scrape's text (telemetry.prometheus_text), in-process: median "
+        f"{scan['scrape_median_ms']:.1f} ms, max {scan['scrape_max_ms']:.1f} ms; one scrape "
+        f"reads {scan['scrape_queries']:.0f} queries, {scan['scrape_rows']:.0f} rows"
     )
     res["runs_page (in-process)"] = scan
     if a.json:

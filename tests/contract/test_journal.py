@@ -12,6 +12,7 @@ comes from the service fixture, which skips when the server is absent (and fails
 from __future__ import annotations
 
 import dataclasses
+import json
 import multiprocessing as mp
 import random
 from collections.abc import Iterator
@@ -327,7 +328,7 @@ def test_a_batch_sent_twice_changes_nothing_the_second_time(st: Any) -> None:
     before = (j.steps("r"), j.get_run("r"))
     assert j.commit(batch) == [True, True]
     assert (j.steps("r"), j.get_run("r")) == before
-    assert [a.action for a in j.audit_log("r")] == ["created", "done"]
+    assert [a.action for a in j.audit_log("r")] == ["created", "claimed", "done"]
 
 
 def test_zombie_write_after_takeover_is_refused(st: Any) -> None:
@@ -342,7 +343,36 @@ def test_zombie_write_after_takeover_is_refused(st: Any) -> None:
     assert [s.pos for s in j.steps("r")] == ["1"]
     run = j.get_run("r")
     assert run is not None and run.status == "running" and run.owner == "w2"
-    assert [a.action for a in j.audit_log("r")] == ["created"]
+    assert [a.action for a in j.audit_log("r")] == ["created", "claimed", "taken_over"]
+
+
+def test_a_claim_audits_itself_in_its_own_commit(st: Any) -> None:
+    """Each claim (a queue poll, one run, a forced one) writes claimed, or taken_over with
+    the previous epoch after a lease ran out, in the claim's commit: one commit per claim
+    that took runs, none for an idle poll."""
+    j = st.journal()
+    for rid in ("a", "b"):
+        j.create_run(RunRow(rid, "wf", "1", "h", "[]", "journal_keys", "pending", 1.0, 1.0))
+    c0 = st.db.commits
+    got = j.claim("w1", now=2.0, lease_until=10.0, workflows=[("wf", "1")], limit=5)
+    assert sorted(got) == [("a", 1), ("b", 1)]
+    assert st.db.commits - c0 == 1  # two runs claimed and audited: one commit
+    assert j.claim("w2", now=3.0, lease_until=10.0, workflows=[("wf", "1")], limit=5) == []
+    assert st.db.commits - c0 == 1  # an idle poll commits nothing and audits nothing
+    assert j.claim("w2", now=11.0, lease_until=30.0, workflows=[], limit=1, run_id="a")
+    assert st.db.commits - c0 == 2
+    a = j.audit_log("a")
+    assert [(e.action, e.actor) for e in a] == [
+        ("created", "app"),
+        ("claimed", "w1"),
+        ("taken_over", "w2"),
+    ]
+    claimed, taken = json.loads(a[1].detail), json.loads(a[2].detail)
+    assert claimed == {"worker": "w1", "epoch": 1, "claims": 1, "claimed_at": 2.0}
+    assert a[1].at == 2.0 and a[2].at == 11.0
+    assert taken["worker"] == "w2" and taken["epoch"] == 2 and taken["previous_epoch"] == 1
+    assert taken["claims"] == 2 and "epoch 1 finished or suspended" in taken["why"]
+    assert [e.action for e in j.audit_log("b")] == ["created", "claimed"]
 
 
 def _claim_all(url: str, owner: str, barrier: Any) -> list[str]:

@@ -1,17 +1,20 @@
 """A journal with runs in every state, built through the public API (for the ui tests and
 the docs' screenshots): succeeded, failed, pending, sleeping on a timer, waiting for a
 signal, cancelled, a saga whose compensation fails (needs_attention), an effect of unknown
-outcome (needs_attention), a crashed run resumed by another worker, and a fork."""
+outcome (needs_attention), a run taken over by another worker after its first worker froze
+(its late write fenced), a marked answer derived from untrusted data, and a fork."""
 
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from surefoot import FakeClock
 from surefoot.durable import App, CrashPlan, SimulatedCrash, Worker
 from surefoot.errors import RunFailedError
-from surefoot.statebus import Store, Stream
+from surefoot.statebus import Answer, CapabilityPolicy, Label, Labeled, Store, Stream, derive
 
 
 @dataclass
@@ -22,6 +25,8 @@ class Services:
     undone: list[str] = field(default_factory=list)
     sent: list[str | None] = field(default_factory=list)
     broken: set[str] = field(default_factory=lambda: {"hotel"})
+    freeze: threading.Event | None = None  # set: the next summarize blocks until it is set
+    frozen: threading.Event = field(default_factory=threading.Event)
 
 
 def register(app: App, svc: Services) -> dict[str, Any]:
@@ -53,6 +58,10 @@ def register(app: App, svc: Services) -> dict[str, Any]:
 
     @app.step
     def summarize(notes: list[str]) -> str:
+        gate, svc.freeze = svc.freeze, None
+        if gate is not None:  # this worker freezes mid-step: no beat, no write, for a while
+            svc.frozen.set()
+            gate.wait(30)
         return "A summary of " + "; ".join(notes) + ". " + "Details follow. " * 40
 
     @app.step(effect=True)
@@ -88,6 +97,20 @@ def register(app: App, svc: Services) -> dict[str, Any]:
     def report(n: int) -> int:
         raise ValueError(f"report {n} has no data source configured")
 
+    @app.step
+    def read_page(url: str) -> str:
+        return "High water at Brest today is at 14:05 <b>(source: tides-blog)</b>."
+
+    @app.workflow(name="answer", version="1")
+    def answer(question: str) -> Answer:
+        # the page a web-reader agent fetched is untrusted; the answer derived from it is
+        # allowed out, marked (CapabilityPolicy.check_answer: the final answer is a sink)
+        page = Labeled(
+            read_page("https://tides.example/brest"), Label.of("web-reader", "untrusted")
+        )
+        text = derive(lambda p: f"{question} {p}", page)
+        return CapabilityPolicy("research-answers").check_answer(text)
+
     return {
         "trip": trip,
         "research": research,
@@ -95,6 +118,7 @@ def register(app: App, svc: Services) -> dict[str, Any]:
         "digest": digest,
         "approval": approval,
         "report": report,
+        "answer": answer,
     }
 
 
@@ -105,13 +129,50 @@ def _quiet(fn: Any) -> None:
         pass
 
 
+TAKEOVER_LEASE = 60.0
+"""The lease of the takeover story's workers (they beat every 20 s of real time, which
+the story never waits: a frozen worker renews nothing)."""
+
+
+def build_takeover(url: str, svc: Services, run_id: str = "research-crash") -> None:
+    """The whole story of a crash, with the real workers and a controllable clock.
+
+    worker-a claims the run (audit: claimed, epoch 1), journals step 1 and freezes in step
+    2: it stops heartbeating. The clock moves past its lease; worker-b's poll takes the
+    run over (audit: taken_over, previous epoch 1, epoch 2), replays step 1 from the
+    journal and runs steps 2 and 3 (the effect, with key ``run_id:3``). worker-a then wakes
+    up and tries to journal its step 2: refused, fenced by the epoch (audit: lease_lost).
+    """
+    clock = FakeClock(time.time() - 600)  # ten minutes ago: the story is over by now
+    gate = svc.freeze = threading.Event()
+    svc.frozen.clear()
+    with App(url, clock=clock, worker_id="worker-a", lease=TAKEOVER_LEASE, poll=0.01) as a:
+        register(a, svc)
+        a.enqueue("research", "what moves the tides?", run_id=run_id)
+        frozen_worker = Worker(a)
+        assert frozen_worker.claim() == 1
+        assert svc.frozen.wait(30), "worker-a never reached its step 2"
+        clock.advance(TAKEOVER_LEASE + 5)  # worker-a's lease runs out: it renewed nothing
+        with App(url, clock=clock, worker_id="worker-b", lease=TAKEOVER_LEASE, poll=0.01) as b:
+            register(b, svc)
+            assert Worker(b).run_once(timeout=30) == 1, "worker-b did not take the run over"
+            assert b.handle(run_id).status() == "succeeded"
+        clock.advance(7)  # worker-a wakes up, a little later still
+        gate.set()
+        frozen_worker.run_once(timeout=30)  # its late write is refused: lease_lost
+
+
 def build(url: str) -> dict[str, str]:
     """Fill the journal at ``url`` with one run per state; returns state -> run id."""
     svc = Services()
     ids: dict[str, str] = {}
+    build_takeover(url, svc)
+    ids["resumed"] = "research-crash"
     with App(url, worker_id="worker-a", lease=0.3, poll=0.01) as app:
         wf = register(app, svc)
         app.start(wf["research"], "why is the sky blue?", run_id="research-ok").result(timeout=10)
+        app.start(wf["answer"], "When is high water?", run_id="answer-tides").result(timeout=10)
+        ids["marked_answer"] = "answer-tides"
         ids["succeeded"] = "research-ok"
         _quiet(lambda: app.start(wf["report"], 7, run_id="report-7").result(timeout=10))
         ids["failed"] = "report-7"
@@ -134,12 +195,6 @@ def build(url: str) -> dict[str, str]:
                 timeout=10
             )
         )
-        app.crash = CrashPlan("after_effect", step="publish")
-        _quiet(
-            lambda: app.start(wf["research"], "and the sea?", run_id="research-crash").result(
-                timeout=10
-            )
-        )
         app.crash = CrashPlan("after_journal", step="plan")
         _quiet(
             lambda: app.start(wf["research"], "stuck", run_id="research-stuck").result(timeout=10)
@@ -151,8 +206,6 @@ def build(url: str) -> dict[str, str]:
     time.sleep(0.4)  # worker-a is "dead": let its leases expire
     with App(url, worker_id="worker-b", lease=30, poll=0.01) as other:
         register(other, svc)
-        other.resume("research-crash").result(timeout=10)
-        ids["resumed"] = "research-crash"
         _quiet(lambda: other.resume("notify-ops").result(timeout=10))
         ids["unknown_outcome"] = "notify-ops"
         other.fork("research-ok", "2", new_run_id="research-ok-fork")
@@ -198,6 +251,8 @@ PAYLOADS = {
     "key": "<script>alert('key')</script>",
     "value": "<iframe src=\"javascript:alert('value')\"></iframe>[click](javascript:alert(2))",
     "run_id": "<b id=injected>run</b>",
+    "answer": "<script>alert('answer')</script> [ok](javascript:alert(3))",
+    "source": "<img src=x onerror=\"alert('source')\">",
 }
 """What an agent could write: script, HTML and ``javascript:`` links, in every place."""
 
@@ -221,6 +276,13 @@ def build_hostile(url: str, store_url: str) -> None:
         @app.workflow(name="gate", version="1")
         async def gate() -> Any:
             return await app.wait_for("approve", timeout=86400)
+
+        @app.workflow(name="hostile-answer", version="1")
+        def hostile_answer() -> Answer:
+            page = Labeled(PAYLOADS["answer"], Label.of(PAYLOADS["source"], "untrusted"))
+            return CapabilityPolicy("answers").check_answer(page)
+
+        app.start(hostile_answer, run_id="answer-x").result(timeout=10)
 
         _quiet(lambda: app.start(hostile, run_id=PAYLOADS["run_id"]).result(timeout=10))
         app.enqueue("gate", run_id="gate-1")

@@ -30,7 +30,7 @@ def test_every_page_renders_with_its_story(live_server: Any, page: Any, shots: P
     """Each page shows what it is for, in the browser, and is kept as a screenshot."""
     u = live_server.url
     page.goto(f"{u}/runs")
-    assert page.locator("tbody tr").count() == 11
+    assert page.locator("tbody tr").count() == 12
     assert page.locator("tbody tr").first.locator("a.runid").inner_text() in {
         "trip-rome",
         "notify-ops",
@@ -44,11 +44,40 @@ def test_every_page_renders_with_its_story(live_server: Any, page: Any, shots: P
     page.screenshot(path=str(shots / "ui-run-saga.png"), full_page=True)
 
     page.goto(f"{u}/run?id=research-crash")
-    assert page.get_by_text("research-crash:3").is_visible()
-    # the crash story in the audit log: the operator's resume, then worker-b's claim (epoch 2)
-    assert page.get_by_text("resume", exact=True).is_visible()
-    assert page.get_by_text("claimed", exact=True).is_visible()
+    assert page.get_by_text("research-crash:3").is_visible()  # worker-b's effect, keyed
+    # the crash story in the audit log, in order: worker-a's claim, worker-b's takeover after
+    # the lease expired, worker-a's late write refused
+    audit = page.locator("section", has=page.get_by_role("heading", name="Audit log"))
+    rows = audit.locator("tbody tr")
+    assert [rows.nth(i).locator("td").nth(2).inner_text() for i in range(4)] == [
+        "app",
+        "worker-a",
+        "worker-b",
+        "worker-a",
+    ]
+    stories = [rows.nth(i).locator("td").nth(3).inner_text() for i in range(1, 4)]
+    assert stories == [
+        "claimed\nclaimed at epoch 1",
+        "taken_over\ntook it over from epoch 1, whose lease had expired",
+        "lease_lost\nlate write refused (fenced: epoch 1 is stale)",
+    ]
+    assert rows.nth(3).get_by_text("late write refused", exact=False).is_visible()
+    timeline = page.locator("section", has=page.get_by_role("heading", name="Timeline"))
+    steps = timeline.locator("tbody tr")
+    # step 1 replayed from worker-a's journal (epoch 1); 2 and 3 run by worker-b (epoch 2)
+    assert [steps.nth(i).locator("td").nth(5).inner_text() for i in range(3)] == ["1", "2", "2"]
+    assert steps.nth(2).locator("td").nth(8).inner_text() == "research-crash:3"
     page.screenshot(path=str(shots / "ui-run-resumed.png"), full_page=True)
+
+    page.goto(f"{u}/run?id=answer-tides")
+    banner = page.get_by_role("alert")
+    assert banner.is_visible()
+    assert banner.inner_text().startswith(
+        "This answer is derived from untrusted data: sources web-reader, not endorsed."
+    )
+    assert "<b>(source: tides-blog)</b>" in banner.inner_text()  # shown as text
+    assert banner.locator("b").count() == 1  # only the banner's own bold, none from the answer
+    page.screenshot(path=str(shots / "ui-run-marked-answer.png"), full_page=True)
 
     page.goto(f"{u}/run?id=notify-ops")
     assert page.get_by_text("intent, no outcome").is_visible()
@@ -116,7 +145,7 @@ def test_payloads_stay_inert_in_the_browser(hostile_server: Any, page: Any, shot
     rid = quote(demo_journal.PAYLOADS["run_id"])
     blocked: list[str] = []
     page.on("console", lambda m: blocked.append(m.text) if m.type == "error" else None)
-    for path in ("/runs", f"/run?id={rid}", "/run?id=gate-1", "/state"):
+    for path in ("/runs", f"/run?id={rid}", "/run?id=gate-1", "/run?id=answer-x", "/state"):
         page.goto(u + path)
         for d in page.locator("details.val summary").all():
             d.click()  # unfold every value: folded text must stay text too

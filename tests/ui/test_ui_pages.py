@@ -26,7 +26,7 @@ def test_runs_page_counts_every_state_and_lists_attention_first(client: Any) -> 
     for state, n in {"needs attention": 2, "sleeping": 2, "failed": 1, "cancelled": 1}.items():
         assert re.search(rf"{state} <b>{n}</b>", html), state
     ids = _run_ids(html)
-    assert len(ids) == 11
+    assert len(ids) == 12
     assert set(ids[:2]) == {"trip-rome", "notify-ops"}
 
 
@@ -39,7 +39,7 @@ def test_runs_page_filters_by_state_workflow_version_and_search(client: Any) -> 
         "digest-daily",
         "digest-cancelled",
     }
-    assert len(_run_ids(client.get("/runs?age=1h").text)) == 11
+    assert len(_run_ids(client.get("/runs?age=1h").text)) == 12
     assert "no runs match" in client.get("/runs?q=nothing-like-this").text
 
 
@@ -82,12 +82,60 @@ def test_unknown_outcome_is_marked_and_offers_resolve(client: Any) -> None:
     assert "do=resolve&amp;step=1" in html
 
 
-def test_resumed_run_shows_takeover_by_the_other_worker(client: Any) -> None:
-    """The crashed and resumed run shows epoch 2, the second attempt, and the resume entry."""
+def _audit_rows(html: str) -> list[tuple[str, str, str]]:
+    """(actor, action, story caption) of each audit-log row, in order."""
+    rows = re.findall(
+        r'<tr class="a-[^"]*"><td class="num">\d+</td><td>[^<]*</td><td class="mono">([^<]*)'
+        r'</td><td><b>([^<]*)</b>(?:<div class="story[^"]*">(.*?)</div>)?</td>',
+        html,
+    )
+    return [(html_lib.unescape(a), b, html_lib.unescape(c)) for a, b, c in rows]
+
+
+def test_taken_over_run_tells_its_whole_story(client: Any) -> None:
+    """worker-a claimed and froze; after its lease worker-b took over (previous epoch 1),
+    worker-a's late write was refused; worker-b's steps are epoch 2, the effect keyed."""
     html = client.get("/run?id=research-crash").text
-    assert "research-crash:3" in html
-    assert '"worker": "worker-b"' in html_lib.unescape(html)
+    assert _audit_rows(html) == [
+        ("app", "created", ""),
+        ("worker-a", "claimed", "claimed at epoch 1"),
+        ("worker-b", "taken_over", "took it over from epoch 1, whose lease had expired"),
+        ("worker-a", "lease_lost", "late write refused (fenced: epoch 1 is stale)"),
+    ]
+    text = html_lib.unescape(html)
+    assert '"previous_epoch": 1' in text and "stalled past its lease" in text
+    assert "was taken over by another worker, so its write was refused" in text
     assert re.search(r"<dt>epoch</dt><dd>2</dd>", html)
+    assert re.search(r"<dt>claims</dt><dd>2 ", html)  # worker-a's claim, then worker-b's
+    steps = re.findall(
+        r'<tr class="k-(\w+) s-\w+">\s*<td class="mono">(\d+)</td><td>(\w+)</td>.*?'
+        r'<td class="num">(\d+)</td><td class="num">(\d+)</td>',
+        html,
+        re.S,
+    )
+    # pos, name, epoch: step 1 replayed from worker-a's journal, 2 and 3 run by worker-b
+    assert [(p, n, e) for _, p, n, _, e in steps] == [
+        ("1", "plan", "1"),
+        ("2", "summarize", "2"),
+        ("3", "publish", "2"),
+    ]
+    assert "research-crash:3" in html  # the effect's idempotency key
+
+
+def test_marked_answer_shows_an_escaped_untrusted_banner(client: Any) -> None:
+    """A run whose result is a marked Answer gets the banner naming its untrusted sources;
+    the answer's HTML stays text."""
+    html = client.get("/run?id=answer-tides").text
+    assert '<div class="notice untrusted" role="alert">' in html
+    assert (
+        "<b>This answer is derived from untrusted data</b>: sources <code>web-reader</code>" in html
+    )
+    assert "not endorsed" in html
+    assert "&lt;b&gt;(source: tides-blog)&lt;/b&gt;" in html
+    assert "<b>(source: tides-blog)</b>" not in html
+    assert 'class="st st-untrusted">untrusted answer' in html
+    plain = client.get("/run?id=research-ok").text
+    assert "notice untrusted" not in plain and "untrusted answer" not in plain
 
 
 def test_stuck_run_shows_its_expired_lease_and_holder(client: Any) -> None:

@@ -37,7 +37,14 @@ def _pages(c: Any) -> dict[str, str]:
     import demo_journal
 
     rid = quote(demo_journal.PAYLOADS["run_id"])
-    urls = ["/runs", f"/run?id={rid}", "/run?id=gate-1", "/state", f"/run/confirm?id={rid}&do=fork"]
+    urls = [
+        "/runs",
+        f"/run?id={rid}",
+        "/run?id=gate-1",
+        "/run?id=answer-x",
+        "/state",
+        f"/run/confirm?id={rid}&do=fork",
+    ]
     return {u: c.get(u).text for u in urls}
 
 
@@ -82,6 +89,13 @@ def test_payloads_are_escaped_in_every_page(hostile: dict[str, Any]) -> None:
         "&lt;iframe src=" in pages["/state"] and "[click](javascript:alert(2))" in pages["/state"]
     )
     assert "&lt;script&gt;alert(&#39;key&#39;)&lt;/script&gt;" in pages["/state"]
+    answer = pages["/run?id=answer-x"]  # the marked answer's banner: its text and sources
+    assert "<b>This answer is derived from untrusted data</b>: sources <code>&lt;img src=x " in (
+        answer
+    )
+    assert "&lt;script&gt;alert(&#39;answer&#39;)&lt;/script&gt; [ok](javascript:alert(3))" in (
+        answer
+    )
 
 
 def test_only_our_own_markup_makes_links(hostile: dict[str, Any]) -> None:

@@ -47,7 +47,7 @@ class RunObserver:
         self.claims: int = row.claims
         self.span: telemetry.Span | None = None
         self.ctx: Any = None  # the OpenTelemetry context of the run span, for pool threads
-        self.claim: list[tuple[str, str]] = []  # audit entries for this execution's next write
+        self.claim: list[tuple[str, str]] = []  # a start()ed run's claim, for its next write
 
     def _fields(self, **extra: Any) -> dict[str, Any]:
         return {
@@ -70,12 +70,15 @@ class RunObserver:
     # -- the execution -----------------------------------------------------------------
 
     def begin(self, journal: Any, now: float, replayable: int) -> None:
-        """The run was claimed: log it, open its span, and note the claim for the audit log.
+        """The run was claimed: log it and open its span.
 
-        A run claimed again before its previous execution finished or suspended (its worker
-        died or stalled past its lease, or an operator resumed it) is a takeover: that is
-        written to the audit log at once, so the story survives another crash. An ordinary
-        claim rides along with the execution's next run write (no extra transaction).
+        The journal wrote the claim's audit entry in the claim's own transaction:
+        ``claimed``, or ``taken_over`` for a run claimed again before its previous execution
+        finished or suspended (its worker died or stalled past its lease, or an operator
+        resumed it), so the story survives a worker that dies before writing anything.
+        A run ``start()`` created running here was never claimed (``claims == 0``; its
+        ``created`` entry names this worker): its ``claimed`` entry rides along with the
+        execution's next run write, as no claim transaction exists to carry it.
         """
         if _TRACING.tracer is not None:
             from opentelemetry import context as otel_context
@@ -94,32 +97,18 @@ class RunObserver:
                 telemetry.run_context(self.run_id),
             )
             self.ctx = otel_context.get_current()
-        detail = {"worker": self.worker, "epoch": self.epoch, "claims": self.claims}
         if self.claims > 1:
-            why = (
-                f"claimed again before the execution at epoch {self.epoch - 1} finished or "
-                "suspended: its worker died or stalled past its lease (or an operator "
-                "resumed the run)"
-            )
             self.event("taken_over", logging.WARNING, previous_epoch=self.epoch - 1)
-            try:
-                journal.audit(
-                    self.run_id,
-                    actor=self.worker,
-                    action="taken_over",
-                    detail=codec.dumps({**detail, "previous_epoch": self.epoch - 1, "why": why}),
-                    now=now,
-                )
-            except Exception:  # the audit log must never stop a run; the next write tells
-                log.warning("could not audit the takeover of run %s", self.run_id, exc_info=True)
             return
-        self.claim.append(("claimed", codec.dumps({**detail, "claimed_at": now})))
+        if self.claims == 0:
+            detail = {"worker": self.worker, "epoch": self.epoch, "claims": 1, "claimed_at": now}
+            self.claim.append(("claimed", codec.dumps(detail)))
         self.event("claimed", claims=self.claims)
         if replayable:
             self.event("resumed", replayable_steps=replayable)
 
     def take_claim(self) -> list[tuple[str, str]]:
-        """The pending claim entry (once): prepended to the execution's next run write."""
+        """The pending claim entry of a start()ed run (once), for its next run write."""
         out, self.claim = self.claim, []
         return out
 

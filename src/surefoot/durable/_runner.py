@@ -445,7 +445,7 @@ def _err(exc: BaseException) -> str:
 
 
 def _claim_of(run: RunState) -> list[tuple[str, str]]:
-    """The claim audit entry this execution has not written yet (once), or nothing."""
+    """A start()ed run's claim entry not written yet (once), or nothing."""
     return [] if run.observer is None else run.observer.take_claim()
 
 

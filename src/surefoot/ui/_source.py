@@ -21,7 +21,16 @@ from typing import Any
 from .. import durable
 from ..errors import ConfigError
 
-__all__ = ["Inspector", "RunView", "RunsPage", "RunsQuery", "StreamView", "parse_json"]
+__all__ = [
+    "Inspector",
+    "MarkedAnswer",
+    "RunView",
+    "RunsPage",
+    "RunsQuery",
+    "StreamView",
+    "marked_answer",
+    "parse_json",
+]
 
 NEEDS_ATTENTION = "needs_attention"
 WAITING = ("pending", "sleeping")
@@ -67,6 +76,44 @@ class RunsPage:
 
 
 @dataclass(frozen=True, slots=True)
+class MarkedAnswer:
+    """A run result that is a ``statebus.Answer`` derived from untrusted data, not endorsed.
+
+    Attributes:
+        text: the answer's text. sources: the untrusted sources it derives from (tainted).
+    """
+
+    text: str
+    sources: list[str]
+
+
+def marked_answer(value: Any) -> MarkedAnswer | None:
+    """``value`` as a marked answer, if it is one (None otherwise).
+
+    A durable run that returns ``CapabilityPolicy.check_answer(...)`` journals the
+    ``Answer`` as the codec's tagged object ``{"$sf": "obj", "t":
+    "surefoot.statebus._capabilities.Answer", "v": {"text", "label", "marked"}}``. ``Answer``
+    is not a registered codec type, so it decodes to a dict with exactly those three keys,
+    ``label`` decoded to a ``statebus.Label`` (a registered type); that shape is what is
+    recognised here. Marked: ``marked`` is true or the label has tainted sources (either
+    one is enough: a page errs on the side of the warning). An ``Answer`` itself (decoded
+    by an app that declares it as the workflow's return type) is recognised too.
+    """
+    from ..statebus import Answer, Label
+
+    if isinstance(value, Answer):
+        value = {"text": value.text, "label": value.label, "marked": value.marked}
+    if not isinstance(value, dict) or set(value) != {"text", "label", "marked"}:
+        return None
+    label, text, marked = value["label"], value["text"], value["marked"]
+    if not isinstance(label, Label) or not isinstance(text, str):
+        return None
+    if marked is not True and not label.tainted:
+        return None
+    return MarkedAnswer(text, sorted(label.tainted or label.untrusted))
+
+
+@dataclass(frozen=True, slots=True)
 class RunView:
     """One run as the run page shows it."""
 
@@ -78,6 +125,7 @@ class RunView:
     lease_expired: bool
     signals: list[durable.AuditEntry]
     attention: dict[str, Any]
+    answer: MarkedAnswer | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,7 +234,8 @@ class Inspector:
                 not_undone = list(a.detail.get("not_undone") or [])
         expired = r.status == "running" and (r.lease_until or 0) < now
         signals = [a for a in d.audit if a.action == "signal"]
-        return RunView(d, keys, children, undone, not_undone, expired, signals, attention)
+        answer = marked_answer(r.result) if r.status == "succeeded" else None
+        return RunView(d, keys, children, undone, not_undone, expired, signals, attention, answer)
 
     # -- actions (the CLI's calls, and its messages when one is refused) ----------------
 

@@ -140,8 +140,8 @@ def test_retry_sends_the_attention_run_back_and_a_fixed_app_finishes_the_rollbac
     audit = cli_json(capsys, "runs", "show", "saga", "--db", db)["audit"]
     assert [a["action"] for a in audit][-5:] == [
         "retry",
+        "claimed",  # written by the claim that resume made, in the claim's transaction
         "resume",
-        "claimed",
         "compensated",
         "failed",
     ]

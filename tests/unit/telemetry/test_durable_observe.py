@@ -200,8 +200,9 @@ def test_needs_attention_is_a_warning_line(app: App, caplog: pytest.LogCaptureFi
 def test_a_takeover_after_lease_expiry_is_audited_and_logged(
     app: App, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """A worker that claimed and died: after its lease, the next claim writes taken_over
-    (with the previous epoch) to the audit log at once and logs it at WARNING."""
+    """A worker that claimed and died before writing anything: its claim is in the audit
+    log all the same (written by the claim), and after its lease the next claim writes
+    taken_over (with the previous epoch) and logs it at WARNING."""
 
     @app.workflow
     def flow() -> int:
@@ -222,9 +223,11 @@ def test_a_takeover_after_lease_expiry_is_audited_and_logged(
         Worker(app).run_once(timeout=10)
     assert app.handle("k1").result(timeout=5) == 7
     audit = app.show("k1").audit
-    assert [a.action for a in audit] == ["created", "taken_over"]
-    assert audit[1].detail["previous_epoch"] == 1 and audit[1].detail["epoch"] == 2
-    assert audit[1].detail["worker"] == "w1"
+    assert [a.action for a in audit] == ["created", "claimed", "taken_over"]
+    assert audit[1].actor == "dead-worker" and audit[1].detail["epoch"] == 1
+    assert audit[2].detail["previous_epoch"] == 1 and audit[2].detail["epoch"] == 2
+    assert audit[2].detail["worker"] == "w1" and audit[2].actor == "w1"
+    assert "stalled past its lease" in audit[2].detail["why"]
     over = next(r for r in caplog.records if r.surefoot.get("event") == "taken_over")
     assert over.levelname == "WARNING" and over.surefoot["previous_epoch"] == 1
 

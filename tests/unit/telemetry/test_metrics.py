@@ -164,3 +164,56 @@ def test_a_run_whose_lease_expired_counts_in_the_queue(app: App) -> None:
     assert fam(got, "surefoot_runs").value(state="running") == 1
     assert fam(got, "surefoot_queue_depth").value() == 1
     assert fam(got, "surefoot_queue_oldest_age_seconds").value() == pytest.approx(7.0)
+
+
+def test_journal_gauges_read_aggregates_not_runs(app: App) -> None:
+    """A scrape of 300 runs issues two queries and fetches 4 rows, whatever the size."""
+
+    @app.workflow
+    def ok(x: int) -> int:
+        return x
+
+    clock: Any = app.clock
+    rows = [app.journal.get_run(app.enqueue(ok, i, run_id=f"r{i}").run_id) for i in range(300)]
+    assert all(r is not None for r in rows)
+    d: Any = app.journal.d  # type: ignore[attr-defined]
+    seen: list[tuple[str, int]] = []
+    read = d.read
+
+    def counting(sql: str, params: Any = ()) -> list[Any]:
+        out = read(sql, params)
+        seen.append((sql, len(out)))
+        return list(out)
+
+    d.read = counting
+    try:
+        clock.advance(5)
+        got = telemetry.collect(journal=app.journal, now=clock.now())
+    finally:
+        d.read = read
+    assert fam(got, "surefoot_runs").value(state="pending") == 300
+    assert fam(got, "surefoot_queue_depth").value() == 300
+    assert fam(got, "surefoot_queue_oldest_age_seconds").value() == pytest.approx(5.0)
+    assert len(seen) == 2  # counts per state, then the backlog
+    assert sum(n for _, n in seen) <= 1 + 3  # one row per state present, three backlog parts
+    assert not any("args" in sql or "SELECT run_id" in sql for sql, _ in seen)
+
+
+def test_backlog_counts_due_sleepers_and_expired_leases(app: App) -> None:
+    """A run whose lease ran out 4 s ago is claimable since then; a held one is not."""
+
+    @app.workflow
+    def ok(x: int) -> int:
+        return x
+
+    clock: Any = app.clock
+    app.enqueue(ok, 1, run_id="held")
+    app.enqueue(ok, 2, run_id="lapsed")
+    j = app.journal
+    t = clock.now()
+    assert j.claim("w9", now=t, lease_until=t + 1, workflows=[], limit=1, run_id="lapsed")
+    assert j.claim("w9", now=t, lease_until=t + 60, workflows=[], limit=1, run_id="held")
+    clock.advance(5)
+    assert j.backlog(now=clock.now()) == (1, t + 1)
+    got = telemetry.collect(journal=j, now=clock.now())
+    assert fam(got, "surefoot_queue_oldest_age_seconds").value() == pytest.approx(4.0)

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
+from ..sql.dialect import ROWS, Then
 from ._db import PostgresDB
 
 __all__ = ["PostgresDialect"]
@@ -71,8 +72,15 @@ class PostgresDialect:
         return self.db.run(pipelined, idempotent=idempotent)
 
     def poll_write(
-        self, sql: str, params: Sequence[Any], probe: tuple[str, Sequence[Any]] | None
+        self,
+        sql: str,
+        params: Sequence[Any],
+        probe: tuple[str, Sequence[Any]] | None,
+        then: Then | None = None,
     ) -> list[Any]:
+        if then is not None:  # one statement: the write's RETURNING rows feed ``then``
+            sql = f"WITH w AS ({sql}), t AS ({then.sql.replace(ROWS, 'w')}) SELECT * FROM w"
+            params = (*params, *then.params)
         rows = self.db.execute(sql, params, write=False, idempotent=True)
         if rows:  # an idle poll wrote nothing: only a claim that took runs is a commit
             self.db.count_commit()

@@ -11,11 +11,33 @@ deciding; it only spells and runs.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
-__all__ = ["Dialect"]
+__all__ = ["ROWS", "Dialect", "Then"]
 
 T = TypeVar("T")
+
+ROWS = "@ROWS@"
+"""Where a :class:`Then` statement names the rows its write changed (its ``FROM``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Then:
+    """A statement that follows a write in its transaction and reads the rows it changed.
+
+    Attributes:
+        sql: the statement (placeholders already in the driver's style), with :data:`ROWS`
+            where it reads the changed rows (``... FROM @ROWS@``); those rows have the
+            write's ``RETURNING`` columns, the first being ``key`` of ``table``.
+        params: its parameters (they follow the write's).
+        table / key: where SQLite reads the changed rows back.
+    """
+
+    sql: str
+    params: tuple[Any, ...]
+    table: str
+    key: str
 
 
 class Dialect(Protocol):
@@ -81,12 +103,21 @@ class Dialect(Protocol):
         ...
 
     def poll_write(
-        self, sql: str, params: Sequence[Any], probe: tuple[str, Sequence[Any]] | None
+        self,
+        sql: str,
+        params: Sequence[Any],
+        probe: tuple[str, Sequence[Any]] | None,
+        then: Then | None = None,
     ) -> list[Any]:
         """Run a write an idle poller sends often and that usually changes nothing; return
         its rows. SQLite first runs ``probe`` without the write lock and skips the write
         when it finds no row; PostgreSQL sends the write (its ``SKIP LOCKED`` keeps
-        claimers apart) and counts a commit only when rows came back."""
+        claimers apart) and counts a commit only when rows came back.
+
+        ``then``: a statement over the rows the write changed, run in the same transaction
+        (no extra commit): SQLite runs it next, reading them back from ``then.table`` by
+        their key (the first column returned); PostgreSQL sends one statement, the write as a
+        ``WITH`` clause and ``then`` reading its ``RETURNING`` rows."""
         ...
 
     def many(self, conn: Any, sql: str, rows: Sequence[Sequence[Any]]) -> None:

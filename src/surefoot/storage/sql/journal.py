@@ -26,7 +26,7 @@ from ...errors import ConfigError, RunConflictError, UnknownRunError
 from ..base import AuditRow, RunRow, RunWrite, StepRow, StepWrite, check_size
 from .dialect import Dialect
 from .journal_plus import PLUS_COLS, JournalPlus
-from .runs import SQLRunQueries
+from .runs import SQLRunQueries, claim_audit
 
 __all__ = [
     "AUDIT_SQL",
@@ -298,6 +298,7 @@ class SQLJournal(JournalPlus, SQLRunQueries):
             update,
             (owner, lease_until, now, *params),
             None if probe is None else (probe, params),
+            claim_audit(self.d, owner, now),  # claimed / taken_over, in the same commit
         )
         return [(str(r[0]), int(r[1])) for r in rows]
 
@@ -327,7 +328,7 @@ class SQLJournal(JournalPlus, SQLRunQueries):
         update = self.d.sql(
             "UPDATE durable_runs SET status = 'running', owner = ?, epoch = epoch + 1, "
             "claims = claims + 1, "
-            f"lease_until = ?, updated_at = ? WHERE {cond} RETURNING run_id, epoch"
+            f"lease_until = ?, updated_at = ? WHERE {cond} RETURNING run_id, epoch, claims"
         )
         self._claims[shape] = (update, probe)
         return update, probe

@@ -36,6 +36,8 @@ from typing import TYPE_CHECKING, Any
 
 from ...errors import RunConflictError, UnknownRunError
 from ..base import RunRow, RunWrite
+from .dialect import ROWS
+from .runs import CLAIM_AUDIT, claim_audit
 
 if TYPE_CHECKING:
     from .dialect import Dialect
@@ -280,7 +282,8 @@ class JournalPlus:
             "UPDATE durable_runs SET status = 'running', owner = ?, epoch = epoch + 1, "
             "claims = claims + 1, lease_until = ?, updated_at = ?, "
             "started_at = COALESCE(started_at, ?) "
-            f"WHERE run_id IN ({pick} LIMIT ?{self.d.skip_locked}) RETURNING run_id, epoch"
+            f"WHERE run_id IN ({pick} LIMIT ?{self.d.skip_locked}) "
+            "RETURNING run_id, epoch, claims"
         )
         probe = (
             f"SELECT 1 FROM durable_runs WHERE queue = ? AND (status = 'pending' OR "
@@ -324,6 +327,7 @@ class JournalPlus:
         mine = d.sql(count + "status = 'running' AND lease_until >= ? AND owner = ?")
         recent = d.sql(count + "started_at > ?")
         resume_sql = d.sql(update.format(which=_RESUMABLE, order="COALESCE(wake_at, created_at)"))
+        audit = claim_audit(d, owner, now).params
         new_sql = d.sql(update.format(which="status = 'pending'", order="created_at"))
 
         def work(c: Any) -> list[tuple[str, int]]:
@@ -347,6 +351,10 @@ class JournalPlus:
                 budget = min(budget, int(rate) - started)
             if budget > 0:
                 got += c.execute(new_sql, (*head, *wf, budget)).fetchall()
+            if got:  # each claim's audit entry, in this transaction (no extra commit)
+                marks = ", ".join("?" for _ in got)
+                src = f"(SELECT * FROM durable_runs WHERE run_id IN ({marks})) AS claimed"
+                c.execute(d.sql(CLAIM_AUDIT.replace(ROWS, src)), (*audit, *(r[0] for r in got)))
             return [(str(r[0]), int(r[1])) for r in got]
 
         return d.transaction(work)

@@ -1,26 +1,61 @@
 """The journal's listings in SQL: filtered, ordered pages of runs, counts, and workers.
 
-The runs page of ``surefoot ui`` and ``App.list_runs`` / ``App.count_runs`` read through
-here. Each filter is one indexed condition (``status``, ``workflow``, ``version``,
-``created_at >= since``, ``run_id`` containing ``search``); the ``attention`` order puts
+The runs page of ``surefoot ui``, ``App.list_runs`` / ``App.count_runs`` and the metrics'
+``backlog`` (queue depth, oldest claimable run) read through here. Each filter is one
+indexed condition (``status``, ``workflow``, ``version``, ``created_at >= since``,
+``run_id`` containing ``search``); the ``attention`` order puts
 ``needs_attention`` first, then newest first. A page first picks its run ids (narrow rows,
 the ``(status, created_at)`` and ``created_at`` indexes), then reads those rows whole, so
 arguments and results of runs the page does not show are never read.
+
+Also here: the audit entry a claim writes in its own transaction (``claim_audit``).
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from ...errors import ConfigError
 from ..base import RUN_ORDERS, RunRow, WorkerRow
-from .dialect import Dialect
+from .dialect import ROWS, Dialect, Then
 
-__all__ = ["SQLRunQueries"]
+__all__ = ["CLAIM_AUDIT", "SQLRunQueries", "claim_audit"]
+
+_TAKEN = (
+    "' finished or suspended: its worker died or stalled past its lease (or an operator "
+    "resumed the run)'"
+)
+CLAIM_AUDIT = (
+    "INSERT INTO durable_audit (run_id, at, actor, action, detail) SELECT run_id, ?, ?, "
+    "CASE WHEN claims > 1 THEN 'taken_over' ELSE 'claimed' END, "
+    """'{"worker":' || CAST(? AS TEXT) || ',"epoch":' || CAST(epoch AS TEXT) || """
+    """',"claims":' || CAST(claims AS TEXT) || ',"claimed_at":' || CAST(? AS TEXT) || """
+    """CASE WHEN claims > 1 THEN ',"previous_epoch":' || CAST(epoch - 1 AS TEXT) || """
+    """',"why":"claimed again before the execution at epoch ' || CAST(epoch - 1 AS TEXT) """
+    f"|| {_TAKEN} || '\"' ELSE '' END || '}}' FROM {ROWS}"
+)
+"""The audit entry of a claim, written in the claim's own transaction (no extra commit):
+``claimed``, or ``taken_over`` (with the previous epoch) when the run was claimed again
+before its previous execution finished or suspended (``claims > 1``). The detail is JSON
+built in SQL from the claimed rows (``epoch``, ``claims``) and this claim's worker and time.
+"""
+
+
+def claim_audit(d: Dialect, owner: str, now: float) -> Then:
+    """The :data:`CLAIM_AUDIT` statement of one claim by ``owner`` at ``now``; it reads the
+    claimed rows' ``run_id``, ``epoch`` and ``claims`` (the claim must return them)."""
+    return Then(
+        d.sql(CLAIM_AUDIT),
+        (float(now), owner, json.dumps(owner), repr(float(now))),
+        "durable_runs",
+        "run_id",
+    )
 
 
 class SQLRunQueries:
-    """``page_runs``, ``count_runs``, ``run_versions`` and ``workers`` of the SQL journal."""
+    """``page_runs``, ``count_runs``, ``backlog``, ``run_versions`` and ``workers`` of the SQL
+    journal."""
 
     d: Dialect
     _sel: str
@@ -104,6 +139,28 @@ class SQLRunQueries:
             params,
         )
         return {str(s): int(n) for s, n in rows}
+
+    def backlog(self, *, now: float) -> tuple[int, float | None]:
+        """How many runs a worker could claim at ``now``, and since when the longest-waiting
+        of them has been claimable (None when there is none).
+
+        Claimable: pending (since it was created), sleeping and due (since its ``wake_at``),
+        running with an expired lease (since ``lease_until``: its holder stopped renewing).
+        Three aggregates on the ``(status, …)`` indexes; no run row is read.
+        """
+        rows = self.d.read(
+            self.d.sql(
+                "SELECT COUNT(*), MIN(created_at) FROM durable_runs WHERE status = 'pending' "
+                "UNION ALL SELECT COUNT(*), MIN(wake_at) FROM durable_runs "
+                "WHERE status = 'sleeping' AND wake_at <= ? "
+                "UNION ALL SELECT COUNT(*), MIN(lease_until) FROM durable_runs "
+                "WHERE status = 'running' AND lease_until < ?"
+            ),
+            (float(now), float(now)),
+        )
+        depth = sum(int(n) for n, _ in rows)
+        since = [float(t) for n, t in rows if int(n) and t is not None]
+        return depth, (min(since) if since else None)
 
     def run_versions(self) -> list[tuple[str, str]]:
         """The distinct (workflow, version) pairs of the journal's runs, sorted."""

@@ -11,6 +11,7 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
+from ..sql.dialect import ROWS, Then
 from ._db import SQLiteDB
 
 __all__ = ["SQLiteDialect"]
@@ -61,12 +62,21 @@ class SQLiteDialect:
     batch = transaction
 
     def poll_write(
-        self, sql: str, params: Sequence[Any], probe: tuple[str, Sequence[Any]] | None
+        self,
+        sql: str,
+        params: Sequence[Any],
+        probe: tuple[str, Sequence[Any]] | None,
+        then: Then | None = None,
     ) -> list[Any]:
         if probe is not None and not self.db.read(*probe):
             return []
         with self.db.write() as c:
-            return list(c.execute(sql, params).fetchall())
+            rows = list(c.execute(sql, params).fetchall())
+            if rows and then is not None:  # same transaction: the rows as just written
+                marks = ", ".join("?" for _ in rows)
+                src = f"(SELECT * FROM {then.table} WHERE {then.key} IN ({marks})) AS claimed"
+                c.execute(then.sql.replace(ROWS, src), (*then.params, *(r[0] for r in rows)))
+            return rows
 
     def many(self, conn: Any, sql: str, rows: Sequence[Sequence[Any]]) -> None:
         conn.executemany(sql, rows)
