@@ -93,6 +93,8 @@ class MemoryStream:
                 if old.payload != payload:
                     raise DuplicateMessageError(message_id, self.name)
                 return StreamRecord(old.seq, old.message_id, old.payload, old.appended_at, True)
+            if retention is not None:  # ids past their window are forgotten first
+                self._forget(now - retention.dedup_window)
             gone = self._trimmed.get(message_id)
             if gone is not None:
                 if gone[1] != _digest(payload):
@@ -126,7 +128,7 @@ class MemoryStream:
         if by_age is not None:
             young = next((r.seq for r in self._records if r.appended_at >= by_age), None)
             keep = max(keep, young if young is not None else self._last() + 1)
-        keep = min(keep, self._floor())
+        keep = min(keep, self._last(), self._floor())
         n = max(0, min(keep - self._first, len(self._records)))
         for rec in self._records[:n]:
             del self._by_id[rec.message_id]
@@ -134,9 +136,12 @@ class MemoryStream:
                 self._trimmed[rec.message_id] = (rec.seq, _digest(rec.payload), rec.appended_at)
         del self._records[:n]
         self._first += n
-        for mid in [m for m, (_, _, at) in self._trimmed.items() if at < forget]:
-            del self._trimmed[mid]
+        self._forget(forget)
         return n
+
+    def _forget(self, before: float) -> None:
+        for mid in [m for m, (_, _, at) in self._trimmed.items() if at < before]:
+            del self._trimmed[mid]
 
     def last_seq(self) -> int:
         return self._last()

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
+import weakref
 from typing import Any
 
 from ...errors import DuplicateMessageError
@@ -152,6 +153,9 @@ MIGRATIONS = [
             RETURN QUERY SELECT 'dup', old.seq, old.payload, old.appended_at;
             RETURN;
         END IF;
+        IF p_trim THEN  -- ids past their window are forgotten before they are looked up
+            DELETE FROM sf_stream_ids WHERE stream = p_stream AND appended_at < p_forget;
+        END IF;
         SELECT i.seq, i.digest, i.appended_at INTO old
         FROM sf_stream_ids i WHERE i.stream = p_stream AND i.message_id = p_id;
         IF FOUND THEN
@@ -193,7 +197,10 @@ class PostgresStream(SQLStream):
         digest = hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:20]
         self._channel_name = f"sf_stream_{digest}"
         self.channel = db.channel(self._channel_name)
-        self._local = threading.local()  # one LISTEN connection per waiting thread
+        # LISTEN connections, one per thread waiting at a time; closed with the stream object.
+        self._idle: list[Listener] = []
+        self._idle_lock = threading.Lock()
+        weakref.finalize(self, _close_all, self._idle)
 
     def append(
         self,
@@ -240,14 +247,19 @@ class PostgresStream(SQLStream):
         return int(rows[0][0])
 
     def wait(self, after_seq: int, timeout: float) -> bool:
-        listener = getattr(self._local, "listener", None)
+        with self._idle_lock:
+            listener = self._idle.pop() if self._idle else None
         if listener is None:
-            listener = self._local.listener = Listener(self.db, self._channel_name)
-        listener.wait(0.0)  # LISTEN (first call) before reading: no append falls in between
-        if self.last_seq() > after_seq:
-            return True
-        listener.wait(timeout)
-        return self.last_seq() > after_seq
+            listener = Listener(self.db, self._channel_name)
+        try:
+            listener.wait(0.0)  # LISTEN (first use) before reading: no append falls between
+            if self.last_seq() > after_seq:
+                return True
+            listener.wait(timeout)
+            return self.last_seq() > after_seq
+        finally:
+            with self._idle_lock:
+                self._idle.append(listener)
 
     def last_seq(self) -> int:
         rows = self.db.execute(
@@ -267,6 +279,11 @@ class PostgresStream(SQLStream):
 
     def __repr__(self) -> str:
         return f"PostgresStream({self.db.url!r}, {self.name!r})"
+
+
+def _close_all(listeners: list[Listener]) -> None:
+    for listener in listeners:
+        listener.close()
 
 
 def _cuts(retention: Retention, now: float) -> tuple[int | None, float | None, float]:

@@ -70,11 +70,14 @@ end
 # Trim by retention. KEYS: log ids last cur idt ; targs: max age_cut forget base (max and
 # age_cut may be ''). Keeps the last message and everything a registered consumer owes.
 _TRIM = """
-local function trim(log, ids, lastk, cur, idt, maxn, agecut, forget, base)
+local function forget_ids(ids, idt, forget)
   for _, mid in ipairs(redis.call('ZRANGEBYSCORE', idt, '-inf', '(' .. forget)) do
     redis.call('HDEL', ids, mid)
   end
   redis.call('ZREMRANGEBYSCORE', idt, '-inf', '(' .. forget)
+end
+local function trim(log, ids, lastk, cur, idt, maxn, agecut, forget, base)
+  forget_ids(ids, idt, forget)
   local last = tonumber(redis.call('GET', lastk) or '0')
   if last == 0 then return 0 end
   local head = redis.call('XRANGE', log, '-', '+', 'COUNT', 1)[1]
@@ -124,6 +127,7 @@ end
 
 # KEYS: log ids last cur idt ; ARGV: id payload now expect trim(1|0) max age_cut forget base
 _APPEND = """
+if ARGV[5] == '1' then forget_ids(KEYS[2], KEYS[5], ARGV[8]) end
 local old = redis.call('HGET', KEYS[2], ARGV[1])
 if old then
   local sp = string.find(old, ' ')
@@ -435,11 +439,11 @@ class RedisStream:
             if left <= 0:
                 return False
             ms = max(1, int(min(left, step) * 1000))
-            got = self.db.call(
-                lambda c, ms=ms: c.xread({self._log: f"{int(after_seq)}-0"}, count=1, block=ms),
-                write=False,
-            )
-            if got:
+
+            def read(c: Any, ms: int = ms) -> Any:
+                return c.xread({self._log: f"{int(after_seq)}-0"}, count=1, block=ms)
+
+            if self.db.call(read, write=False):
                 return True
 
     def range(self, after: int = 0, limit: int = 100) -> list[StreamRecord]:
@@ -531,13 +535,18 @@ def redis_streams(db: RedisDB) -> dict[str, int]:
     """Every stream under the prefix with its kept message count (SCAN; nothing if none)."""
     head = db.key("stream", "{")
     names: set[str] = set()
-    for pattern in ("last", "cur"):
-        for k in db.call(
-            lambda c, p=pattern: list(c.scan_iter(match=f"{head}*}}:{p}", count=500)), write=False
-        ):
-            names.add(k[len(head) : k.rindex("}:")])
-    out: dict[str, int] = {}
-    for name in sorted(names):
-        log = db.key("stream", "{" + name + "}") + ":log"
-        out[name] = int(db.call(lambda c, log=log: c.xlen(log), write=False))
-    return out
+
+    def keys(c: Any) -> list[str]:
+        return [k for p in ("last", "cur") for k in c.scan_iter(match=f"{head}*}}:{p}", count=500)]
+
+    for k in db.call(keys, write=False):
+        names.add(k[len(head) : k.rindex("}:")])
+    logs = [db.key("stream", "{" + name + "}") + ":log" for name in sorted(names)]
+
+    def counts(c: Any) -> list[int]:
+        pipe = c.pipeline(transaction=False)
+        for log in logs:
+            pipe.xlen(log)
+        return [int(n) for n in pipe.execute()]
+
+    return dict(zip(sorted(names), db.call(counts, write=False), strict=True))

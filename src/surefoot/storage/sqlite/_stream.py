@@ -70,6 +70,7 @@ ON CONFLICT (stream, message_id) DO NOTHING
 RETURNING seq, message_id, payload, appended_at
 """
 _LAST = "SELECT MAX(seq) FROM sf_stream WHERE stream = ?"
+_FORGET = "DELETE FROM sf_stream_ids WHERE stream = ? AND appended_at < ?"
 _FIRST = "SELECT seq, appended_at FROM sf_stream WHERE stream = ? ORDER BY seq LIMIT 1"
 _YOUNG = "SELECT seq FROM sf_stream WHERE stream = ? AND appended_at >= ? ORDER BY seq LIMIT 1"
 _GONE = "SELECT seq, message_id, payload, appended_at FROM sf_stream WHERE stream = ? AND seq < ?"
@@ -108,10 +109,12 @@ class SQLiteStream(SQLStream):
         self._check_payload(message_id, payload)
         p = {"s": self.name, "id": message_id, "payload": payload, "now": now}
         with self.db.write() as c:
+            if retention is not None:  # ids past their window are forgotten before lookup
+                c.execute(_FORGET, (self.name, now - retention.dedup_window))
             row = c.execute(_APPEND, {**p, "expect": expect_last_seq}).fetchone()
             if row is not None:
                 if retention is not None:
-                    self._trim(c, retention, now, int(row[0]))
+                    self._trim(c, retention, now, int(row[0]), forgotten=True)
                 return record(row)
             old = c.execute(REC_SQL + " AND message_id = ?", (self.name, message_id)).fetchone()
             if old is not None:
@@ -135,12 +138,13 @@ class SQLiteStream(SQLStream):
             last = c.execute(_LAST, (self.name,)).fetchone()[0]
             return self._trim(c, retention, now, int(last)) if last else 0
 
-    def _trim(self, c: Any, retention: Retention, now: float, last: int) -> int:
+    def _trim(
+        self, c: Any, retention: Retention, now: float, last: int, *, forgotten: bool = False
+    ) -> int:
         """Drop what ``retention`` no longer keeps (under the write lock); how many went."""
         by_len, by_age, forget = retention.cuts(last, now)
-        c.execute(
-            "DELETE FROM sf_stream_ids WHERE stream = ? AND appended_at < ?", (self.name, forget)
-        )
+        if not forgotten:
+            c.execute(_FORGET, (self.name, forget))
         first, first_at = c.execute(_FIRST, (self.name,)).fetchone()
         if first >= by_len and (by_age is None or first_at >= by_age):
             return 0  # the common case: nothing is over the limits
