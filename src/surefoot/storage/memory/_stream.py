@@ -185,10 +185,15 @@ class MemoryStream:
             return self._appended.wait_for(lambda: self._last() > after_seq, timeout)
 
     def _consumer(self, consumer: str) -> _Consumer:
+        """The consumer, registered by its first claim (as ``register`` would)."""
         c = self._consumers.get(consumer)
         if c is None:
-            c = self._consumers[consumer] = _Consumer()
+            c = self._consumers[consumer] = _Consumer(position=self._first - 1)
         return c
+
+    def _known(self, consumer: str) -> _Consumer:
+        """The consumer, or an empty one left unregistered (an ack registers nothing)."""
+        return self._consumers.get(consumer) or _Consumer()
 
     def claim(
         self,
@@ -229,16 +234,16 @@ class MemoryStream:
 
     def ack(self, consumer: str, seq: int) -> bool:
         with self._lock:
-            return self._consumer(consumer).pending.pop(seq, None) is not None
+            return self._known(consumer).pending.pop(seq, None) is not None
 
     def ack_many(self, consumer: str, seqs: list[int]) -> int:
         with self._lock:
-            pending = self._consumer(consumer).pending
+            pending = self._known(consumer).pending
             return sum(pending.pop(seq, None) is not None for seq in set(seqs))
 
     def nack(self, consumer: str, seq: int, *, now: float, delay: float = 0.0) -> bool:
         with self._lock:
-            p = self._consumer(consumer).pending.get(seq)
+            p = self._known(consumer).pending.get(seq)
             if p is None:
                 return False
             p.visible_at = now + delay
@@ -246,7 +251,7 @@ class MemoryStream:
 
     def reject(self, consumer: str, seq: int, *, reason: str, now: float) -> bool:
         with self._lock:
-            c = self._consumer(consumer)
+            c = self._known(consumer)
             p = c.pending.pop(seq, None)
             if p is None:
                 return False
@@ -256,12 +261,12 @@ class MemoryStream:
 
     def dead_letters(self, consumer: str) -> list[DeadRecord]:
         with self._lock:
-            c = self._consumer(consumer)
+            c = self._known(consumer)
             return [c.dead[s] for s in sorted(c.dead)]
 
     def redrive(self, consumer: str, seqs: list[int] | None, *, now: float) -> int:
         with self._lock:
-            c = self._consumer(consumer)
+            c = self._known(consumer)
             chosen = sorted(c.dead) if seqs is None else sorted(set(seqs) & c.dead.keys())
             for seq in chosen:
                 d = c.dead.pop(seq)

@@ -270,10 +270,11 @@ class PostgresStream(SQLStream):
     def _claim_position(self, c: Any, consumer: str) -> int:
         # Create-or-lock the cursor row: claims of one consumer take turns from here on.
         row = c.execute(
-            "INSERT INTO sf_stream_cursor AS c (stream, consumer, position) "
-            "VALUES (%s, %s, 0) ON CONFLICT (stream, consumer) "
-            "DO UPDATE SET position = c.position RETURNING c.position",
-            (self.name, consumer),
+            "INSERT INTO sf_stream_cursor AS c (stream, consumer, position) VALUES (%s, %s, "
+            "COALESCE((SELECT MIN(seq) FROM sf_stream WHERE stream = %s), 1) - 1) "
+            "ON CONFLICT (stream, consumer) DO UPDATE SET position = c.position "
+            "RETURNING c.position",
+            (self.name, consumer, self.name),
         ).fetchone()
         return int(row[0])
 

@@ -208,7 +208,13 @@ for _, seq in ipairs(due) do
   end
 end
 if #out < limit then
-  local pos = tonumber(redis.call('HGET', KEYS[2], ARGV[1]) or '0')
+  local pos = tonumber(redis.call('HGET', KEYS[2], ARGV[1]) or '-1')
+  if pos < 0 then  -- the first claim registers the consumer before the first kept message
+    local head = redis.call('XRANGE', KEYS[1], '-', '+', 'COUNT', 1)[1]
+    pos = 0
+    if head then pos = tonumber(string.sub(head[1], 1, -3)) - 1 end
+    redis.call('HSET', KEYS[2], ARGV[1], pos)
+  end
   local fresh = redis.call('XRANGE', KEYS[1], (pos + 1) .. '-0', '+', 'COUNT', limit - #out)
   local first = '[{"attempt": 1, "at": ' .. ARGV[3] .. ', "worker": ' .. ARGV[6] .. '}]'
   local seq = nil

@@ -186,12 +186,20 @@ class SQLiteStream(SQLStream):
                     break
 
     def _claim_position(self, c: Any, consumer: str) -> int:
-        # Under the write lock already: a plain read (no cursor row until it moves).
+        # Under the write lock already: a plain read; the first claim registers the consumer.
         row = c.execute(
             "SELECT position FROM sf_stream_cursor WHERE stream = ? AND consumer = ?",
             (self.name, consumer),
         ).fetchone()
-        return int(row[0]) if row else 0
+        if row is not None:
+            return int(row[0])
+        row = c.execute(
+            "INSERT INTO sf_stream_cursor (stream, consumer, position) VALUES (?, ?, "
+            "COALESCE((SELECT MIN(seq) FROM sf_stream WHERE stream = ?), 1) - 1) "
+            "RETURNING position",
+            (self.name, consumer, self.name),
+        ).fetchone()
+        return int(row[0])
 
     def __repr__(self) -> str:
         return f"SQLiteStream({self.db.path!r}, {self.name!r})"
