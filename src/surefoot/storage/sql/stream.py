@@ -221,6 +221,12 @@ class SQLStream:
 
     def register(self, consumer: str) -> None:
         d = self.d
+        known = d.read(
+            d.sql("SELECT 1 FROM sf_stream_cursor WHERE stream = ? AND consumer = ?"),
+            (self.name, consumer),
+        )
+        if known:  # a read, no write transaction: inspectors open known consumers often
+            return
         d.write(
             d.sql(
                 "INSERT INTO sf_stream_cursor (stream, consumer, position) VALUES (?, ?, "
