@@ -75,6 +75,17 @@ def test_age_retention_keeps_young_messages_and_always_the_last(st: Any) -> None
     assert log.append("m9", "9", now=1000.0).seq == 5  # no seq is ever reused
 
 
+def test_age_retention_finds_the_first_young_message_past_many_old_ones(st: Any) -> None:
+    """250 messages one second apart, max_age=50 at t=249: the 51 of t >= 199 stay (the
+    Redis script looks for the first young one page by page)."""
+    log = st.stream(_name())
+    for i in range(250):
+        log.append(f"m{i}", "1", now=float(i))
+    assert log.trim(Retention(max_age=50.0), now=249.0) == 199
+    kept = log.range(0, 1000)
+    assert (len(kept), kept[0].seq, kept[0].appended_at) == (51, 200, 199.0)
+
+
 def test_trimmed_ids_deduplicate_for_their_window_then_are_forgotten(st: Any) -> None:
     """A retry of a trimmed message is a duplicate (its seq, its time) within the window;
     another payload under that id is an error; past the window the id is new again."""

@@ -88,10 +88,16 @@ local function trim(log, ids, lastk, cur, idt, maxn, agecut, forget, base)
   if maxn ~= '' then keep = last + 1 - tonumber(maxn) end
   if first >= keep and (agecut == '' or first_at >= tonumber(agecut)) then return 0 end
   if agecut ~= '' then
-    local young = last
+    local young = nil
     local cut = tonumber(agecut)
-    for _, e in ipairs(redis.call('XRANGE', log, '-', '+')) do
-      if tonumber(e[2][6]) >= cut then young = tonumber(string.sub(e[1], 1, -3)) break end
+    local from = '-'
+    while not young do  -- in pages, oldest first, until the first young message
+      local page = redis.call('XRANGE', log, from, '+', 'COUNT', 100)
+      if #page == 0 then young = last break end
+      for _, e in ipairs(page) do
+        if tonumber(e[2][6]) >= cut then young = tonumber(string.sub(e[1], 1, -3)) break end
+      end
+      from = '(' .. page[#page][1]
     end
     if young > keep then keep = young end
   end
