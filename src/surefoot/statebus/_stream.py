@@ -184,12 +184,15 @@ class Stream:
         if self.max_message_bytes is not None and len(text) * 4 > self.max_message_bytes:
             size = len(text.encode("utf-8", "surrogatepass"))
             if size > self.max_message_bytes:
-                raise ValueTooLargeError(
-                    self.storage.url,
-                    f"message {message_id!r} of stream {self.name!r} (max_message_bytes)",
-                    size,
-                    self.max_message_bytes,
+                what = f"message {message_id!r} of stream {self.name!r}"
+                exc = ValueTooLargeError(self.storage.url, what, size, self.max_message_bytes)
+                exc.args = (
+                    f"{what} is {size:,} bytes of JSON, over the stream's max_message_bytes="
+                    f"{self.max_message_bytes:,}; nothing was appended. Keep large data "
+                    "elsewhere (a file or an object store) and append its name, or raise "
+                    "max_message_bytes in Stream(...).",
                 )
+                raise exc
         rec = self.log.append(
             message_id,
             text,
