@@ -9,10 +9,12 @@ server is absent (and fail under ``SUREFOOT_REQUIRE_SERVICES=1``).
 from __future__ import annotations
 
 import math
+import signal
 import subprocess
 import sys
 import textwrap
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -438,4 +440,64 @@ def test_racing_appends_and_trims_never_lose_an_unacked_message(
     assert sorted(ids) == sorted(f"{w}-{i}" for w in "ab" for i in range(40))
     s.trim()
     assert s.stats().messages == 3
+    s.close()
+
+
+_BOUNDED_PRODUCER = textwrap.dedent(
+    """
+    import sys
+    from surefoot.statebus import Stream
+    url, name = sys.argv[1], sys.argv[2]
+    s = Stream(url, name, max_messages=5)
+    i = 0
+    while True:
+        s.append({"i": i}, message_id=f"m{i}")
+        print(i, flush=True)
+        i += 1
+    """
+)
+
+
+@pytest.mark.parametrize("kind", [b for b in BACKENDS if b != "memory"])
+def test_a_killed_bounded_producer_leaves_every_unacked_message(
+    kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """A producer appending with max_messages=5 is SIGKILLed mid-append: a registered
+    consumer that had acked only the first messages still gets every other one, with no gap
+    and no duplicate, and the trim went no further than its acks allowed."""
+    url = backend_url(kind, tmp_path, request, "kill")
+    name = _name()
+    s = Stream(url, name, max_messages=5)
+    c = s.consumer("c")
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _BOUNDED_PRODUCER, url, name], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert proc.stdout is not None
+        for _ in range(10):
+            proc.stdout.readline()
+        first = c.fetch(3)
+        c.ack_many(first)  # 3 settled: the producer's trims may drop them, nothing more
+        for _ in range(20):
+            proc.stdout.readline()
+        time.sleep(0.05)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(30)
+        if proc.stdout is not None:
+            proc.stdout.close()
+    last = s.last_seq
+    assert last >= 30
+    rest: list[int] = []
+    while True:
+        got = c.fetch(50)
+        if not got:
+            break
+        rest += [m.seq for m in got]
+        c.ack_many(got)
+    assert [m.seq for m in first] + rest == list(range(1, last + 1))
+    assert s.stats().first_seq <= 4
     s.close()
