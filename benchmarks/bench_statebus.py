@@ -9,6 +9,12 @@
 * merged appends/s on SQLite FULL (``Store.merge(k, item, id=...)`` on an ``append`` key,
   the store combining it under the write lock) vs the same floor, alternating (target:
   >= 0.7x), and 4 threads × n/4 merged appends on one key: entries kept and retries;
+* bounded stream appends/s (``Stream(max_messages=100)``: each append past the limit trims
+  the oldest message and remembers its id, in the same commit) vs the same floor;
+* fetch latency with ``block=``: a consumer thread blocked in ``fetch(1, block=5)`` and a
+  producer appending every 20 ms; from the append's start to the fetch's return, per
+  backend (memory, SQLite, PostgreSQL, Redis; a server backend is skipped when absent), with
+  the claims per delivered message (1.0 - 2.0 means woken, not polling);
 * the simulator's agent-steps/s (a step is one agent action: a read-and-think or a write).
 
 The floor and the versioned writes alternate one operation at a time, each timed alone, so
@@ -16,6 +22,7 @@ the fsync drift of a shared virtual disk hits both sides alike; the stream and s
 figures are medians of rounds. Usage:
 
     .venv/bin/python benchmarks/bench_statebus.py [--n 500] [--rounds 5] [--json out.json]
+        [--pg postgresql://127.0.0.1/test] [--redis redis://127.0.0.1:6379/0]
 """
 
 from __future__ import annotations
@@ -24,7 +31,9 @@ import argparse
 import json
 import statistics
 import tempfile
+import threading
 import time
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -167,7 +176,14 @@ def bench_stream(folder: Path, n: int, rounds: int) -> dict[str, Any]:
         with db.write() as c:
             c.execute("INSERT INTO bench_floor (k, v) VALUES (?, ?)", (counter["floor"], "x"))
 
-    spent = {"floor": 0.0, "append": 0.0, "retry": 0.0, "consume": 0.0, "batched": 0.0}
+    spent = {
+        "floor": 0.0,
+        "append": 0.0,
+        "bounded": 0.0,
+        "retry": 0.0,
+        "consume": 0.0,
+        "batched": 0.0,
+    }
     counts = dict.fromkeys(spent, 0)
     commits = {"consume": 0, "batched": 0}  # counted by the SQLite layer (db.commits)
     dedups = 0
@@ -181,9 +197,12 @@ def bench_stream(folder: Path, n: int, rounds: int) -> dict[str, Any]:
 
     for r in range(rounds):
         s = Stream(st, f"bench-{r}")
+        bounded = Stream(st, f"bounded-{r}", max_messages=100)
         for i in range(n):
             timed("floor", floor)
             timed("append", lambda s=s, i=i: s.append({"i": i}, message_id=f"m{i}"))
+            timed("floor", floor)
+            timed("bounded", lambda b=bounded, i=i: b.append({"i": i}, message_id=f"m{i}"))
             if i % 10 == 0:  # a retried append: deduplicated, nothing appended
                 dedups += timed(
                     "retry", lambda s=s, i=i: s.append({"i": i}, message_id=f"m{i}")
@@ -228,6 +247,8 @@ def bench_stream(folder: Path, n: int, rounds: int) -> dict[str, Any]:
         "retried_appends_per_s": rate["retry"],
         "consumed_per_s": rate["consume"],
         "appends_vs_floor": rate["append"] / rate["floor"],
+        "bounded_appends_per_s": rate["bounded"],
+        "bounded_vs_floor": rate["bounded"] / rate["floor"],
         "consumed_vs_floor": rate["consume"] / rate["floor"],
         "consumed_batched_per_s": rate["batched"],
         "consumed_batched_vs_floor": rate["batched"] / rate["floor"],
@@ -237,6 +258,76 @@ def bench_stream(folder: Path, n: int, rounds: int) -> dict[str, Any]:
         "note": "consume = fetch(10) then one ack per message; batched = fetch(10) then "
         "ack_many; commits per message counted with db.commits",
     }
+
+
+def _latency(url: str, n: int) -> dict[str, Any]:
+    """Append every 20 ms; a consumer blocked in fetch(1, block=5) takes each one."""
+    name = f"latency-{uuid.uuid4().hex[:8]}"
+    s = Stream(url, name)
+    c = s.consumer("c", visibility_timeout=60.0)
+    claims = [0]
+    claim = s.log.claim
+
+    def counted(*a: Any, **k: Any) -> Any:
+        claims[0] += 1
+        return claim(*a, **k)
+
+    s.log.claim = counted  # type: ignore[method-assign]
+    sent: dict[str, float] = {}
+    lat: list[float] = []
+
+    def consume() -> None:
+        while len(lat) < n:
+            for m in c.fetch(1, block=5.0):
+                lat.append(time.perf_counter() - sent[m.message_id])
+                c.ack(m)
+
+    producer = s if url.startswith("memory") else Stream(url, name)
+    t = threading.Thread(target=consume)
+    t.start()
+    time.sleep(0.2)
+    c0 = claims[0]
+    for i in range(n):
+        time.sleep(0.02)
+        sent[f"m{i}"] = time.perf_counter()
+        producer.append(i, message_id=f"m{i}")
+    t.join(60)
+    lat.sort()
+    out = {
+        "median_ms": 1000 * statistics.median(lat),
+        "p95_ms": 1000 * lat[int(0.95 * (len(lat) - 1))],
+        "max_ms": 1000 * lat[-1],
+        "claims_per_message": (claims[0] - c0) / n,
+        "messages": n,
+    }
+    if producer is not s:
+        producer.close()
+    s.close()
+    return out
+
+
+def bench_latency(folder: Path, n: int, pg: str, redis: str) -> dict[str, Any]:
+    urls = {
+        "memory": "memory://",
+        "sqlite": f"sqlite:///{folder / 'latency.db'}",
+        "postgresql": f"{pg}?schema=sf_bench_{uuid.uuid4().hex[:8]}",
+        "redis": f"{redis}?prefix=sf_bench_{uuid.uuid4().hex[:8]}",
+    }
+    out: dict[str, Any] = {}
+    for kind, url in urls.items():
+        try:
+            out[kind] = _latency(url, n)
+        except Exception as exc:  # a server that is not there: say so, go on
+            out[kind] = {"skipped": f"{type(exc).__name__}: {exc}"}
+        finally:
+            if kind in ("postgresql", "redis"):
+                try:
+                    st: Any = storage.open(url)
+                    st.db.drop_schema() if kind == "postgresql" else st.db.delete_prefix()
+                    st.close()
+                except Exception:
+                    pass
+    return out
 
 
 def bench_sim(rounds: int) -> dict[str, Any]:
@@ -256,19 +347,25 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=500, help="operations per round")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--json", dest="json_path", default=None)
+    ap.add_argument("--pg", default="postgresql://127.0.0.1:5432/test")
+    ap.add_argument("--redis", default="redis://127.0.0.1:6379/0")
+    ap.add_argument("--latency-n", type=int, default=100, help="messages per backend")
+    ap.add_argument("--only", choices=["stream"], default=None, help="only the stream parts")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-statebus-") as tmp:
         folder = Path(tmp)
-        out = {
-            "writes_full": bench_writes(folder, args.n, args.rounds, "FULL"),
-            "writes_normal": bench_writes(folder, args.n, args.rounds, "NORMAL"),
-            "stream": bench_stream(folder, args.n, args.rounds),
-            "merges": bench_merges(folder, args.n, args.rounds),
-            "simulator": bench_sim(args.rounds),
-            "n": args.n,
-            "rounds": args.rounds,
-        }
+        out: dict[str, Any] = {"n": args.n, "rounds": args.rounds}
+        if args.only is None:
+            out["writes_full"] = bench_writes(folder, args.n, args.rounds, "FULL")
+            out["writes_normal"] = bench_writes(folder, args.n, args.rounds, "NORMAL")
+        out["stream"] = bench_stream(folder, args.n, args.rounds)
+        out["latency"] = bench_latency(folder, args.latency_n, args.pg, args.redis)
+        if args.only is None:
+            out["merges"] = bench_merges(folder, args.n, args.rounds)
+            out["simulator"] = bench_sim(args.rounds)
     for key in ("writes_full", "writes_normal"):
+        if key not in out:
+            continue
         w = out[key]
         print(
             f"SQLite synchronous={w['synchronous']}: floor {w['floor_commits_per_s']:,.0f} "
@@ -285,8 +382,23 @@ def main() -> None:
         f"floor; {s['consume_commits_per_message']:.2f} commits per message) "
         f"| {s['consumed_batched_per_s']:,.0f} consumed/s, fetch + ack_many "
         f"({s['consumed_batched_vs_floor']:.2f}x floor; "
-        f"{s['batched_commits_per_message']:.2f} commits per message)"
+        f"{s['batched_commits_per_message']:.2f} commits per message) "
+        f"| bounded (max_messages=100) {s['bounded_appends_per_s']:,.0f} appends/s "
+        f"({s['bounded_vs_floor']:.2f}x floor)"
     )
+    for kind, lat in out["latency"].items():
+        if "skipped" in lat:
+            print(f"fetch(block=) latency, {kind}: skipped ({lat['skipped']})")
+            continue
+        print(
+            f"fetch(block=) latency, {kind}: append to delivery median {lat['median_ms']:.2f} ms, "
+            f"p95 {lat['p95_ms']:.2f} ms, max {lat['max_ms']:.2f} ms over {lat['messages']} "
+            f"messages; {lat['claims_per_message']:.2f} claims per message"
+        )
+    if "merges" not in out:
+        if args.json_path:
+            Path(args.json_path).write_text(json.dumps(out, indent=2))
+        return
     m = out["merges"]
     print(
         f"Merges (SQLite, FULL): floor {m['floor_commits_per_s']:,.0f} commits/s | "

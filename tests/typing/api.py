@@ -28,18 +28,22 @@ from surefoot.resilience import (
 from surefoot.statebus import (
     AgentSession,
     AgentSpec,
+    ConsumerStats,
     Entry,
     Labeled,
     Lease,
+    Message,
     Proposal,
     Resolution,
     Store,
     Stream,
     StreamEntry,
+    StreamStats,
     judge,
     label_of,
     labeled,
     priority,
+    streams,
     vote,
 )
 
@@ -134,6 +138,14 @@ def statebus(fake: FakeClock) -> None:
     stream = Stream("sqlite:///team.db", "findings", clock=fake)
     assert_type(stream.append({"x": 1}, message_id="m-1"), StreamEntry)
     assert_type(stream.read(after=0, limit=10), list[StreamEntry])
+    bounded = Stream("sqlite:///team.db", "events", max_messages=1000, max_age=3600.0)
+    assert_type(bounded.trim(), int)
+    assert_type(bounded.stats(), StreamStats)
+    consumer = bounded.consumer("summariser")
+    assert_type(consumer.fetch(10, block=1.0), list[Message])
+    assert_type(consumer.stats(), ConsumerStats)
+    assert_type(consumer.lag, int)
+    assert_type(streams("sqlite:///team.db"), dict[str, int])
     props = [Proposal("a", 1), Proposal("b", 2)]
     assert_type(priority(props, ["a", "b"]), Resolution)
     assert_type(vote(props, ["a", "b"]), Resolution)

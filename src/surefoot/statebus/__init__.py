@@ -49,7 +49,16 @@ from ._store import (
     LostUpdate,
     Store,
 )
-from ._stream import Consumer, DeadLetter, Message, Stream, StreamEntry
+from ._stream import (
+    Consumer,
+    ConsumerStats,
+    DeadLetter,
+    Message,
+    Stream,
+    StreamEntry,
+    StreamStats,
+    streams,
+)
 from ._trust import (
     Endorser,
     Label,
@@ -76,6 +85,7 @@ __all__ = [
     "ChatClient",
     "ConflictError",
     "Consumer",
+    "ConsumerStats",
     "Contribution",
     "DeadLetter",
     "DuplicateMessageError",
@@ -100,6 +110,7 @@ __all__ = [
     "Store",
     "Stream",
     "StreamEntry",
+    "StreamStats",
     "ToolPolicy",
     "TrustError",
     "derive",
@@ -113,6 +124,7 @@ __all__ = [
     "priority",
     "reject_label_fields",
     "render",
+    "streams",
     "trusted",
     "vote",
     "write_labeled",

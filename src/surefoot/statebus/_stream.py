@@ -1,21 +1,43 @@
 """``Stream``: an append-only log with message ids, consumers, acks, redelivery, dead letters.
 
-A retried append with the same id and payload is deduplicated (for as long as the stream
-keeps the message, not for a few minutes); the same id with another payload is an error.
+A retried append with the same id and payload is deduplicated while the stream keeps the
+message and, once retention trimmed it, for ``dedup_window`` seconds after its append (a
+day by default); the same id with another payload is an error. Retention by length and age
+never drops a message a registered consumer has not settled. ``Consumer.fetch(block=s)``
+waits for an append instead of polling.
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Any
 
 from .. import storage as _storage
 from ..clock import Clock, SystemClock
 from ..codec import dumps, loads
-from ..errors import ConfigError
-from ..storage.base import StreamLog, StreamRecord, check_text
+from ..errors import ConfigError, ValueTooLargeError
+from ..storage.base import (
+    DEFAULT_DEDUP_WINDOW,
+    ConsumerStats,
+    Retention,
+    StreamLog,
+    StreamRecord,
+    StreamStats,
+    check_seconds,
+    check_text,
+)
 
-__all__ = ["Consumer", "DeadLetter", "Message", "Stream", "StreamEntry"]
+__all__ = [
+    "Consumer",
+    "ConsumerStats",
+    "DeadLetter",
+    "Message",
+    "Stream",
+    "StreamEntry",
+    "StreamStats",
+    "streams",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,25 +78,76 @@ def _entry(r: StreamRecord) -> StreamEntry:
     return StreamEntry(r.seq, r.message_id, loads(r.payload), r.appended_at, r.duplicate)
 
 
+def _opened(url: str | Any) -> Any:
+    if isinstance(url, str):
+        return _storage.open(url)
+    if hasattr(url, "stream"):
+        return url
+    raise ConfigError(f"Stream needs a storage URL or a Storage, got {url!r}")
+
+
+def streams(url: str | Any) -> dict[str, int]:
+    """Every stream in a storage URL (or an opened ``Storage``): names, sorted, with the
+    number of messages each keeps. ``memory://`` lists the streams opened in that storage.
+    """
+    st = _opened(url)
+    try:
+        found: dict[str, int] = st.streams()
+    finally:
+        if isinstance(url, str):
+            st.close()
+    return found
+
+
 class Stream:
     """A named stream in a storage URL (SQLite: many processes on one file).
 
     Args:
         url: a storage URL or an opened ``Storage``.
         name: the stream's name.
-        clock: time for visibility timeouts (``SystemClock`` by default).
+        clock: time for visibility timeouts and ages (``SystemClock`` by default).
+        max_messages: keep at most this many messages (None: no limit); each append trims.
+        max_age: keep messages appended less than this many seconds ago (None: no limit).
+        dedup_window: seconds after its append that a trimmed message's id still
+            deduplicates a retry (default one day); a kept message's id always does.
+        max_message_bytes: refuse a message over this many bytes of UTF-8 JSON
+            (``ValueTooLargeError``; None: the store's ``max_value_bytes``, 1 MiB).
+
+    Retention never removes a message a registered consumer (``consumer(name)``) has not
+    settled (acked, or moved past), nor the last message: a stream stays over its limits
+    while a consumer lags, until it catches up or ``remove_consumer`` forgets it.
+    Declare the same limits in every process that appends.
     """
 
-    def __init__(self, url: str | Any, name: str, clock: Clock | None = None) -> None:
+    def __init__(
+        self,
+        url: str | Any,
+        name: str,
+        clock: Clock | None = None,
+        *,
+        max_messages: int | None = None,
+        max_age: float | None = None,
+        dedup_window: float = DEFAULT_DEDUP_WINDOW,
+        max_message_bytes: int | None = None,
+    ) -> None:
         if not isinstance(name, str) or not name:
             raise ConfigError(f"a stream name must be a non-empty string, got {name!r}")
         check_text("stream name", name)
-        if isinstance(url, str):
-            self.storage: Any = _storage.open(url)
-        elif hasattr(url, "stream"):
-            self.storage = url
-        else:
-            raise ConfigError(f"Stream needs a storage URL or a Storage, got {url!r}")
+        limit = max_message_bytes
+        if limit is not None and (
+            isinstance(limit, bool) or not isinstance(limit, int) or limit < 1
+        ):
+            raise ConfigError(f"max_message_bytes must be an integer >= 1 or None, got {limit!r}")
+        self.retention: Retention | None = (
+            None
+            if max_messages is None and max_age is None
+            else Retention(max_messages, max_age, dedup_window)
+        )
+        if self.retention is None:
+            check_seconds("dedup_window", dedup_window)
+        self.dedup_window = float(dedup_window)
+        self.max_message_bytes = limit
+        self.storage: Any = _opened(url)
         self.log: StreamLog = self.storage.stream(name)
         self.name = name
         self.clock: Clock = clock if clock is not None else SystemClock()
@@ -108,10 +181,49 @@ class Stream:
                 f"expect_last_seq must be a sequence number >= 0 or None, got {expect_last_seq!r}"
             )
         text = dumps(payload, where=f"message {message_id!r}")
+        if self.max_message_bytes is not None and len(text) * 4 > self.max_message_bytes:
+            size = len(text.encode("utf-8", "surrogatepass"))
+            if size > self.max_message_bytes:
+                what = f"message {message_id!r} of stream {self.name!r}"
+                exc = ValueTooLargeError(self.storage.url, what, size, self.max_message_bytes)
+                exc.args = (
+                    f"{what} is {size:,} bytes of JSON, over the stream's max_message_bytes="
+                    f"{self.max_message_bytes:,}; nothing was appended. Keep large data "
+                    "elsewhere (a file or an object store) and append its name, or raise "
+                    "max_message_bytes in Stream(...).",
+                )
+                raise exc
         rec = self.log.append(
-            message_id, text, now=self.clock.now(), expect_last_seq=expect_last_seq
+            message_id,
+            text,
+            now=self.clock.now(),
+            expect_last_seq=expect_last_seq,
+            retention=self.retention,
         )
         return _entry(rec)
+
+    def trim(self) -> int:
+        """Apply the retention now (appends do it too); returns how many messages went.
+
+        Raises:
+            ConfigError: the stream has no ``max_messages`` nor ``max_age``.
+        """
+        if self.retention is None:
+            raise ConfigError(
+                f"stream {self.name!r} has no retention to trim by: pass max_messages= or "
+                "max_age= to Stream(...)"
+            )
+        return self.log.trim(self.retention, now=self.clock.now())
+
+    def stats(self) -> StreamStats:
+        """Kept messages, first and last sequence numbers, remembered trimmed ids, and per
+        consumer group its position, pending, dead letters and lag (for inspectors, metrics)."""
+        return self.log.stats()
+
+    def remove_consumer(self, name: str) -> bool:
+        """Forget a consumer group (its position, pending deliveries and dead letters), so
+        retention no longer keeps messages for it; False if it was unknown."""
+        return self.log.remove_consumer(name)
 
     @property
     def last_seq(self) -> int:
@@ -119,7 +231,8 @@ class Stream:
         return self.log.last_seq()
 
     def read(self, after: int = 0, limit: int = 100) -> list[StreamEntry]:
-        """Messages with sequence numbers after ``after``, in order (no consumer state)."""
+        """Messages with sequence numbers after ``after``, in order (no consumer state);
+        after a trim the first one returned may be past ``after + 1``."""
         return [_entry(r) for r in self.log.range(after, limit)]
 
     def consumer(
@@ -135,10 +248,10 @@ class Stream:
         if not isinstance(name, str) or not name:
             raise ConfigError(f"a consumer name must be a non-empty string, got {name!r}")
         check_text("consumer name", name)
-        if visibility_timeout <= 0:
-            raise ConfigError(f"visibility_timeout must be > 0 seconds, got {visibility_timeout!r}")
+        check_seconds("visibility_timeout", visibility_timeout, positive=True)
         if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1:
             raise ConfigError(f"max_attempts must be an integer >= 1, got {max_attempts!r}")
+        self.log.register(name)
         return Consumer(self, name, visibility_timeout, max_attempts)
 
     def close(self) -> None:
@@ -160,12 +273,44 @@ class Consumer:
         self.visibility_timeout = float(visibility_timeout)
         self.max_attempts = max_attempts
 
-    def fetch(self, limit: int = 10, *, worker: str = "") -> list[Message]:
+    def fetch(self, limit: int = 10, *, worker: str = "", block: float = 0.0) -> list[Message]:
         """Up to ``limit`` messages: redeliveries whose visibility timeout passed, then new ones.
 
         A message already delivered ``max_attempts`` times without an ack is moved to the
         dead letters (reason ``max_attempts``) instead of being delivered again.
+
+        Args:
+            limit: the most messages to return (>= 1).
+            worker: who fetches (kept in each message's delivery history).
+            block: when nothing is due, wait up to this many seconds for an append (or a
+                redelivery coming due) instead of returning at once; ``[]`` at the limit.
+                The wait is the backend's: a condition variable (memory), ``PRAGMA
+                data_version`` polled every 5 ms (SQLite), ``LISTEN`` (PostgreSQL),
+                ``XREAD BLOCK`` (Redis).
+
+        Raises:
+            ConfigError: ``limit`` < 1 or ``block`` not a finite number of seconds >= 0.
         """
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise ConfigError(f"fetch limit must be an integer >= 1, got {limit!r}")
+        wait = check_seconds("fetch block", block)
+        deadline = time.monotonic() + wait
+        log = self.stream.log
+        while True:
+            seen = log.last_seq()
+            got = self._claim(limit, worker)
+            left = deadline - time.monotonic()
+            if got or left <= 0:
+                return got
+            due = log.next_visible(self.name)
+            if due is not None:  # a redelivery comes due before the deadline: wake for it
+                left = min(left, max(0.0, due - self.stream.clock.now()))
+            if left > 0:
+                log.wait(seen, left)
+            if time.monotonic() >= deadline:
+                return self._claim(limit, worker)
+
+    def _claim(self, limit: int, worker: str) -> list[Message]:
         claimed = self.stream.log.claim(
             self.name,
             limit=limit,
@@ -229,6 +374,18 @@ class Consumer:
     def pending(self) -> int:
         """Messages delivered and not yet acked (dead letters excluded)."""
         return self.stream.log.pending(self.name)
+
+    @property
+    def lag(self) -> int:
+        """Messages appended and not yet handed to this group (the last seq - position)."""
+        return max(0, self.stream.log.last_seq() - self.position)
+
+    def stats(self) -> ConsumerStats:
+        """This group's position, pending, dead letters and lag, read together."""
+        for c in self.stream.log.stats().consumers:
+            if c.name == self.name:
+                return c
+        return ConsumerStats(self.name, 0, 0, 0, self.stream.log.last_seq())
 
     def __repr__(self) -> str:
         return f"Consumer({self.stream.name!r}, {self.name!r})"

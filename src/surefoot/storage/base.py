@@ -14,6 +14,7 @@ subsystem needs it and every backend offering the protocol can make it atomic.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -21,14 +22,17 @@ from ..codec import loads
 from ..errors import ConfigError, ConflictError, ValueTooLargeError
 
 __all__ = [
+    "DEFAULT_DEDUP_WINDOW",
     "DEFAULT_MAX_VALUE_BYTES",
     "AuditRow",
     "ClaimedMessage",
+    "ConsumerStats",
     "DeadRecord",
     "Journal",
     "KeyRecord",
     "KeyStore",
     "MergeOutcome",
+    "Retention",
     "RunRow",
     "RunWrite",
     "StateRecord",
@@ -38,7 +42,9 @@ __all__ = [
     "Storage",
     "StreamLog",
     "StreamRecord",
+    "StreamStats",
     "check_range",
+    "check_seconds",
     "check_size",
     "check_text",
     "fence_conflict",
@@ -307,6 +313,79 @@ class DeadRecord:
     history: list[dict[str, Any]] = field(default_factory=list)
 
 
+DEFAULT_DEDUP_WINDOW = 86_400.0
+"""Seconds a trimmed message's id is still deduplicated after its append: one day (an LLM
+retry may come hours later; NATS JetStream's default duplicate window is two minutes)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Retention:
+    """How much of a stream is kept; applied by every append and by ``trim``.
+
+    Attributes:
+        max_messages: keep at most this many messages (None: no length limit).
+        max_age: keep messages appended less than this many seconds ago (None: no age limit).
+        dedup_window: seconds after its append that a trimmed message's id still
+            deduplicates a retry (a kept message's id always does).
+
+    A trim never removes a message a registered consumer has not settled (not yet handed
+    out, pending, or a dead letter): such a stream stays over its limits until the consumer
+    catches up or is removed (``remove_consumer``), and ``stats`` shows it.
+    """
+
+    max_messages: int | None = None
+    max_age: float | None = None
+    dedup_window: float = DEFAULT_DEDUP_WINDOW
+
+    def __post_init__(self) -> None:
+        m = self.max_messages
+        if m is not None and (isinstance(m, bool) or not isinstance(m, int) or m < 1):
+            raise ConfigError(f"max_messages must be an integer >= 1 or None, got {m!r}")
+        if self.max_age is not None:
+            check_seconds("max_age", self.max_age, positive=True)
+        check_seconds("dedup_window", self.dedup_window)
+
+    def cuts(self, last_seq: int, now: float) -> tuple[int, float | None, float]:
+        """(keep seq >= this, keep appended_at >= this or None, forget ids appended before)."""
+        by_len = last_seq + 1 - self.max_messages if self.max_messages is not None else 0
+        by_age = now - self.max_age if self.max_age is not None else None
+        return by_len, by_age, now - self.dedup_window
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerStats:
+    """One consumer group of a stream: ``position`` (last seq handed out), ``pending``
+    (delivered, not acked), ``dead`` (dead letters) and ``lag`` (not yet handed out)."""
+
+    name: str
+    position: int
+    pending: int
+    dead: int
+    lag: int
+
+
+@dataclass(frozen=True, slots=True)
+class StreamStats:
+    """A stream's counts: kept ``messages``, ``first_seq``..``last_seq`` (0, 0 when empty;
+    ``first_seq`` > 1 after a trim), remembered trimmed ids, and each consumer's counts."""
+
+    name: str
+    messages: int
+    first_seq: int
+    last_seq: int
+    trimmed_ids: int
+    consumers: tuple[ConsumerStats, ...] = ()
+
+
+def check_seconds(what: str, value: Any, *, positive: bool = False) -> float:
+    """A finite number of seconds >= 0 (> 0 with ``positive``), or a ConfigError naming it."""
+    ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    if not ok or value < 0 or (positive and value == 0):
+        bound = "> 0" if positive else ">= 0"
+        raise ConfigError(f"{what} must be a finite number of seconds {bound}, got {value!r}")
+    return float(value)
+
+
 def check_text(what: str, value: str) -> str:
     """Refuse a key, id or name some backend cannot store, the same way on every backend.
 
@@ -432,14 +511,35 @@ class StreamLog(Protocol):
     becomes a dead letter (reason ``max_attempts``) instead. ``ack_many`` settles a batch in
     one transaction (one commit) and returns how many were pending. ``range`` refuses a
     negative ``after`` or ``limit`` (``ConfigError``); ``limit=0`` returns nothing.
+
+    ``append`` with a ``retention`` (and ``trim``) drops the oldest messages beyond it in the
+    same transaction, never one a registered consumer has not settled (see ``Retention``),
+    and forgets trimmed ids older than its ``dedup_window``; ``trim`` returns how many
+    messages it removed. ``register`` makes a consumer known (its position starts before the
+    first kept message); ``remove_consumer`` forgets it with its pending and dead letters.
+    ``next_visible`` is the earliest time a pending delivery becomes due again (None: none).
+    ``wait(after_seq, timeout)`` blocks up to ``timeout`` seconds until the last sequence
+    number is past ``after_seq`` and says whether it is (it may return early, spuriously).
     """
 
     name: str
 
     def append(
-        self, message_id: str, payload: str, *, now: float, expect_last_seq: int | None = None
+        self,
+        message_id: str,
+        payload: str,
+        *,
+        now: float,
+        expect_last_seq: int | None = None,
+        retention: Retention | None = None,
     ) -> StreamRecord: ...
+    def trim(self, retention: Retention, *, now: float) -> int: ...
     def last_seq(self) -> int: ...
+    def register(self, consumer: str) -> None: ...
+    def remove_consumer(self, consumer: str) -> bool: ...
+    def stats(self) -> StreamStats: ...
+    def next_visible(self, consumer: str) -> float | None: ...
+    def wait(self, after_seq: int, timeout: float) -> bool: ...
     def range(self, after: int = 0, limit: int = 100) -> list[StreamRecord]: ...
     def claim(
         self,

@@ -73,6 +73,14 @@ class MemoryStorage:
             lambda: MemoryStream(name, max_value_bytes=self.max_value_bytes, url=self.url),
         )
 
+    def streams(self) -> dict[str, int]:
+        """The streams opened in this storage: names (sorted) with kept message counts."""
+        from ._stream import list_streams
+
+        with self.lock:
+            found = {n: o for (k, n), o in self._objects.items() if k == "stream"}
+        return list_streams(found)
+
     def journal(self) -> NoReturn:
         """Not offered in memory.
 

@@ -1,7 +1,13 @@
-"""In-memory ``StreamLog``: an append-only list with ids and consumer positions."""
+"""In-memory ``StreamLog``: an append-only list with ids and consumer positions.
+
+Retention drops from the front of the list (``_first`` is the sequence number of its first
+record); the ids of dropped messages are kept with a digest of their payload until their
+``dedup_window`` passes. A condition variable wakes ``wait`` on every append.
+"""
 
 from __future__ import annotations
 
+import hashlib
 import threading
 from dataclasses import dataclass, field
 from typing import Any
@@ -10,8 +16,11 @@ from ...errors import DuplicateMessageError
 from ..base import (
     DEFAULT_MAX_VALUE_BYTES,
     ClaimedMessage,
+    ConsumerStats,
     DeadRecord,
+    Retention,
     StreamRecord,
+    StreamStats,
     check_range,
     check_size,
     stream_conflict,
@@ -50,12 +59,27 @@ class MemoryStream:
         self.max_value_bytes = max_value_bytes
         self.url = url
         self._records: list[StreamRecord] = []
+        self._first = 1  # the seq of _records[0]
         self._by_id: dict[str, StreamRecord] = {}
+        self._trimmed: dict[str, tuple[int, str, float]] = {}  # id -> (seq, digest, at)
         self._consumers: dict[str, _Consumer] = {}
         self._lock = threading.Lock()
+        self._appended = threading.Condition(self._lock)
+
+    def _rec(self, seq: int) -> StreamRecord:
+        return self._records[seq - self._first]
+
+    def _last(self) -> int:
+        return self._first + len(self._records) - 1
 
     def append(
-        self, message_id: str, payload: str, *, now: float, expect_last_seq: int | None = None
+        self,
+        message_id: str,
+        payload: str,
+        *,
+        now: float,
+        expect_last_seq: int | None = None,
+        retention: Retention | None = None,
     ) -> StreamRecord:
         check_size(
             self.url,
@@ -69,26 +93,107 @@ class MemoryStream:
                 if old.payload != payload:
                     raise DuplicateMessageError(message_id, self.name)
                 return StreamRecord(old.seq, old.message_id, old.payload, old.appended_at, True)
-            last = len(self._records)
+            if retention is not None:  # ids past their window are forgotten first
+                self._forget(now - retention.dedup_window)
+            gone = self._trimmed.get(message_id)
+            if gone is not None:
+                if gone[1] != _digest(payload):
+                    raise DuplicateMessageError(message_id, self.name)
+                return StreamRecord(gone[0], message_id, payload, gone[2], True)
+            last = self._last()
             if expect_last_seq is not None and expect_last_seq != last:
                 raise stream_conflict(self.name, expect_last_seq, last)
             rec = StreamRecord(last + 1, message_id, payload, now)
             self._records.append(rec)
             self._by_id[message_id] = rec
+            if retention is not None:
+                self._trim(retention, now)
+            self._appended.notify_all()
             return rec
 
+    def trim(self, retention: Retention, *, now: float) -> int:
+        with self._lock:
+            return self._trim(retention, now)
+
+    def _floor(self) -> int:
+        """The lowest seq some registered consumer has not settled (no trim reaches it)."""
+        floor = self._last() + 1
+        for c in self._consumers.values():
+            floor = min(floor, c.position + 1, *c.pending, *c.dead)
+        return floor
+
+    def _trim(self, retention: Retention, now: float) -> int:
+        by_len, by_age, forget = retention.cuts(self._last(), now)
+        keep = by_len
+        if by_age is not None:
+            young = next((r.seq for r in self._records if r.appended_at >= by_age), None)
+            keep = max(keep, young if young is not None else self._last() + 1)
+        keep = min(keep, self._last(), self._floor())
+        n = max(0, min(keep - self._first, len(self._records)))
+        for rec in self._records[:n]:
+            del self._by_id[rec.message_id]
+            if rec.appended_at >= forget:
+                self._trimmed[rec.message_id] = (rec.seq, _digest(rec.payload), rec.appended_at)
+        del self._records[:n]
+        self._first += n
+        self._forget(forget)
+        return n
+
+    def _forget(self, before: float) -> None:
+        for mid in [m for m, (_, _, at) in self._trimmed.items() if at < before]:
+            del self._trimmed[mid]
+
     def last_seq(self) -> int:
-        return len(self._records)
+        return self._last()
 
     def range(self, after: int = 0, limit: int = 100) -> list[StreamRecord]:
         check_range(self.name, after, limit)
-        return self._records[after : after + limit]
+        with self._lock:
+            start = max(0, after + 1 - self._first)
+            return self._records[start : start + limit]
+
+    def register(self, consumer: str) -> None:
+        with self._lock:
+            if consumer not in self._consumers:
+                self._consumers[consumer] = _Consumer(position=self._first - 1)
+
+    def remove_consumer(self, consumer: str) -> bool:
+        with self._lock:
+            return self._consumers.pop(consumer, None) is not None
+
+    def stats(self) -> StreamStats:
+        with self._lock:
+            last = self._last()
+            consumers = tuple(
+                ConsumerStats(name, c.position, len(c.pending), len(c.dead), last - c.position)
+                for name, c in sorted(self._consumers.items())
+            )
+            first = self._first if self._records else 0
+            return StreamStats(
+                self.name, len(self._records), first, last, len(self._trimmed), consumers
+            )
+
+    def next_visible(self, consumer: str) -> float | None:
+        with self._lock:
+            c = self._consumers.get(consumer)
+            if c is None or not c.pending:
+                return None
+            return min(p.visible_at for p in c.pending.values())
+
+    def wait(self, after_seq: int, timeout: float) -> bool:
+        with self._appended:
+            return self._appended.wait_for(lambda: self._last() > after_seq, timeout)
 
     def _consumer(self, consumer: str) -> _Consumer:
+        """The consumer, registered by its first claim (as ``register`` would)."""
         c = self._consumers.get(consumer)
         if c is None:
-            c = self._consumers[consumer] = _Consumer()
+            c = self._consumers[consumer] = _Consumer(position=self._first - 1)
         return c
+
+    def _known(self, consumer: str) -> _Consumer:
+        """The consumer, or an empty one left unregistered (an ack registers nothing)."""
+        return self._consumers.get(consumer) or _Consumer()
 
     def claim(
         self,
@@ -109,7 +214,7 @@ class MemoryStream:
                 p = c.pending[seq]
                 if p.visible_at > now:
                     continue
-                rec = self._records[seq - 1]
+                rec = self._rec(seq)
                 if p.attempts >= max_attempts:
                     del c.pending[seq]
                     c.dead[seq] = DeadRecord(rec, consumer, "max_attempts", p.attempts, p.history)
@@ -118,8 +223,9 @@ class MemoryStream:
                 p.visible_at = now + visibility_timeout
                 p.history.append({"attempt": p.attempts, "at": now, "worker": worker})
                 out.append(ClaimedMessage(rec, p.attempts))
-            while len(out) < limit and c.position < len(self._records):
-                rec = self._records[c.position]
+            c.position = max(c.position, self._first - 1)  # past trimmed messages
+            while len(out) < limit and c.position < self._last():
+                rec = self._rec(c.position + 1)
                 c.position += 1
                 hist = [{"attempt": 1, "at": now, "worker": worker}]
                 c.pending[rec.seq] = _Pending(1, now + visibility_timeout, hist)
@@ -128,16 +234,16 @@ class MemoryStream:
 
     def ack(self, consumer: str, seq: int) -> bool:
         with self._lock:
-            return self._consumer(consumer).pending.pop(seq, None) is not None
+            return self._known(consumer).pending.pop(seq, None) is not None
 
     def ack_many(self, consumer: str, seqs: list[int]) -> int:
         with self._lock:
-            pending = self._consumer(consumer).pending
+            pending = self._known(consumer).pending
             return sum(pending.pop(seq, None) is not None for seq in set(seqs))
 
     def nack(self, consumer: str, seq: int, *, now: float, delay: float = 0.0) -> bool:
         with self._lock:
-            p = self._consumer(consumer).pending.get(seq)
+            p = self._known(consumer).pending.get(seq)
             if p is None:
                 return False
             p.visible_at = now + delay
@@ -145,24 +251,22 @@ class MemoryStream:
 
     def reject(self, consumer: str, seq: int, *, reason: str, now: float) -> bool:
         with self._lock:
-            c = self._consumer(consumer)
+            c = self._known(consumer)
             p = c.pending.pop(seq, None)
             if p is None:
                 return False
             p.history.append({"rejected": reason, "at": now})
-            c.dead[seq] = DeadRecord(
-                self._records[seq - 1], consumer, reason, p.attempts, p.history
-            )
+            c.dead[seq] = DeadRecord(self._rec(seq), consumer, reason, p.attempts, p.history)
             return True
 
     def dead_letters(self, consumer: str) -> list[DeadRecord]:
         with self._lock:
-            c = self._consumer(consumer)
+            c = self._known(consumer)
             return [c.dead[s] for s in sorted(c.dead)]
 
     def redrive(self, consumer: str, seqs: list[int] | None, *, now: float) -> int:
         with self._lock:
-            c = self._consumer(consumer)
+            c = self._known(consumer)
             chosen = sorted(c.dead) if seqs is None else sorted(set(seqs) & c.dead.keys())
             for seq in chosen:
                 d = c.dead.pop(seq)
@@ -171,10 +275,23 @@ class MemoryStream:
             return len(chosen)
 
     def position(self, consumer: str) -> int:
-        return self._consumer(consumer).position
+        c = self._consumers.get(consumer)
+        return c.position if c is not None else 0
 
     def pending(self, consumer: str) -> int:
-        return len(self._consumer(consumer).pending)
+        c = self._consumers.get(consumer)
+        return len(c.pending) if c is not None else 0
 
     def __repr__(self) -> str:
         return f"MemoryStream({self.name!r}, messages={len(self._records)})"
+
+
+def _digest(payload: str) -> str:
+    """What a trimmed message's id keeps of its payload: enough to tell a retry (same
+    payload) from a reused id (another one)."""
+    return hashlib.sha256(payload.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def list_streams(streams: dict[str, MemoryStream]) -> dict[str, int]:
+    """Stream names (sorted) with their kept message counts."""
+    return {name: streams[name].stats().messages for name in sorted(streams)}

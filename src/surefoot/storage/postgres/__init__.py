@@ -65,6 +65,12 @@ class PostgresStorage:
 
         return PostgresStream(self.db, name)
 
+    def streams(self) -> dict[str, int]:
+        """Every stream here: names (sorted) with their kept message counts."""
+        from ._stream import postgres_streams
+
+        return postgres_streams(self.db)
+
     def journal(self) -> PostgresJournal:
         from ._journal import PostgresJournal
 

@@ -83,6 +83,12 @@ class RedisStorage:
 
         return RedisStream(self.db, name)
 
+    def streams(self) -> dict[str, int]:
+        """Every stream here: names (sorted) with their kept message counts."""
+        from ._stream import redis_streams
+
+        return redis_streams(self.db)
+
     def close(self) -> None:
         """Close the client's connections."""
         self.db.close()

@@ -16,12 +16,27 @@ from __future__ import annotations
 from typing import Any
 
 from ...codec import dumps, loads
-from ..base import ClaimedMessage, DeadRecord, StreamRecord, check_range, check_size
+from ..base import (
+    ClaimedMessage,
+    ConsumerStats,
+    DeadRecord,
+    StreamRecord,
+    StreamStats,
+    check_range,
+    check_size,
+)
 from .dialect import Dialect
 
-__all__ = ["REC_SQL", "SQLStream", "record"]
+__all__ = ["FLOOR_SQL", "REC_SQL", "SQLStream", "list_streams", "record"]
 
 REC_SQL = "SELECT seq, message_id, payload, appended_at FROM sf_stream WHERE stream = ?"
+
+FLOOR_SQL = (
+    "SELECT MIN(x) FROM (SELECT MIN(position) + 1 AS x FROM sf_stream_cursor WHERE stream = ? "
+    "UNION ALL SELECT MIN(seq) FROM sf_stream_pending WHERE stream = ?) f"
+)
+"""The lowest sequence number a registered consumer has not settled: not yet handed out
+(its position + 1), pending or dead. A trim never removes it or anything after it."""
 
 
 def record(row: Any, duplicate: bool = False) -> StreamRecord:
@@ -204,6 +219,88 @@ class SQLStream:
 
         return d.transaction(work)
 
+    def register(self, consumer: str) -> None:
+        d = self.d
+        known = d.read(
+            d.sql("SELECT 1 FROM sf_stream_cursor WHERE stream = ? AND consumer = ?"),
+            (self.name, consumer),
+        )
+        if known:  # a read, no write transaction: inspectors open known consumers often
+            return
+        d.write(
+            d.sql(
+                "INSERT INTO sf_stream_cursor (stream, consumer, position) VALUES (?, ?, "
+                "COALESCE((SELECT MIN(seq) FROM sf_stream WHERE stream = ?), 1) - 1) "
+                "ON CONFLICT (stream, consumer) DO NOTHING"
+            ),
+            (self.name, consumer, self.name),
+            idempotent=True,
+        )
+
+    def remove_consumer(self, consumer: str) -> bool:
+        d = self.d
+
+        def work(c: Any) -> bool:
+            key = (self.name, consumer)
+            n = c.execute(
+                d.sql("DELETE FROM sf_stream_pending WHERE stream = ? AND consumer = ?"), key
+            ).rowcount
+            m = c.execute(
+                d.sql("DELETE FROM sf_stream_cursor WHERE stream = ? AND consumer = ?"), key
+            ).rowcount
+            return bool(n or m)
+
+        return d.transaction(work, idempotent=True)
+
+    def stats(self) -> StreamStats:
+        d = self.d
+        n, first = d.read(
+            d.sql("SELECT COUNT(*), COALESCE(MIN(seq), 0) FROM sf_stream WHERE stream = ?"),
+            (self.name,),
+        )[0]
+        (ids,) = d.read(d.sql("SELECT COUNT(*) FROM sf_stream_ids WHERE stream = ?"), (self.name,))[
+            0
+        ]
+        last = self.last_seq()
+        cursors = dict(
+            d.read(
+                d.sql("SELECT consumer, position FROM sf_stream_cursor WHERE stream = ?"),
+                (self.name,),
+            )
+        )
+        counts: dict[tuple[str, str], int] = {
+            (str(c), str(st)): int(k)
+            for c, st, k in d.read(
+                d.sql(
+                    "SELECT consumer, state, COUNT(*) FROM sf_stream_pending WHERE stream = ? "
+                    "GROUP BY consumer, state"
+                ),
+                (self.name,),
+            )
+        }
+        names = sorted({*map(str, cursors), *(c for c, _ in counts)})
+        consumers = tuple(
+            ConsumerStats(
+                c,
+                int(cursors.get(c, 0)),
+                counts.get((c, "pending"), 0),
+                counts.get((c, "dead"), 0),
+                max(0, last - int(cursors.get(c, 0))),
+            )
+            for c in names
+        )
+        return StreamStats(self.name, int(n), int(first), last, int(ids), consumers)
+
+    def next_visible(self, consumer: str) -> float | None:
+        rows = self.d.read(
+            self.d.sql(
+                "SELECT MIN(visible_at) FROM sf_stream_pending WHERE stream = ? AND consumer = ? "
+                "AND state = 'pending'"
+            ),
+            (self.name, consumer),
+        )
+        return float(rows[0][0]) if rows and rows[0][0] is not None else None
+
     def position(self, consumer: str) -> int:
         rows = self.d.read(
             self.d.sql("SELECT position FROM sf_stream_cursor WHERE stream = ? AND consumer = ?"),
@@ -220,3 +317,16 @@ class SQLStream:
             (self.name, consumer),
         )
         return int(rows[0][0])
+
+
+def list_streams(d: Dialect, heads: str = "") -> dict[str, int]:
+    """Every stream in the database: names (sorted) with their kept message counts.
+
+    ``heads`` names one more table with a ``stream`` column (PostgreSQL's head rows)."""
+    extra = f" UNION SELECT stream FROM {heads}" if heads else ""
+    rows = d.read(
+        "SELECT n.name, COUNT(s.seq) FROM (SELECT stream AS name FROM sf_stream UNION "
+        f"SELECT stream FROM sf_stream_cursor{extra}) n "
+        "LEFT JOIN sf_stream s ON s.stream = n.name GROUP BY n.name ORDER BY n.name"
+    )
+    return {str(name): int(k) for name, k in rows}

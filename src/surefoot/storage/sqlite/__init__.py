@@ -55,6 +55,12 @@ class SQLiteStorage:
 
         return SQLiteStream(self.db, name)
 
+    def streams(self) -> dict[str, int]:
+        """Every stream here: names (sorted) with their kept message counts."""
+        from ._stream import sqlite_streams
+
+        return sqlite_streams(self.db)
+
     def journal(self) -> SQLiteJournal:
         from ._journal import SQLiteJournal
 

@@ -3,21 +3,30 @@ what only SQLite does: its migrations, the append and ``last_seq``.
 
 An append is one ``INSERT … SELECT MAX(seq) + 1 … HAVING … ON CONFLICT (message_id) DO
 NOTHING`` under ``BEGIN IMMEDIATE``: the id check, the ``expect_last_seq`` check and the
-insert cannot be split by another process. A claim is one short transaction that redelivers
-expired deliveries, dead-letters those past ``max_attempts``, and hands out new messages.
+insert cannot be split by another process. With a ``Retention`` the same transaction then
+trims: two index probes find nothing to do in the common case (the first message is young
+and the stream is within its length), so a bounded stream's append stays one commit. A claim
+is one short transaction that redelivers expired deliveries, dead-letters those past
+``max_attempts``, and hands out new messages. ``wait`` polls ``PRAGMA data_version`` (it
+changes when another connection commits) every few milliseconds: no write, no lock.
 """
 
 from __future__ import annotations
 
+import hashlib
+import time
 from typing import Any
 
 from ...errors import DuplicateMessageError
-from ..base import StreamRecord, stream_conflict
-from ..sql.stream import REC_SQL, SQLStream, record
+from ..base import Retention, StreamRecord, stream_conflict
+from ..sql.stream import FLOOR_SQL, REC_SQL, SQLStream, list_streams, record
 from ._db import SQLiteDB
 from ._dialect import SQLiteDialect
 
-__all__ = ["SQLiteStream"]
+__all__ = ["SQLiteStream", "sqlite_streams"]
+
+POLL_S = 0.005
+"""How often a blocked ``wait`` reads ``PRAGMA data_version`` (seconds)."""
 
 MIGRATIONS = [
     """
@@ -38,6 +47,15 @@ MIGRATIONS = [
     );
     CREATE INDEX sf_stream_pending_due ON sf_stream_pending (stream, consumer, state, visible_at)
     """,
+    # 2: the ids of trimmed messages, remembered for their dedup window.
+    """
+    CREATE TABLE sf_stream_ids (
+        stream TEXT NOT NULL, message_id TEXT NOT NULL, seq INTEGER NOT NULL,
+        digest TEXT NOT NULL, appended_at REAL NOT NULL,
+        PRIMARY KEY (stream, message_id)
+    );
+    CREATE INDEX sf_stream_ids_at ON sf_stream_ids (stream, appended_at)
+    """,
 ]
 
 # The bare MAX() subquery reads one index entry (a MAX wrapped in an aggregate query with
@@ -46,11 +64,24 @@ _APPEND = """
 INSERT INTO sf_stream (stream, seq, message_id, payload, appended_at)
 SELECT :s, last + 1, :id, :payload, :now
 FROM (SELECT COALESCE((SELECT MAX(seq) FROM sf_stream WHERE stream = :s), 0) AS last)
-WHERE :expect IS NULL OR last = :expect
+WHERE (:expect IS NULL OR last = :expect)
+  AND NOT EXISTS (SELECT 1 FROM sf_stream_ids WHERE stream = :s AND message_id = :id)
 ON CONFLICT (stream, message_id) DO NOTHING
 RETURNING seq, message_id, payload, appended_at
 """
 _LAST = "SELECT MAX(seq) FROM sf_stream WHERE stream = ?"
+_FORGET = "DELETE FROM sf_stream_ids WHERE stream = ? AND appended_at < ?"
+_FIRST = "SELECT seq, appended_at FROM sf_stream WHERE stream = ? ORDER BY seq LIMIT 1"
+_YOUNG = "SELECT seq FROM sf_stream WHERE stream = ? AND appended_at >= ? ORDER BY seq LIMIT 1"
+_GONE = "SELECT seq, message_id, payload, appended_at FROM sf_stream WHERE stream = ? AND seq < ?"
+_KEEP_ID = (
+    "INSERT OR REPLACE INTO sf_stream_ids (stream, message_id, seq, digest, appended_at) "
+    "VALUES (?, ?, ?, ?, ?)"
+)
+
+
+def _digest(payload: str) -> str:
+    return hashlib.sha256(payload.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 class SQLiteStream(SQLStream):
@@ -67,32 +98,115 @@ class SQLiteStream(SQLStream):
         super().__init__(SQLiteDialect(db), name)
 
     def append(
-        self, message_id: str, payload: str, *, now: float, expect_last_seq: int | None = None
+        self,
+        message_id: str,
+        payload: str,
+        *,
+        now: float,
+        expect_last_seq: int | None = None,
+        retention: Retention | None = None,
     ) -> StreamRecord:
         self._check_payload(message_id, payload)
         p = {"s": self.name, "id": message_id, "payload": payload, "now": now}
         with self.db.write() as c:
+            if retention is not None:  # ids past their window are forgotten before lookup
+                c.execute(_FORGET, (self.name, now - retention.dedup_window))
             row = c.execute(_APPEND, {**p, "expect": expect_last_seq}).fetchone()
             if row is not None:
+                if retention is not None:
+                    self._trim(c, retention, now, int(row[0]), forgotten=True)
                 return record(row)
             old = c.execute(REC_SQL + " AND message_id = ?", (self.name, message_id)).fetchone()
             if old is not None:
                 if old[2] != payload:
                     raise DuplicateMessageError(message_id, self.name)
                 return record(old, duplicate=True)
+            gone = c.execute(
+                "SELECT seq, digest, appended_at FROM sf_stream_ids WHERE stream = ? "
+                "AND message_id = ?",
+                (self.name, message_id),
+            ).fetchone()
+            if gone is not None:
+                if gone[1] != _digest(payload):
+                    raise DuplicateMessageError(message_id, self.name)
+                return StreamRecord(int(gone[0]), message_id, payload, float(gone[2]), True)
             last = c.execute(_LAST, (self.name,)).fetchone()[0] or 0
             raise stream_conflict(self.name, int(expect_last_seq or 0), last)
+
+    def trim(self, retention: Retention, *, now: float) -> int:
+        with self.db.write() as c:
+            last = c.execute(_LAST, (self.name,)).fetchone()[0]
+            return self._trim(c, retention, now, int(last)) if last else 0
+
+    def _trim(
+        self, c: Any, retention: Retention, now: float, last: int, *, forgotten: bool = False
+    ) -> int:
+        """Drop what ``retention`` no longer keeps (under the write lock); how many went."""
+        by_len, by_age, forget = retention.cuts(last, now)
+        if not forgotten:
+            c.execute(_FORGET, (self.name, forget))
+        first, first_at = c.execute(_FIRST, (self.name,)).fetchone()
+        if first >= by_len and (by_age is None or first_at >= by_age):
+            return 0  # the common case: nothing is over the limits
+        keep = by_len
+        if by_age is not None:
+            young = c.execute(_YOUNG, (self.name, by_age)).fetchone()
+            keep = max(keep, int(young[0]) if young else last)
+        floor = c.execute(FLOOR_SQL, (self.name, self.name)).fetchone()[0]
+        keep = min(keep, last, int(floor) if floor is not None else last)
+        if keep <= first:
+            return 0
+        gone = c.execute(_GONE, (self.name, keep)).fetchall()
+        kept_ids = [
+            (self.name, mid, seq, _digest(body), at) for seq, mid, body, at in gone if at >= forget
+        ]
+        if kept_ids:
+            c.executemany(_KEEP_ID, kept_ids)
+        c.execute("DELETE FROM sf_stream WHERE stream = ? AND seq < ?", (self.name, keep))
+        return len(gone)
 
     def last_seq(self) -> int:
         return int(self.db.read(_LAST, (self.name,))[0][0] or 0)
 
+    def wait(self, after_seq: int, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        conn = self.db.conn()
+        version = conn.execute("PRAGMA data_version").fetchone()[0]
+        while True:
+            if self.last_seq() > after_seq:
+                return True
+            while True:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                time.sleep(min(POLL_S, left))
+                now_version = conn.execute("PRAGMA data_version").fetchone()[0]
+                if now_version != version:
+                    version = now_version
+                    break
+
     def _claim_position(self, c: Any, consumer: str) -> int:
-        # Under the write lock already: a plain read (no cursor row until it moves).
+        # Under the write lock already: a plain read; the first claim registers the consumer.
         row = c.execute(
             "SELECT position FROM sf_stream_cursor WHERE stream = ? AND consumer = ?",
             (self.name, consumer),
         ).fetchone()
-        return int(row[0]) if row else 0
+        if row is not None:
+            return int(row[0])
+        row = c.execute(
+            "INSERT INTO sf_stream_cursor (stream, consumer, position) VALUES (?, ?, "
+            "COALESCE((SELECT MIN(seq) FROM sf_stream WHERE stream = ?), 1) - 1) "
+            "RETURNING position",
+            (self.name, consumer, self.name),
+        ).fetchone()
+        return int(row[0])
 
     def __repr__(self) -> str:
         return f"SQLiteStream({self.db.path!r}, {self.name!r})"
+
+
+def sqlite_streams(db: SQLiteDB) -> dict[str, int]:
+    """Every stream in the file with its kept message count (nothing when it has none)."""
+    if not db.read("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'sf_stream'"):
+        return {}
+    return list_streams(SQLiteDialect(db))

@@ -1,0 +1,202 @@
+"""A Hypothesis state machine drives a bounded stream on every backend against a plain
+model: appends with ids (retries and reused ids), trims by length and age, the dedup window,
+claims by workers that crash (never ack) and redelivery after the visibility timeout, acks,
+rejects, dead letters, registrations and removals. After every step the kept messages, the
+stats and each consumer's counts must agree with the model."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import hypothesis.strategies as hs
+import pytest
+from _backends import BACKENDS, backend_url
+from hypothesis import settings
+from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
+
+from surefoot import storage
+from surefoot.errors import DuplicateMessageError
+from surefoot.storage.base import Retention
+
+RET = Retention(max_messages=3, max_age=30.0, dedup_window=20.0)
+VIS = 10.0
+MAX_ATTEMPTS = 2
+
+
+@dataclass
+class _C:
+    position: int
+    pending: dict[int, list[float]] = field(default_factory=dict)  # seq -> [attempts, visible]
+    dead: set[int] = field(default_factory=set)
+
+
+class StreamVsModel(RuleBasedStateMachine):
+    url = "memory://"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.st: Any = storage.open(self.url)
+        self.log = self.st.stream(f"sm-{uuid.uuid4().hex[:10]}")
+        self.now = 1000.0
+        self.last = 0
+        self.kept: dict[int, tuple[str, str, float]] = {}  # seq -> (id, payload, at)
+        self.trimmed: dict[str, tuple[int, str, float]] = {}  # id -> (seq, payload, at)
+        self.cons: dict[str, _C] = {}
+
+    # -- the model's rules, written from the documentation ------------------------------
+
+    def _first(self) -> int:
+        return min(self.kept) if self.kept else self.last + 1
+
+    def _forget(self) -> None:
+        cut = self.now - RET.dedup_window
+        self.trimmed = {k: v for k, v in self.trimmed.items() if v[2] >= cut}
+
+    def _trim(self) -> int:
+        self._forget()
+        if not self.kept:
+            return 0
+        keep = self.last + 1 - (RET.max_messages or 0)
+        assert RET.max_age is not None
+        young = [s for s, (_, _, at) in self.kept.items() if at >= self.now - RET.max_age]
+        keep = max(keep, min(young) if young else self.last)
+        floor = [c.position + 1 for c in self.cons.values()]
+        floor += [s for c in self.cons.values() for s in (*c.pending, *c.dead)]
+        keep = min([keep, self.last, *floor])
+        gone = [s for s in self.kept if s < keep]
+        for s in gone:
+            mid, body, at = self.kept.pop(s)
+            if at >= self.now - RET.dedup_window:
+                self.trimmed[mid] = (s, body, at)
+        return len(gone)
+
+    def _consumer(self, name: str) -> _C:
+        if name not in self.cons:
+            self.cons[name] = _C(position=self._first() - 1)
+        return self.cons[name]
+
+    # -- rules ----------------------------------------------------------------------------
+
+    ids = hs.sampled_from([f"m{i}" for i in range(6)])
+    names = hs.sampled_from(["c1", "c2"])
+
+    @rule(mid=ids, body=hs.sampled_from(['"a"', '"b"']))
+    def append(self, mid: str, body: str) -> None:
+        self._forget()
+        live = next(((s, p, at) for s, (m, p, at) in self.kept.items() if m == mid), None)
+        old = live or self.trimmed.get(mid)
+        if old is not None:
+            if old[1] != body:
+                with pytest.raises(DuplicateMessageError):
+                    self.log.append(mid, body, now=self.now, retention=RET)
+                return
+            rec = self.log.append(mid, body, now=self.now, retention=RET)
+            assert (rec.seq, rec.duplicate, rec.appended_at) == (old[0], True, old[2])
+            return
+        rec = self.log.append(mid, body, now=self.now, retention=RET)
+        self.last += 1
+        self.kept[self.last] = (mid, body, self.now)
+        assert (rec.seq, rec.duplicate) == (self.last, False)
+        self._trim()
+
+    @rule()
+    def trim(self) -> None:
+        assert self.log.trim(RET, now=self.now) == self._trim()
+
+    @rule(dt=hs.sampled_from([1.0, 6.0, 11.0, 25.0]))
+    def advance(self, dt: float) -> None:
+        self.now += dt
+
+    @rule(name=names)
+    def register(self, name: str) -> None:
+        self.log.register(name)
+        self._consumer(name)
+
+    @rule(name=names)
+    def remove(self, name: str) -> None:
+        assert self.log.remove_consumer(name) == (self.cons.pop(name, None) is not None)
+
+    @rule(name=names, limit=hs.integers(1, 3), worker=hs.sampled_from(["w1", "w2"]))
+    def claim(self, name: str, limit: int, worker: str) -> None:
+        """A worker claims; it may crash (never ack): its claims come due again later."""
+        got = self.log.claim(
+            name,
+            limit=limit,
+            now=self.now,
+            visibility_timeout=VIS,
+            max_attempts=MAX_ATTEMPTS,
+            worker=worker,
+        )
+        c = self._consumer(name)
+        want: list[tuple[int, int]] = []
+        for seq in sorted(c.pending):
+            if len(want) >= limit:
+                break
+            attempts, visible = c.pending[seq]
+            if visible > self.now:
+                continue
+            if attempts >= MAX_ATTEMPTS:
+                del c.pending[seq]
+                c.dead.add(seq)
+                continue
+            c.pending[seq] = [attempts + 1, self.now + VIS]
+            want.append((seq, int(attempts) + 1))
+        for seq in sorted(s for s in self.kept if s > c.position):
+            if len(want) >= limit:
+                break
+            c.pending[seq] = [1, self.now + VIS]
+            c.position = seq
+            want.append((seq, 1))
+        assert [(m.record.seq, m.attempt) for m in got] == want
+        for m in got:
+            assert (m.record.message_id, m.record.payload) == self.kept[m.record.seq][:2]
+
+    @rule(name=names, seq=hs.integers(1, 12))
+    def ack(self, name: str, seq: int) -> None:
+        c = self.cons.get(name)
+        expected = c is not None and c.pending.pop(seq, None) is not None
+        assert self.log.ack(name, seq) == expected
+
+    @rule(name=names, seq=hs.integers(1, 12))
+    def reject(self, name: str, seq: int) -> None:
+        c = self.cons.get(name)
+        expected = c is not None and c.pending.pop(seq, None) is not None
+        if expected and c is not None:
+            c.dead.add(seq)
+        assert self.log.reject(name, seq, reason="poison", now=self.now) == expected
+
+    @invariant()
+    def agrees(self) -> None:
+        got = [(r.seq, r.message_id, r.payload, r.appended_at) for r in self.log.range(0, 100)]
+        assert got == [(s, *self.kept[s]) for s in sorted(self.kept)]
+        s = self.log.stats()
+        assert (s.messages, s.last_seq) == (len(self.kept), self.last)
+        assert s.first_seq == (min(self.kept) if self.kept else 0)
+        assert self.log.last_seq() == self.last
+        want = {
+            n: (c.position, len(c.pending), len(c.dead), self.last - c.position)
+            for n, c in self.cons.items()
+        }
+        assert {c.name: (c.position, c.pending, c.dead, c.lag) for c in s.consumers} == want
+        # every unsettled message of a known consumer is still readable in full
+        for c in self.cons.values():
+            assert all(seq in self.kept for seq in (*c.pending, *c.dead))
+            assert all(seq in self.kept for seq in range(c.position + 1, self.last + 1))
+
+    def teardown(self) -> None:
+        self.st.close()
+
+
+@pytest.mark.parametrize("kind", BACKENDS)
+def test_state_machine_stream_agrees_with_a_model(
+    kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """Any sequence of appends, retries, trims, claims by crashing workers, acks, rejects,
+    registrations and removals agrees with the model on this backend."""
+    url = backend_url(kind, tmp_path, request, "model")
+    machine = type(f"StreamVsModel_{kind}", (StreamVsModel,), {"url": url})
+    machine.TestCase.settings = settings(max_examples=25, stateful_step_count=30, deadline=None)
+    machine.TestCase().runTest()
