@@ -65,7 +65,7 @@ def _leaves(text: str) -> list[str]:
         end = m.end() if m else start + MAX_LEAF
         out.append(text[start:end])
         start = end
-    return out
+    return out or [text]
 
 
 def _groups(ids: list[str]) -> list[list[str]]:

@@ -122,6 +122,11 @@ def wrap(journal: Any, codec: PayloadCodec | None, chunk_at: int) -> Any:
     return CodedJournal(journal, codec, chunk_at)
 
 
+def _tagged(*texts: str | None) -> bool:
+    """True if any of ``texts`` was stored through a payload codec."""
+    return any(t is not None and t.startswith(PREFIX) for t in texts)
+
+
 class CodedJournal:
     """A journal whose stored values pass through ``codec`` and whose large step results
     are stored as shared chunks (other calls pass through).
@@ -156,13 +161,14 @@ class CodedJournal:
         return self._tag + base64.b64encode(raw).decode("ascii")
 
     def dec(self, text: str | None) -> str | None:
-        if text is None or self._codec is None or not text.startswith(PREFIX):
-            return text  # stored before the codec was set (plain JSON), or no codec here
-        if not text.startswith(self._tag):
+        if text is None or not text.startswith(PREFIX):
+            return text  # stored before the codec was set: plain JSON
+        if self._codec is None or not text.startswith(self._tag):
             name = text[len(PREFIX) :].split(":", 1)[0]
+            mine = "none" if self._codec is None else repr(self._codec.name)
             raise ConfigError(
                 f"a journalled value was stored with payload codec {name!r}, but this app "
-                f"uses {self._codec.name!r}; give it the codec the value was written with"
+                f"uses {mine}; give it the codec the value was written with"
             )
         try:
             return self._codec.decode(base64.b64decode(text[len(self._tag) :])).decode("utf-8")
@@ -196,7 +202,7 @@ class CodedJournal:
             if is_ref(s.result):
                 refs.setdefault(s.run_id, []).append(s.result or "")
         if not refs:
-            if self._codec is None:
+            if self._codec is None and not any(_tagged(s.result, s.error) for s in rows):
                 return rows
             return [
                 dataclasses.replace(s, result=self.dec(s.result), error=self.dec(s.error))
@@ -222,12 +228,6 @@ class CodedJournal:
 
     def _plain(self, text: str) -> str:
         """A leaf's stored data as its text."""
-        if self._codec is None and text.startswith(PREFIX):
-            name = text[len(PREFIX) :].split(":", 1)[0]
-            raise ConfigError(
-                f"a journalled value was stored in chunks with payload codec {name!r}, but "
-                "this app has none; give it the codec the value was written with"
-            )
         return self.dec(text) or ""
 
     def _run_in(self, row: RunRow) -> RunRow:
@@ -239,7 +239,9 @@ class CodedJournal:
         )  # fmt: skip
 
     def _run_out(self, row: RunRow | None) -> Any:
-        if row is None or self._codec is None:
+        if row is None or (
+            self._codec is None and not _tagged(row.args, row.result, row.error)
+        ):
             return row
         return dataclasses.replace(
             row, args=self.dec(row.args) or "", result=self.dec(row.result),
