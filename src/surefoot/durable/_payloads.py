@@ -219,6 +219,7 @@ class CodedJournal:
             texts.update(((run_id, ref), text) for ref, text in got.items())
         out = []
         for s in rows:
+            result: str | None
             if is_ref(s.result):
                 result = texts[(s.run_id, s.result or "")]
             else:
@@ -239,9 +240,7 @@ class CodedJournal:
         )  # fmt: skip
 
     def _run_out(self, row: RunRow | None) -> Any:
-        if row is None or (
-            self._codec is None and not _tagged(row.args, row.result, row.error)
-        ):
+        if row is None or (self._codec is None and not _tagged(row.args, row.result, row.error)):
             return row
         return dataclasses.replace(
             row, args=self.dec(row.args) or "", result=self.dec(row.result),
