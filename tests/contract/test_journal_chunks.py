@@ -66,12 +66,13 @@ def test_a_zombies_chunks_are_refused_with_its_step(st: Any) -> None:
     assert j.chunk_usage() == (0, 0)
 
 
-def test_a_failed_transaction_leaves_no_chunks(st: Any) -> None:
-    """The chunk rows are inserted first; a statement failing after them rolls them back."""
+def test_a_failed_transaction_leaves_neither_step_nor_chunks(st: Any) -> None:
+    """The step row and a first chunk are written, then a bad chunk fails: the transaction
+    rolls back all of it (one transaction, so a crash at any point leaves both or neither)."""
     j, epoch = _claimed(st)
-    bad = StepWrite("r", epoch, "1", None, "pure", "done", "sfk:0:3:aa", None, 1, 3.0, 3.0)  # type: ignore[arg-type]
+    bad: list[Any] = [("r", epoch, "aa", "[1]"), ("r", epoch, "bb", None)]
     with pytest.raises(Exception, match=r"(?i)null"):
-        j.commit([bad], chunks=[("r", epoch, "aa", "[1]")])
+        j.commit([_step("r", epoch, "1")], chunks=bad)
     assert j.chunk_usage() == (0, 0)
     assert j.steps("r") == []
 

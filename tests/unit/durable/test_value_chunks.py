@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from surefoot import FakeClock
-from surefoot.durable import App, CrashPlan, SimulatedCrash, ZlibCodec
+from surefoot.durable import App, CrashPlan, SimulatedCrash, Worker, ZlibCodec
 from surefoot.errors import ConfigError
 
 
@@ -170,3 +170,33 @@ def test_value_chunks_is_checked() -> None:
     for bad in (10, -1, "big", True, 2.5):
         with pytest.raises(ConfigError, match="value_chunks"):
             App("sqlite://", value_chunks=bad)  # type: ignore[arg-type]
+
+
+def test_concurrent_runs_share_batches_with_their_chunks(app: App) -> None:
+    """24 async chat runs on one worker: their chunked steps share group commits (chunks of
+    several runs in one transaction; on PostgreSQL without lock-order deadlocks), and each
+    run reads back its own history."""
+
+    @app.step
+    async def turn(history: list[str], k: int, i: int) -> list[str]:
+        return [*history, f"run {k} turn {i}: " + "some words " * 90]
+
+    @app.workflow
+    async def chat(k: int, n: int) -> list[str]:
+        history: list[str] = []
+        for i in range(n):
+            history = await turn(history, k, i)
+        return history
+
+    runs, turns = 24, 15
+    for k in reversed(range(runs)):  # enqueued against run-id order
+        app.enqueue(chat, k, turns, run_id=f"c{k:02d}")
+    db = app.journal.db  # type: ignore[attr-defined]
+    before = db.commits
+    assert Worker(app, concurrency=runs).run_once(timeout=120) == runs
+    assert db.commits - before < runs * turns / 2
+    j: Any = app.journal
+    for k in range(runs):
+        got = app.show(f"c{k:02d}").steps[-1].result
+        assert got == [f"run {k} turn {i}: " + "some words " * 90 for i in range(turns)]
+        assert j.chunk_usage(f"c{k:02d}")[0] > 0

@@ -12,7 +12,9 @@ Invariants (see docs/durable.md, "Large values"):
 
 * **Same transaction.** The nodes of a step's value are inserted in the transaction (and
   the commit) that writes the step row: :meth:`SQLJournal.commit` calls
-  :meth:`ChunkStore.put_chunks` inside its batch. A crash leaves either both or neither.
+  :meth:`ChunkStore.put_chunks` inside its batch, after the records (on PostgreSQL their
+  statements have locked the run rows in run-id order already, so the nodes' ``FOR SHARE``
+  takes no lock out of that order). A crash leaves either both or neither.
 * **Fenced.** A node is inserted only while the run still has the writer's epoch, as the
   step row is (on PostgreSQL under the same ``FOR SHARE`` lock of the run row): a zombie's
   refused step leaves no node behind, and ``prune``, which deletes a run's nodes after its

@@ -230,8 +230,6 @@ class SQLJournal(JournalPlus, SQLRunQueries, ChunkStore):
         def batch(c: Any) -> list[Any]:
             counted: list[Any] = [None] * n
             ex = c.execute
-            if chunks:  # chunked values' nodes, fenced by epoch as the steps are
-                self.put_chunks(c, chunks)
             for i in order:
                 r = records[i]
                 if type(r) is StepWrite:
@@ -240,6 +238,8 @@ class SQLJournal(JournalPlus, SQLRunQueries, ChunkStore):
                         ex(self._consume, (r.pos, r.consume_signal, r.run_id, r.epoch))
                 else:
                     counted[i] = self._run_write(c, r)  # type: ignore[arg-type]
+            if chunks:  # chunked values' nodes, fenced by epoch; run rows already locked
+                self.put_chunks(c, chunks)
             return counted
 
         # Every statement of a batch is conditional and re-applies to the same state (the
