@@ -8,7 +8,7 @@ The next step's value, the same history plus a turn, has the same leaves and nod
 along its right edge, so it adds only those (the journal's insert of a node it already
 has does nothing): bytes grow linearly with the turns.
 
-* Leaves are cut where the content says, not at fixed offsets: at the first ``},`` or
+* Leaves are cut where the content says, not at fixed offsets: after the first ``},`` or
   ``],`` (the end of an item of a list or object, in surefoot's compact JSON) at least
   ``MIN_LEAF`` characters after the previous cut, or at ``MAX_LEAF`` when there is none. An
   append changes only the last leaf; an edit in the middle changes the leaves around it and
@@ -17,9 +17,9 @@ has does nothing): bytes grow linearly with the turns.
   ``0``, so about 16 per group; at most ``MAX_FAN``): the tree's shape is a function of its
   leaves, so equal prefixes give equal nodes at every level (a "prolly tree").
 * A leaf is stored through the payload codec (compressed or encrypted, each leaf alone);
-  an inner node is its children's ids joined by ``,``. Ids are BLAKE2b-128 of the node's
-  kind, the codec's name and its plain content: with an encrypting codec, equal chunks of
-  one run are recognisable as equal (that is how they are shared), nothing more.
+  an inner node is its children's ids joined by ``,``. Ids are SHA-256 (first 128 bits) of
+  the node's kind, the codec's name and its plain content: with an encrypting codec, equal
+  chunks of one run are recognisable as equal (that is how they are shared), nothing more.
 
 Pure functions: :func:`split` makes the nodes, :func:`join_all` reads refs back through a
 ``fetch(ids) -> {id: data}`` callable (one call per tree level for all refs together).
@@ -27,9 +27,8 @@ Pure functions: :func:`split` makes the nodes, :func:`join_all` reads refs back 
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterable
-from hashlib import blake2b
+from hashlib import sha256
 
 from ..errors import JournalError
 
@@ -39,7 +38,6 @@ REF = "sfk:"
 MIN_LEAF = 1024
 MAX_LEAF = 8192
 MAX_FAN = 64
-_CUT = re.compile(r"[}\]],")
 
 
 def is_ref(text: str | None) -> bool:
@@ -48,21 +46,25 @@ def is_ref(text: str | None) -> bool:
 
 
 def _id(kind: bytes, tag: bytes, content: str) -> str:
-    h = blake2b(kind, digest_size=16)
+    h = sha256(kind)  # OpenSSL's SHA-256: faster here than hashlib's BLAKE2b
     h.update(tag)
     h.update(content.encode("utf-8", "surrogatepass"))
-    return h.hexdigest()
+    return h.hexdigest()[:32]
 
 
 def _leaves(text: str) -> list[str]:
     out: list[str] = []
-    start, n = 0, len(text)
+    start, n, find = 0, len(text), text.find
     while start < n:
         if n - start <= MIN_LEAF:
             out.append(text[start:])
             break
-        m = _CUT.search(text, start + MIN_LEAF, start + MAX_LEAF)
-        end = m.end() if m else start + MAX_LEAF
+        lo, hi = start + MIN_LEAF, start + MAX_LEAF
+        cut = find("},", lo, hi)  # str.find: a C scan, twice as fast as a regex here
+        other = find("],", lo, cut + 1 if cut >= 0 else hi)
+        if other >= 0:
+            cut = other
+        end = cut + 2 if cut >= 0 else hi
         out.append(text[start:end])
         start = end
     return out or [text]
