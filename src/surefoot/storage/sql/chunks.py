@@ -56,10 +56,12 @@ POSTGRES_MIGRATION = """
 ChunkWrite = tuple[str, int, str, str]
 
 _TEXT = "CAST(? AS TEXT)"  # PostgreSQL cannot infer a parameter's type in a SELECT list
+_ROWS = 64  # nodes per statement
+# The nodes of one run as one multi-row statement; the run's epoch is checked once.
 _PUT = (
-    f"INSERT INTO durable_chunks (run_id, id, data) SELECT {_TEXT}, {_TEXT}, {_TEXT} "
-    "FROM durable_runs WHERE run_id = ? AND epoch = ?{share_lock} "
-    "ON CONFLICT (run_id, id) DO NOTHING"
+    "INSERT INTO durable_chunks (run_id, id, data) SELECT {text}, v.column1, v.column2 "
+    "FROM (VALUES {rows}) AS v WHERE EXISTS (SELECT 1 FROM durable_runs WHERE run_id = ? "
+    "AND epoch = ?{share_lock}) ON CONFLICT (run_id, id) DO NOTHING"
 )
 _COPY = (
     "INSERT INTO durable_chunks (run_id, id, data) SELECT ?, id, data FROM durable_chunks "
@@ -74,9 +76,26 @@ class ChunkStore:
 
     def put_chunks(self, c: Any, chunks: Sequence[ChunkWrite]) -> None:
         """Insert ``chunks`` inside the open transaction ``c`` (the step rows' own)."""
-        d = self.d
-        sql = d.sql(_PUT.format(share_lock=d.share_lock))
-        d.many(c, sql, [(r, i, data, r, e) for r, e, i, data in chunks])
+        by_run: dict[tuple[str, int], list[tuple[str, str]]] = {}
+        for run_id, epoch, i, data in chunks:
+            by_run.setdefault((run_id, epoch), []).append((i, data))
+        for (run_id, epoch), nodes in by_run.items():
+            for at in range(0, len(nodes), _ROWS):
+                part = nodes[at : at + _ROWS]
+                params: list[Any] = [run_id]
+                for i, data in part:
+                    params += (i, data)
+                params += (run_id, epoch)
+                c.execute(self._put_sql(len(part)), params)
+
+    def _put_sql(self, n: int) -> str:
+        cache: dict[int, str] = self.__dict__.setdefault("_chunk_puts", {})
+        sql = cache.get(n)
+        if sql is None:
+            rows = ", ".join([f"({_TEXT}, {_TEXT})"] + ["(?, ?)"] * (n - 1))
+            text = _PUT.format(text=_TEXT, rows=rows, share_lock=self.d.share_lock)
+            sql = cache[n] = self.d.sql(text)
+        return sql
 
     def copy_chunks(self, c: Any, src: str, dst: str) -> None:
         """Give run ``dst`` the nodes of run ``src``, inside ``c`` (a fork's transaction)."""
