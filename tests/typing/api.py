@@ -101,6 +101,8 @@ def llm() -> None:
 def durable(fake: FakeClock) -> None:
     """Workflows and steps on a journal; handles and run details."""
     app = App("sqlite:///runs.db", clock=fake)
+    assert_type(App("sqlite://", value_chunks=None).value_chunks, int)
+    assert_type(App("sqlite://", value_chunks=16384).value_chunks, int)
 
     @app.step
     def add(a: int, b: int) -> int:

@@ -22,7 +22,7 @@ from ._crash import CrashPlan
 from ._exists import check_exists
 from ._handle import RunHandle
 from ._manage import Management
-from ._payloads import CodedJournal, check_codec
+from ._payloads import DEFAULT_CHUNK_AT, check_chunk_at, check_codec, wrap
 from ._plus import Plus, PlusApi, refuse_another_run
 from ._registry import Registry
 from ._runner import Executor
@@ -85,6 +85,11 @@ class App(Management, PlusApi):
         payload_codec: a ``PayloadCodec`` (``durable.ZlibCodec()``, or your own that
             encrypts with your key) applied to every value the journal stores; every
             process reading the journal needs the same one.
+        value_chunks: step results of at least this many characters of JSON (default
+            8192) are stored as content-addressed chunks shared between the run's steps,
+            so a step returning the previous step's list plus a few items adds only those
+            items' bytes (SQL journals; docs/durable.md, "Large values"). ``None`` keeps
+            every value in its row. Chunked values are read back whatever this is set to.
 
     Raises:
         ConfigError: an unknown strategy, a bad duration or ``max_claims`` < 1.
@@ -103,6 +108,7 @@ class App(Management, PlusApi):
         max_claims: int = 10,
         create: bool = True,
         payload_codec: Any = None,
+        value_chunks: int | None = DEFAULT_CHUNK_AT,
     ) -> None:
         if strategy not in STRATEGIES:
             raise ConfigError(f"strategy must be one of {', '.join(STRATEGIES)}; got {strategy!r}")
@@ -114,6 +120,7 @@ class App(Management, PlusApi):
         self.max_claims = _max_claims(max_claims)
         self.create = _flag(create, "create")
         self.payload_codec = check_codec(payload_codec)
+        self.value_chunks = check_chunk_at(value_chunks)
         # Unique per app object: two apps in one process must not mistake each other's runs
         # for their own. A stable id (worker_id=…) lets a restarted worker take its runs back.
         unique = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
@@ -185,9 +192,8 @@ class App(Management, PlusApi):
                     if not self.create:
                         check_exists(self.url)
                     st = storage.open(self.url)
-                    j = st.journal()
-                    if self.payload_codec is not None:  # compress/encrypt stored values
-                        j = CodedJournal(j, self.payload_codec)
+                    # compress/encrypt stored values, chunk large ones (see _payloads)
+                    j = wrap(st.journal(), self.payload_codec, self.value_chunks)
                     self._journal = j
                     self._storage = st
                 j = self._journal

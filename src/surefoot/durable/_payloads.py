@@ -15,6 +15,12 @@ times and the audit log (operators read them).
 
 The codec wraps the journal (:class:`CodedJournal`), so the engine is unchanged: every
 value passes ``encode`` on its way in and ``decode`` on its way out, in this process.
+
+The same wrapper stores large step results as shared chunks (``App(value_chunks=…)``, see
+``._chunks``): a step result of at least that many characters of JSON goes to the journal
+as a reference plus the tree nodes it does not have yet, in the step's own commit, and
+comes back from ``steps()`` as the text it was. With a codec, each leaf is encoded; the
+references and inner nodes (hashes) are not.
 """
 
 from __future__ import annotations
@@ -25,11 +31,24 @@ import zlib
 from typing import Any, Protocol, runtime_checkable
 
 from ..errors import ConfigError
-from ..storage.base import RunRow, RunWrite, StepRow, StepWrite
+from ..storage.base import RunRow, RunWrite, StepRow, StepWrite, check_size
+from ..storage.sql.chunks import ChunkStore, ChunkWrite
+from ._chunks import is_ref, join_all, split
 
-__all__ = ["CodedJournal", "PayloadCodec", "ZlibCodec", "check_codec"]
+__all__ = [
+    "DEFAULT_CHUNK_AT",
+    "CodedJournal",
+    "PayloadCodec",
+    "ZlibCodec",
+    "check_chunk_at",
+    "check_codec",
+    "wrap",
+]
 
 PREFIX = "sfc:"
+#: Step results of at least this many characters of JSON are stored as shared chunks.
+DEFAULT_CHUNK_AT = 8192
+_LEAF_CACHE = 4096  # encoded leaves kept per journal, so a growing value is encoded once
 
 
 @runtime_checkable
@@ -79,34 +98,77 @@ def check_codec(codec: Any) -> PayloadCodec | None:
     return codec
 
 
-class CodedJournal:
-    """A journal whose stored values pass through ``codec`` (other calls pass through)."""
+def check_chunk_at(value: Any) -> int:
+    """``App(value_chunks=…)`` as a threshold in characters (0: never chunk).
 
-    def __init__(self, journal: Any, codec: PayloadCodec) -> None:
+    Raises:
+        ConfigError: not None, False or an int of at least 1024.
+    """
+    if value is None or value is False:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1024:
+        raise ConfigError(
+            f"value_chunks must be a size in characters of at least 1024 (or None to keep "
+            f"every value in its row), got {value!r}"
+        )
+    return value
+
+
+def wrap(journal: Any, codec: PayloadCodec | None, chunk_at: int) -> Any:
+    """``journal`` as the app uses it: through a :class:`CodedJournal` when it has a chunk
+    table (to read chunked values, whatever ``chunk_at``) or a codec is set."""
+    if codec is None and not isinstance(journal, ChunkStore):
+        return journal
+    return CodedJournal(journal, codec, chunk_at)
+
+
+def _tagged(*texts: str | None) -> bool:
+    """True if any of ``texts`` was stored through a payload codec."""
+    return any(t is not None and t.startswith(PREFIX) for t in texts)
+
+
+class CodedJournal:
+    """A journal whose stored values pass through ``codec`` and whose large step results
+    are stored as shared chunks (other calls pass through).
+
+    Args:
+        codec: the payload codec, or None (values stored as JSON).
+        chunk_at: step results of at least this many characters are chunked; 0: none.
+    """
+
+    def __init__(self, journal: Any, codec: PayloadCodec | None, chunk_at: int = 0) -> None:
         self._j = journal
         self._codec = codec
-        self._tag = f"{PREFIX}{codec.name}:"
+        self._tag = f"{PREFIX}{codec.name}:" if codec is not None else ""
+        self._name = codec.name if codec is not None else ""
+        self._chunks = isinstance(journal, ChunkStore)
+        self._chunk_at = chunk_at if self._chunks else 0
+        self._leaves: dict[str, str] = {}
         self.url = journal.url
 
     def __getattr__(self, name: str) -> Any:
-        return getattr(self._j, name)
+        value = getattr(self._j, name)
+        if callable(value):
+            self.__dict__[name] = value  # the next call skips __getattr__
+        return value
 
     # -- values ------------------------------------------------------------------------
 
     def enc(self, text: str | None) -> str | None:
-        if text is None:
-            return None
+        if text is None or self._codec is None:
+            return text
         raw = self._codec.encode(text.encode("utf-8"))
         return self._tag + base64.b64encode(raw).decode("ascii")
 
     def dec(self, text: str | None) -> str | None:
         if text is None or not text.startswith(PREFIX):
             return text  # stored before the codec was set: plain JSON
-        if not text.startswith(self._tag):
+        if self._codec is None or not text.startswith(self._tag):
             name = text[len(PREFIX) :].split(":", 1)[0]
+            mine = "none" if self._codec is None else repr(self._codec.name)
             raise ConfigError(
                 f"a journalled value was stored with payload codec {name!r}, but this app "
-                f"uses {self._codec.name!r}; give it the codec the value was written with"
+                f"uses {mine}; give it the codec the value was written with"
             )
         try:
             return self._codec.decode(base64.b64decode(text[len(self._tag) :])).decode("utf-8")
@@ -116,15 +178,70 @@ class CodedJournal:
                 f"({type(exc).__name__}: {exc}); is it the same codec and key that wrote it?"
             ) from exc
 
+    def _leaf(self, leaf_id: str, text: str) -> str:
+        got = self._leaves.get(leaf_id)
+        if got is None:
+            got = self.enc(text) or ""
+            if len(self._leaves) >= _LEAF_CACHE:
+                self._leaves.clear()
+            self._leaves[leaf_id] = got
+        return got
+
+    def _chunked(self, w: StepWrite, out: list[ChunkWrite]) -> StepWrite:
+        """``w`` with its result as a chunk reference; its nodes appended to ``out``."""
+        text = w.result or ""
+        what = f"the result of step {w.pos} ({w.name!r}) of run {w.run_id!r}"
+        check_size(self.url, what, text, self._j.d.max_value_bytes)
+        ref, nodes = split(text, self._name, self._leaf)
+        out += [(w.run_id, w.epoch, i, data) for i, data in nodes.items()]
+        return dataclasses.replace(w, result=ref, error=self.enc(w.error))
+
+    def _resolve(self, rows: list[StepRow]) -> list[StepRow]:
+        refs: dict[str, list[str]] = {}
+        for s in rows:
+            if is_ref(s.result):
+                refs.setdefault(s.run_id, []).append(s.result or "")
+        if not refs:
+            if self._codec is None and not any(_tagged(s.result, s.error) for s in rows):
+                return rows
+            return [
+                dataclasses.replace(s, result=self.dec(s.result), error=self.dec(s.error))
+                for s in rows
+            ]
+        texts: dict[tuple[str, str], str] = {}
+        for run_id, run_refs in refs.items():
+
+            def fetch(ids: list[str], run_id: str = run_id) -> dict[str, str]:
+                got: dict[str, str] = self._j.get_chunks(run_id, ids)
+                return got
+
+            got = join_all(run_refs, fetch, self._plain, f"run {run_id!r}")
+            texts.update(((run_id, ref), text) for ref, text in got.items())
+        out = []
+        for s in rows:
+            result: str | None
+            if is_ref(s.result):
+                result = texts[(s.run_id, s.result or "")]
+            else:
+                result = self.dec(s.result)
+            out.append(dataclasses.replace(s, result=result, error=self.dec(s.error)))
+        return out
+
+    def _plain(self, text: str) -> str:
+        """A leaf's stored data as its text."""
+        return self.dec(text) or ""
+
     def _run_in(self, row: RunRow) -> RunRow:
+        if self._codec is None:
+            return row
         return dataclasses.replace(
             row, args=self.enc(row.args) or "", result=self.enc(row.result),
             error=self.enc(row.error),
         )  # fmt: skip
 
     def _run_out(self, row: RunRow | None) -> Any:
-        if row is None:
-            return None
+        if row is None or (self._codec is None and not _tagged(row.args, row.result, row.error)):
+            return row
         return dataclasses.replace(
             row, args=self.dec(row.args) or "", result=self.dec(row.result),
             error=self.dec(row.error),
@@ -133,8 +250,11 @@ class CodedJournal:
     def _step_in(self, w: StepWrite) -> StepWrite:
         return dataclasses.replace(w, result=self.enc(w.result), error=self.enc(w.error))
 
-    def _record_in(self, r: StepWrite | RunWrite) -> StepWrite | RunWrite:
+    def _record_in(self, r: StepWrite | RunWrite, chunks: list[ChunkWrite]) -> Any:
         if type(r) is StepWrite:
+            res = r.result
+            if self._chunk_at and res is not None and len(res) >= self._chunk_at:
+                return self._chunked(r, chunks)
             return self._step_in(r)
         return dataclasses.replace(r, result=self.enc(r.result), error=self.enc(r.error))
 
@@ -166,13 +286,22 @@ class CodedJournal:
         return [self._run_out(r) for r in self._j.children(run_id)]
 
     def steps(self, run_id: str) -> list[StepRow]:
-        return [
-            dataclasses.replace(s, result=self.dec(s.result), error=self.dec(s.error))
-            for s in self._j.steps(run_id)
-        ]
+        return self._resolve(self._j.steps(run_id))
 
     def commit(self, records: list[StepWrite | RunWrite]) -> list[bool]:
-        out: list[bool] = self._j.commit([self._record_in(r) for r in records])
+        out: list[bool]
+        if self._codec is None:  # the hot path: pass through unless a value is large
+            at = self._chunk_at or 1 << 62
+            for r in records:
+                res = r.result
+                if res is not None and len(res) >= at and type(r) is StepWrite:
+                    break
+            else:
+                out = self._j.commit(records)
+                return out
+        chunks: list[ChunkWrite] = []
+        coded = [self._record_in(r, chunks) for r in records]
+        out = self._j.commit(coded, chunks=chunks) if chunks else self._j.commit(coded)
         return out
 
     def operator(self, run_id: str, **kw: Any) -> RunRow | None:

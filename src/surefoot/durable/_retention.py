@@ -1,10 +1,12 @@
 """Retention: delete finished runs by age or count (``app.prune``, ``surefoot runs prune``,
 ``Worker(retention=…)``).
 
-Only runs that ended (succeeded, failed, cancelled) are deleted, with their steps and
-signals; a child is kept while its parent has not finished. The audit log is kept by
-default, with a last entry ``pruned`` (actor ``retention``), so who did what to a run
-stays answerable after its journal is gone; ``audit="drop"`` deletes it too.
+Only runs that ended (succeeded, failed, cancelled) are deleted, with their steps,
+signals and chunks (large values, see ``._chunks``: they belong to one run, so deleting the
+run's rows collects them exactly, superseded ones included); a child is kept while its
+parent has not finished. The audit log is kept by default, with a last entry ``pruned``
+(actor ``retention``), so who did what to a run stays answerable after its journal is
+gone; ``audit="drop"`` deletes it too.
 """
 
 from __future__ import annotations

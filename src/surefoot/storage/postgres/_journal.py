@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from ...errors import UnknownRunError
 from ..base import RunRow
+from ..sql.chunks import POSTGRES_MIGRATION
 from ..sql.journal import CHANNEL, RUN_COLS, RUN_MARKS, SQLJournal, row_params
 from ._db import Listener, PostgresDB
 from ._dialect import PostgresDialect
@@ -133,6 +134,8 @@ MIGRATIONS = [
         updated_at DOUBLE PRECISION NOT NULL
     )
     """,
+    # 5: large step results as content-addressed chunks; see storage/sql/chunks.py
+    POSTGRES_MIGRATION,
 ]
 
 

@@ -24,6 +24,7 @@ from typing import Any
 
 from ...errors import ConfigError, RunConflictError, UnknownRunError
 from ..base import AuditRow, RunRow, RunWrite, StepRow, StepWrite, check_size
+from .chunks import ChunkStore, ChunkWrite
 from .dialect import Dialect
 from .journal_plus import PLUS_COLS, JournalPlus
 from .runs import SQLRunQueries, claim_audit
@@ -119,7 +120,7 @@ def _workflows_text(workflows: list[tuple[str, str]]) -> str:
     return ";".join(f"{n}@{v}" for n, v in sorted(workflows))
 
 
-class SQLJournal(JournalPlus, SQLRunQueries):
+class SQLJournal(JournalPlus, SQLRunQueries, ChunkStore):
     """The ``Journal`` protocol in SQL, on one backend's :class:`Dialect`.
 
     Subclasses run their migrations, then call ``super().__init__(dialect)``; they
@@ -198,16 +199,19 @@ class SQLJournal(JournalPlus, SQLRunQueries):
 
     # -- the hot path ------------------------------------------------------------------
 
-    def commit(self, records: list[StepWrite | RunWrite]) -> list[bool]:
+    def commit(
+        self, records: list[StepWrite | RunWrite], chunks: list[ChunkWrite] | None = None
+    ) -> list[bool]:
         """Apply ``records`` in one transaction; per record, was the writer's epoch current?
 
         One step without a signal to consume is one statement; a batch is one transaction
-        (pipelined on PostgreSQL).
+        (pipelined on PostgreSQL). ``chunks``: the nodes of chunked step results
+        (:mod:`.chunks`), inserted in the same transaction.
         """
         if not records:
             return []
         self._check_values(records)
-        if len(records) == 1 and type(records[0]) is StepWrite:
+        if chunks is None and len(records) == 1 and type(records[0]) is StepWrite:
             only = records[0]
             if only.consume_signal is None:
                 # Re-applying the same step row is harmless, so a lost reply may be retried.
@@ -237,6 +241,8 @@ class SQLJournal(JournalPlus, SQLRunQueries):
                         ex(self._consume, (r.pos, r.consume_signal, r.run_id, r.epoch))
                 else:
                     counted[i] = self._run_write(c, r)  # type: ignore[arg-type]
+            if chunks:  # chunked values' nodes, fenced by epoch; run rows already locked
+                self.put_chunks(c, chunks)
             return counted
 
         # Every statement of a batch is conditional and re-applies to the same state (the
@@ -497,6 +503,7 @@ class SQLJournal(JournalPlus, SQLRunQueries):
                     new_run_id, f"run id {new_run_id!r} is taken; fork to another id"
                 )
             c.execute(copy, (new_run_id, run_id, at[0]))
+            self.copy_chunks(c, run_id, new_run_id)  # the copied steps' chunked values
             forked = json.dumps({"from": run_id, "before": before_pos})
             c.execute(self._audit, (new_run_id, now, "operator", "forked", forked))
             d.notify(c, CHANNEL, new_run_id)

@@ -453,7 +453,9 @@ class JournalPlus:
             f"SELECT run_id FROM durable_runs WHERE {guard} ORDER BY updated_at DESC, "
             f"run_id{d.order_c} LIMIT ? OFFSET ?"
         )
-        tables = ["durable_steps", "durable_signals", "durable_runs"]
+        # chunks after the run row: on PostgreSQL, a late writer holding the run row's share
+        # lock has committed its chunks by then (or finds no run and inserts none)
+        tables = ["durable_steps", "durable_signals", "durable_runs", "durable_chunks"]
         if drop_audit:
             tables.append("durable_audit")
         deletes = [d.sql(f"DELETE FROM {t} WHERE run_id = ?") for t in tables]

@@ -9,6 +9,7 @@ first, so the common repeat takes no write lock) and the heartbeat (one short tr
 from __future__ import annotations
 
 from ..base import RunRow
+from ..sql.chunks import SQLITE_MIGRATION
 from ..sql.journal import AUDIT_SQL, RUN_COLS, RUN_MARKS, SEL, SQLJournal, row_params
 from ._db import SQLiteDB
 from ._dialect import SQLiteDialect
@@ -116,6 +117,8 @@ MIGRATIONS = [
         updated_at REAL NOT NULL
     )
     """,
+    # 5: large step results as content-addressed chunks; see storage/sql/chunks.py
+    SQLITE_MIGRATION,
 ]
 
 
