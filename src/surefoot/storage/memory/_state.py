@@ -146,7 +146,7 @@ class MemoryStateStore:
                 raise CompactedError(
                     f"namespace {self.namespace!r}", after + 1, self._oldest_kept()
                 )
-            out = []
+            out: list[StateChange] = []
             for ch in self._log:  # kept in revision order
                 if ch.revision <= after or not ch.key.startswith(prefix):
                     continue

@@ -771,7 +771,9 @@ class PostgresStateStore:
                 r = found.get(key)
                 have = int(r[1]) if r is not None and r[4] == 0 else 0
                 if have != version:
-                    failed = (key, have, r[2] if have else None, r[3] if have else "")
+                    failed = (
+                        (key, have, r[2], r[3]) if r is not None and have else (key, 0, None, "")
+                    )
                     break
             made = []
             for op in txn_plan(success if failed is None else failure):

@@ -365,8 +365,9 @@ class SQLiteStateStore:
             return self._sweep(c, now)
 
     def _compacted_in(self, key: str | None) -> int:
+        args: tuple[str, ...] = (self.namespace,)
         if key is None:
-            sql, args = "SELECT compacted FROM sf_state_meta WHERE ns = ?", (self.namespace,)
+            sql = "SELECT compacted FROM sf_state_meta WHERE ns = ?"
         else:
             sql = "SELECT compacted FROM sf_state WHERE ns = ? AND key = ?"
             args = (self.namespace, key)
@@ -524,6 +525,10 @@ class SQLiteStateStore:
             if lease is None or lease[3] or lease[0] != fence[1]:
                 raise write_conflict("fence", key, expect, fence, _shown(lease))
         cur = c.execute(_CURRENT, (self.namespace, key)).fetchone()
+        if cur is not None and cur[4] in LIST_OPS and not cur[3]:  # its value is its items
+            rec = self._read_in(c, key)
+            assert rec is not None
+            cur = (cur[0], rec.value, cur[2], 0)
         raise write_conflict("conflict", key, expect, fence, _shown(cur))
 
     def delete(
@@ -572,7 +577,11 @@ class SQLiteStateStore:
                 cur = c.execute(_CURRENT, (self.namespace, key)).fetchone()
                 have = cur[0] if cur is not None and cur[3] == 0 else 0
                 if have != version:
-                    failed = (key, have, cur[1] if have else None, cur[2] if have else "")
+                    value = cur[1] if have else None
+                    if have and cur[4] in LIST_OPS:  # its value is its items
+                        rec = self._read_in(c, key)
+                        value = rec.value if rec is not None else None
+                    failed = (key, have, value, cur[2] if have else "")
                     break
             made = []
             for op in txn_plan(success if failed is None else failure):
