@@ -134,6 +134,8 @@ class Watch:
         self.batch = batch
         self._scanned = after_revision
         self._buffer: deque[Change] = deque()
+        make = getattr(store.state, "waiter", None)  # a backend that keeps a connection
+        self._waiter: Any = make() if make is not None else None
 
     def _fill(self) -> bool:
         """Look once (then wait once): True if changes are buffered."""
@@ -151,8 +153,12 @@ class Watch:
                 break
             left = self.poll if deadline is None else min(self.poll, deadline - time.monotonic())
             if left <= 0:
+                self.close()
                 return None
-            self.store.state.wait(self._scanned, left)
+            if self._waiter is not None:
+                self._waiter.wait(self._scanned, left)
+            else:
+                self.store.state.wait(self._scanned, left)
         ch = self._buffer.popleft()
         self.revision = ch.revision
         return ch
@@ -181,6 +187,25 @@ class Watch:
         if got is None:
             raise StopAsyncIteration
         return got
+
+    def close(self) -> None:
+        """Release what the watch holds in the backend (PostgreSQL: its LISTEN connection).
+        Iterating again reopens it."""
+        waiter, self._waiter = self._waiter, None
+        if waiter is not None:
+            waiter.close()
+            self._waiter = self.store.state.waiter()  # type: ignore[attr-defined]
+
+    def __enter__(self) -> Watch:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        waiter = getattr(self, "_waiter", None)
+        if waiter is not None:
+            waiter.close()
 
     def __repr__(self) -> str:
         return f"Watch(prefix={self.prefix!r}, revision={self.revision})"

@@ -24,7 +24,7 @@ from ..base import (
 )
 from ..history import compaction_victims, txn_plan
 from ..merges import check_contribution, log_entry, merge_refused
-from ._db import PostgresDB
+from ._db import Listener, PostgresDB
 
 __all__ = ["MIGRATIONS", "PostgresStateStore"]
 
@@ -690,16 +690,17 @@ class PostgresStateStore:
 
     def wait(self, after: int, timeout: float) -> bool:
         """LISTEN on the schema's ``state`` channel (the log's trigger NOTIFYs it at
-        commit). The listening connection is opened before the revision is looked at, so
-        a commit in between still wakes it; it is closed when the wait ends."""
-        if self.revision() > after:
-            return True
-        with self.db.listener("state") as listener:
-            listener.wait(0.0)  # connect and LISTEN now
-            if self.revision() > after:
-                return True
-            listener.wait(timeout)
-        return self.revision() > after
+        commit), on a connection opened for this wait; a watch keeps one open instead
+        (:meth:`waiter`)."""
+        waiter = self.waiter()
+        try:
+            return waiter.wait(after, timeout)
+        finally:
+            waiter.close()
+
+    def waiter(self) -> _Waiter:
+        """A waiter that keeps its LISTEN connection between waits (close it when done)."""
+        return _Waiter(self)
 
     def delete(
         self,
@@ -922,3 +923,26 @@ def _shown(row: tuple[Any, ...] | None) -> tuple[int, str | None, str] | None:
     if row is None:
         return None
     return (int(row[0]), None if row[3] else row[1], str(row[2]))
+
+
+class _Waiter:
+    """Waits on the ``state`` channel. The listening connection is opened before the
+    revision is looked at, so a commit in between still wakes it."""
+
+    def __init__(self, store: PostgresStateStore) -> None:
+        self.store = store
+        self.listener: Listener | None = None
+
+    def wait(self, after: int, timeout: float) -> bool:
+        if self.listener is None:
+            self.listener = self.store.db.listener("state")
+            self.listener.wait(0.0)  # connect and LISTEN now
+        if self.store.revision() > after:
+            return True
+        self.listener.wait(timeout)
+        return self.store.revision() > after
+
+    def close(self) -> None:
+        listener, self.listener = self.listener, None
+        if listener is not None:
+            listener.close()

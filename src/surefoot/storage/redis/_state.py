@@ -207,6 +207,21 @@ _MARK = """
 if redis.call('HGET', KEYS[2], 'log') then return 0 end
 local rev = redis.call('GET', KEYS[1])
 if rev then redis.call('HSET', KEYS[2], 'compacted', rev) end
+-- The log starts with each key's current version, as the SQL migrations start it.
+local rows = redis.call('HGETALL', KEYS[3])
+local current = {}
+for i = 1, #rows, 2 do
+  local rec = cjson.decode(rows[i + 1])
+  current[#current + 1] = {tonumber(rec[3]), rows[i], rec}
+  if tonumber(rec[2]) > 1 then redis.call('HSET', KEYS[2], 'c:' .. rows[i], rec[3]) end
+end
+table.sort(current, function(a, b) return a[1] < b[1] end)
+for _, c in ipairs(current) do
+  local rec, kind = c[3], 'put'
+  if rec[8] then kind = 'merge' end
+  redis.call('XADD', KEYS[4], c[1] .. '-1', 'k', c[2], 't', kind, 'v', rec[1], 'n', rec[2],
+             'a', rec[4], 'r', rec[5], 'at', rec[6], 'x', '')
+end
 redis.call('HSET', KEYS[2], 'log', 1)
 return 1
 """
@@ -370,7 +385,10 @@ class RedisStateStore:
         self._compact = db.script("state_compact", _COMPACT)
         self._sweep = db.script("state_sweep", _SWEEP)
         mark = db.script("state_log_mark", _MARK)
-        db.call(lambda c: mark(keys=[self._rev, self._meta], client=c), write=False)
+        db.call(
+            lambda c: mark(keys=[self._rev, self._meta, self._hash, self._logkey], client=c),
+            write=False,
+        )
 
     # -- reads ---------------------------------------------------------------------------
 
