@@ -384,3 +384,36 @@ def test_txn_refuses_bad_operations_before_writing(st: Store) -> None:
     with pytest.raises(ConfigError, match="operation"):
         st.txn({}, [("upsert", "a", 1)])
     assert st.revision == 0
+
+
+def test_a_fenced_delete_is_refused_once_the_lease_moved_on(st: Store) -> None:
+    """A zombie holding an old lease cannot delete: the fence holds for deletes too."""
+    clock = _clock(st)
+    st.write("report", "r1")
+    old = st.acquire("report", "ann", 2.0)
+    assert old is not None
+    clock.advance(3.0)
+    new = st.acquire("report", "web", 2.0)
+    assert new is not None
+    with pytest.raises(ConflictError) as ei:
+        st.delete("report", fence=old)
+    assert "lease" in str(ei.value)
+    assert st.read("report").value == "r1"  # type: ignore[union-attr]
+    assert st.delete("report", fence=new) is not None
+    kinds = [c.key for c in st.watch(timeout=0)]
+    assert kinds == ["report", "report"]  # the lease keys' changes are not shown
+    assert [c.key for c in st.watch("_lease/", timeout=0)] == ["_lease/report"] * 2
+
+
+def test_deletes_and_expiries_keep_lost_update_accounting(st: Store) -> None:
+    """A last-writer-wins write over an unseen version still counts one lost update after
+    the key is deleted; deleting loses nothing more."""
+    st.write("k", 1)
+    st.write("k", 2)
+    st.write("k", 3, seen=1)  # based on version 1: version 2's change is lost
+    assert st.lost_updates == 1
+    st.delete("k")
+    st.write("t", 1, ttl=1)
+    _clock(st).advance(2)
+    st.expire()
+    assert st.lost_updates == 1

@@ -23,7 +23,11 @@ from ._trust import Labeled
 if TYPE_CHECKING:
     from ._store import Store
 
-__all__ = ["Change", "TxnResult", "Watch", "change"]
+__all__ = ["HIDDEN", "Change", "TxnResult", "Watch", "change"]
+
+HIDDEN = ("_lease/", "_endorsement/")
+"""The runtime's own keys (leases, endorsement records): a watch skips them unless its
+prefix names them."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,8 +148,10 @@ class Watch:
         head = state.revision()
         got = state.changes(self._scanned, prefix=self.prefix, limit=self.batch, upto=head)
         self._scanned = got[-1].revision if len(got) == self.batch else max(head, self._scanned)
-        self._buffer.extend(change(c) for c in got)
-        return bool(got)
+        skip = () if self.prefix.startswith(HIDDEN) else HIDDEN  # leases, endorsements
+        shown = [change(c) for c in got if not (skip and c.key.startswith(skip))]
+        self._buffer.extend(shown)
+        return bool(shown)
 
     def _next(self, deadline: float | None) -> Change | None:
         while not self._buffer:

@@ -19,7 +19,7 @@ from ..codec import dumps, loads
 from ..errors import ConfigError, ConflictError, ScopeError
 from ..storage.base import MergeOutcome, StateRecord, StateStore, check_text
 from ..storage.history import check_policy
-from ._history import Change, TxnResult, Watch, change, txn_result
+from ._history import HIDDEN, Change, TxnResult, Watch, change, txn_result
 from ._merge import Contribution, MergeRule, contributions, find_rule, make_rule, update
 from ._trust import Endorser, Label, Labeled, label_of
 
@@ -40,7 +40,8 @@ __all__ = [
 TRUST_LEVELS = ("system", "trusted", "untrusted")
 LEASE_PREFIX = "_lease/"
 ENDORSEMENT_PREFIX = "_endorsement/"
-_HIDDEN = (LEASE_PREFIX, ENDORSEMENT_PREFIX)
+_HIDDEN = HIDDEN
+assert _HIDDEN == (LEASE_PREFIX, ENDORSEMENT_PREFIX)
 
 
 @dataclass(frozen=True, slots=True)
