@@ -86,7 +86,7 @@ MIGRATIONS = [
         value TEXT, version INTEGER NOT NULL, author TEXT NOT NULL, trust TEXT NOT NULL,
         at REAL NOT NULL, expires_at REAL,
         PRIMARY KEY (ns, revision)
-    );
+    ) WITHOUT ROWID;
     CREATE INDEX sf_state_log_key ON sf_state_log (ns, key, revision);
     CREATE TABLE sf_state_meta (ns TEXT PRIMARY KEY, compacted INTEGER NOT NULL);
     INSERT INTO sf_state_log
