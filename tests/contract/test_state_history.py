@@ -25,7 +25,7 @@ import pytest
 from _backends import BACKENDS, backend_url
 
 from surefoot.clock import FakeClock
-from surefoot.errors import CompactedError, ConfigError, ConflictError
+from surefoot.errors import CompactedError, ConfigError, ConflictError, ScopeError
 from surefoot.statebus import Store
 
 
@@ -417,3 +417,21 @@ def test_deletes_and_expiries_keep_lost_update_accounting(st: Store) -> None:
     _clock(st).advance(2)
     st.expire()
     assert st.lost_updates == 1
+
+
+def test_sessions_delete_and_read_history_within_their_scopes(st: Store) -> None:
+    """A session deletes only in its write scope (the tombstone names it) and reads history
+    only in its read scope; history with an untrusted version taints the reader."""
+    st.register_agent("bot", read=["notes/*"], write=["notes/*"])
+    bot, web = st.session("bot"), st.session("web")
+    web.write("notes/a", "from the web")
+    st.write("secret", "s")
+    assert bot.delete("notes/a").author == "bot"  # type: ignore[union-attr]
+    with pytest.raises(ScopeError):
+        bot.delete("secret")
+    with pytest.raises(ScopeError):
+        bot.history("secret")
+    assert not bot.tainted
+    assert [c.kind for c in bot.history("notes/a")] == ["put", "delete"]
+    assert bot.tainted  # it read the web agent's version
+    assert st.read("secret").value == "s"  # type: ignore[union-attr]

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from ..codec import loads
 from ..errors import ConfigError, ConflictError
 from ..storage.base import StateChange, txn_conflict
-from ._trust import Labeled
+from ._trust import Label, Labeled
 
 if TYPE_CHECKING:
     from ._store import Store
@@ -41,6 +41,7 @@ class Change:
         version: the key's version after it (a tombstone is a version too).
         author / trust: who made it and the trust label it was stored with.
         at: the store clock's time. expires_at: when the value expires (None: never).
+        label: the provenance stored with the value (as ``Entry.label``), or None.
     """
 
     revision: int
@@ -52,13 +53,15 @@ class Change:
     trust: str
     at: float
     expires_at: float | None = None
+    label: Label | None = None
 
 
 def change(ch: StateChange) -> Change:
     """A backend's ``StateChange`` with its value decoded (provenance envelope dropped)."""
     value = loads(ch.value) if ch.value is not None else None
+    label = None
     if isinstance(value, Labeled):
-        value = value.value
+        value, label = value.value, value.label
     return Change(
         ch.revision,
         ch.key,
@@ -69,6 +72,7 @@ def change(ch: StateChange) -> Change:
         ch.trust,
         ch.at,
         ch.expires_at,
+        label,
     )
 
 

@@ -916,6 +916,32 @@ class AgentSession:
         e = self.store.write(key, stored, author=self.name, expect=expect, seen=self.seen.get(key))
         return self._finish(e, record)
 
+    def delete(self, key: str, *, expect: int | None = None) -> Change | None:
+        """Delete as this agent (see ``Store.delete``): the tombstone carries its name.
+
+        Raises:
+            ScopeError: the key is outside this agent's write scope.
+            ConflictError: ``expect`` did not match; nothing was deleted.
+        """
+        if not self.spec.may("write", key):
+            raise ScopeError(self.name, key, "write", list(self.spec.write))
+        return self.store.delete(key, author=self.name, expect=expect)
+
+    def history(self, key: str) -> list[Change]:
+        """The key's kept versions (see ``Store.history``); reading them taints the session
+        like reading the value does.
+
+        Raises:
+            ScopeError: the key is outside this agent's read scope.
+        """
+        if not self.spec.may("read", key):
+            raise ScopeError(self.name, key, "read", list(self.spec.read))
+        changes = self.store.history(key)
+        self.context = self.context.join(
+            *(Label.of(c.author, c.trust).join(c.label or Label()) for c in changes)
+        )
+        return changes
+
     def merge(self, key: str, value: Any, *, id: str | None = None) -> MergeOutcome:
         """Contribute to a merge key as this agent (see ``Store.merge``); never conflicts.
 
