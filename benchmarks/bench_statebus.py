@@ -15,7 +15,11 @@
   producer appending every 20 ms; from the append's start to the fetch's return, per
   backend (memory, SQLite, PostgreSQL, Redis; a server backend is skipped when absent), with
   the claims per delivered message (1.0 - 2.0 means woken, not polling);
-* the simulator's agent-steps/s (a step is one agent action: a read-and-think or a write).
+* the simulator's agent-steps/s (a step is one agent action: a read-and-think or a write);
+* key/value watch latency per backend (memory, SQLite, PostgreSQL, Redis when reachable):
+  a watcher blocked in ``Store.watch`` in another thread, and the time from a write's return
+  (its commit) to the change's delivery, median and p95 (``--kv-only`` runs just the
+  key/value parts: versioned writes and watch latency).
 
 The floor and the versioned writes alternate one operation at a time, each timed alone, so
 the fsync drift of a shared virtual disk hits both sides alike; the stream and simulator
@@ -330,6 +334,86 @@ def bench_latency(folder: Path, n: int, pg: str, redis: str) -> dict[str, Any]:
     return out
 
 
+# -- key/value: watch latency (the stream part is above and below) ----------------------------
+
+KV_URLS = {
+    "memory": "memory://",
+    "sqlite": "sqlite:///{folder}/watch.db",
+    "postgresql": "postgresql://postgres@127.0.0.1:5432/test?schema=sf_bench_watch",
+    "redis": "redis://127.0.0.1:6379/0?prefix=sf_bench_watch",
+}
+
+
+def _watch_latency(url: str, n: int) -> dict[str, Any]:
+    """n writes 20 ms apart; a watcher thread (its own Store, blocked in the backend's wait)
+    stamps each delivery; latency = delivery - the write's return."""
+    import threading
+    import uuid
+
+    ns = f"w-{uuid.uuid4().hex[:8]}"
+    writer = Store(url, ns)
+    watcher = Store(writer.storage if url == "memory://" else url, ns)
+    delivered: dict[int, float] = {}
+    ready = threading.Event()
+
+    def watch() -> None:
+        w = watcher.watch("k", timeout=5, poll=2)
+        ready.set()
+        for c in w:
+            delivered[c.revision] = time.perf_counter()
+            if len(delivered) == n:
+                return
+
+    t = threading.Thread(target=watch)
+    t.start()
+    ready.wait()
+    time.sleep(0.2)
+    committed: dict[int, float] = {}
+    for i in range(n):
+        e = writer.write("k", i)
+        committed[e.revision] = time.perf_counter()
+        time.sleep(0.02)
+    t.join(30)
+    lat = sorted((delivered[r] - committed[r]) * 1000 for r in committed if r in delivered)
+    db = getattr(writer.storage, "db", None)
+    if url.startswith("postgresql"):
+        db.drop_schema()  # type: ignore[union-attr]
+    elif url.startswith("redis"):
+        db.delete_prefix()  # type: ignore[union-attr]
+    watcher.close()
+    writer.close()
+    if not lat:
+        return {"delivered": 0, "writes": n}
+    return {
+        "delivered": len(lat),
+        "writes": n,
+        "median_ms": statistics.median(lat),
+        "p95_ms": lat[min(len(lat) - 1, int(len(lat) * 0.95))],
+    }
+
+
+def bench_watch(folder: Path, n: int) -> dict[str, Any]:
+    """Watch latency per backend; a server that is not reachable is reported as skipped."""
+    out: dict[str, Any] = {}
+    for name, url in KV_URLS.items():
+        try:
+            out[name] = _watch_latency(url.format(folder=folder), n)
+        except Exception as exc:  # a missing server or driver: say so, measure the rest
+            out[name] = {"skipped": f"{type(exc).__name__}: {str(exc)[:120]}"}
+    return out
+
+
+def _print_watch(w: dict[str, Any]) -> None:
+    for name, r in w.items():
+        if "median_ms" in r:
+            print(
+                f"Watch latency ({name}): median {r['median_ms']:.2f} ms, p95 "
+                f"{r['p95_ms']:.2f} ms, commit to delivery ({r['delivered']}/{r['writes']})"
+            )
+        else:
+            print(f"Watch latency ({name}): skipped ({r.get('skipped', 'nothing delivered')})")
+
+
 def bench_sim(rounds: int) -> dict[str, Any]:
     rates = []
     for r in range(rounds):
@@ -351,7 +435,27 @@ def main() -> None:
     ap.add_argument("--redis", default="redis://127.0.0.1:6379/0")
     ap.add_argument("--latency-n", type=int, default=100, help="messages per backend")
     ap.add_argument("--only", choices=["stream"], default=None, help="only the stream parts")
+    ap.add_argument(
+        "--kv-only", action="store_true", help="only versioned writes (FULL) and watch latency"
+    )
     args = ap.parse_args()
+    if args.kv_only:
+        with tempfile.TemporaryDirectory(prefix="bench-statebus-") as tmp:
+            kv = {
+                "writes_full": bench_writes(Path(tmp), args.n, args.rounds, "FULL"),
+                "watch": bench_watch(Path(tmp), 50),
+            }
+        w = kv["writes_full"]
+        print(
+            f"SQLite synchronous=FULL: floor {w['floor_commits_per_s']:,.0f} commits/s | Store "
+            f"versioned {w['store_versioned_writes_per_s']:,.0f}/s ({w['store_vs_floor']:.2f}x "
+            f"floor) | backend versioned {w['backend_versioned_writes_per_s']:,.0f}/s "
+            f"({w['backend_vs_floor']:.2f}x floor)"
+        )
+        _print_watch(kv["watch"])
+        if args.json_path:
+            Path(args.json_path).write_text(json.dumps(kv, indent=2))
+        return
     with tempfile.TemporaryDirectory(prefix="bench-statebus-") as tmp:
         folder = Path(tmp)
         out: dict[str, Any] = {"n": args.n, "rounds": args.rounds}
@@ -363,6 +467,8 @@ def main() -> None:
         if args.only is None:
             out["merges"] = bench_merges(folder, args.n, args.rounds)
             out["simulator"] = bench_sim(args.rounds)
+        if args.only is None:
+            out["watch"] = bench_watch(folder, 50)
     for key in ("writes_full", "writes_normal"):
         if key not in out:
             continue
@@ -410,6 +516,7 @@ def main() -> None:
         f"Simulator: {out['simulator']['agent_steps_per_s']:,.0f} agent-steps/s "
         f"({out['simulator']['policy']})"
     )
+    _print_watch(out["watch"])
     if args.json_path:
         Path(args.json_path).write_text(json.dumps(out, indent=2))
         print(f"wrote {args.json_path}")

@@ -30,6 +30,7 @@
     │   └── DeadlineExceededError       a run (or one wait in it) passed its deadline
     └── StateError
         ├── ConflictError               a versioned write met a newer version
+        ├── CompactedError              a revision asked for was removed by compaction
         ├── SchemaViolationError        a value does not match its key's schema (also ValueError)
         ├── DuplicateMessageError       a message id reused with a different payload
         ├── ScopeError                  a key outside the agent's scope (also PermissionError)
@@ -395,6 +396,26 @@ class ConflictError(StateError):
         super().__init__(
             f"key {key!r} is at version {version} (written by {author!r}), not {expected}: "
             "re-read it, redo your change on the current value and write again."
+        )
+
+
+class CompactedError(StateError):
+    """A read or watch asked for a revision that compaction removed.
+
+    Attributes:
+        what: what was asked (``key 'k'`` or ``namespace 'n'``).
+        revision: the revision asked for.
+        oldest: the oldest revision still kept for it.
+    """
+
+    def __init__(self, what: str, revision: int, oldest: int) -> None:
+        self.what = what
+        self.revision = revision
+        self.oldest = oldest
+        super().__init__(
+            f"revision {revision} of {what} was compacted away; the oldest revision kept is "
+            f"{oldest}: read the current value (or watch from revision {oldest - 1}, after a "
+            "fresh snapshot) instead"
         )
 
 

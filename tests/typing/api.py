@@ -28,6 +28,7 @@ from surefoot.resilience import (
 from surefoot.statebus import (
     AgentSession,
     AgentSpec,
+    Change,
     ConsumerStats,
     Entry,
     Labeled,
@@ -39,6 +40,8 @@ from surefoot.statebus import (
     Stream,
     StreamEntry,
     StreamStats,
+    TxnResult,
+    Watch,
     judge,
     label_of,
     labeled,
@@ -135,6 +138,13 @@ def statebus(fake: FakeClock) -> None:
     entry = st.write("card", {"title": "t"})
     assert_type(entry.version, int)
     assert_type(entry.value, Any)
+    assert_type(st.write("tmp", 1, ttl=5.0), Entry)
+    assert_type(st.delete("tmp", expect=1), Change | None)
+    assert_type(st.history("card"), list[Change])
+    assert_type(st.read_at("card", 1), Change | None)
+    assert_type(st.compact(keep=10), int)
+    assert_type(st.watch("card", after_revision=0, timeout=1.0), Watch)
+    assert_type(st.txn({"card": 1}, [("put", "status", "done")]), TxnResult)
     assert_type(labeled(entry), Labeled[Any])
     label_of(entry)
     stream = Stream("sqlite:///team.db", "findings", clock=fake)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import typing as _typing
 
 from ..errors import (
+    CompactedError,
     ConflictError,
     DuplicateMessageError,
     SchemaViolationError,
@@ -36,6 +37,7 @@ from ._capabilities import (
     kind_of,
     label_output,
 )
+from ._history import Change, TxnResult, Watch
 from ._merge import Contribution
 from ._quarantine import FIELD_TYPES, Plan, PlanRunner, PlanStep, QuarantinedParser, make_plan
 from ._resolvers import ChatClient, Proposal, Resolution, judge, priority, vote
@@ -82,7 +84,9 @@ __all__ = [
     "Answer",
     "Arg",
     "CapabilityPolicy",
+    "Change",
     "ChatClient",
+    "CompactedError",
     "ConflictError",
     "Consumer",
     "ConsumerStats",
@@ -113,6 +117,8 @@ __all__ = [
     "StreamStats",
     "ToolPolicy",
     "TrustError",
+    "TxnResult",
+    "Watch",
     "derive",
     "env_label",
     "judge",

@@ -18,6 +18,8 @@ from ..clock import Clock, SystemClock
 from ..codec import dumps, loads
 from ..errors import ConfigError, ConflictError, ScopeError
 from ..storage.base import MergeOutcome, StateRecord, StateStore, check_text
+from ..storage.history import check_policy
+from ._history import HIDDEN, Change, TxnResult, Watch, change, txn_result
 from ._merge import Contribution, MergeRule, contributions, find_rule, make_rule, update
 from ._trust import Endorser, Label, Labeled, label_of
 
@@ -38,7 +40,8 @@ __all__ = [
 TRUST_LEVELS = ("system", "trusted", "untrusted")
 LEASE_PREFIX = "_lease/"
 ENDORSEMENT_PREFIX = "_endorsement/"
-_HIDDEN = (LEASE_PREFIX, ENDORSEMENT_PREFIX)
+_HIDDEN = HIDDEN
+assert _HIDDEN == (LEASE_PREFIX, ENDORSEMENT_PREFIX)
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +64,7 @@ class Entry:
             None for a plain key.
         contributions: a merge key's contributions, oldest first, each with its author,
             trust, time and id.
+        expires_at: when a key written with ``ttl=`` expires (store clock); None: never.
     """
 
     key: str
@@ -74,6 +78,7 @@ class Entry:
     lineage: int | None = None
     merged_by: str | None = None
     contributions: tuple[Contribution, ...] = ()
+    expires_at: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,6 +158,7 @@ def _entry(rec: StateRecord) -> Entry:
         rec.lineage,
         rec.merge_op,
         contributions(rec, value),
+        rec.expires_at,
     )
 
 
@@ -351,13 +357,187 @@ class Store:
     # -- reads and writes --------------------------------------------------------------
 
     def read(self, key: str) -> Entry | None:
-        """The key's current entry, or None."""
-        rec = self.state.read(_check_key(key))
+        """The key's current entry, or None (never written, deleted, or expired)."""
+        rec = self.state.read(_check_key(key), self.clock.now())
         return _entry(rec) if rec is not None else None
 
     def snapshot(self) -> dict[str, Entry]:
         """Every key's current entry (leases and endorsement records excluded), by key."""
-        return {k: _entry(r) for k, r in self.state.snapshot().items() if not k.startswith(_HIDDEN)}
+        now = self.clock.now()
+        return {
+            k: _entry(r) for k, r in self.state.snapshot(now).items() if not k.startswith(_HIDDEN)
+        }
+
+    # -- history, deletes, expiry, watches, transactions ----------------------------------
+
+    def history(self, key: str) -> list[Change]:
+        """The key's kept versions, oldest first, each with its author and trust label
+        (deletes and expiries are versions too, with no value)."""
+        return [change(c) for c in self.state.history(_check_key(key))]
+
+    def read_at(self, key: str, revision: int) -> Change | None:
+        """The key as it was at ``revision`` (its last change at or before it), or None
+        when it did not exist then.
+
+        Raises:
+            CompactedError: that version was removed by compaction; names the oldest kept.
+        """
+        if isinstance(revision, bool) or not isinstance(revision, int) or revision < 0:
+            raise ConfigError(f"revision must be a whole number >= 0, got {revision!r}")
+        ch = self.state.read_at(_check_key(key), revision)
+        return change(ch) if ch is not None else None
+
+    def delete(
+        self,
+        key: str,
+        *,
+        author: str = "system",
+        expect: int | None = None,
+        fence: Lease | None = None,
+    ) -> Change | None:
+        """Delete ``key``: a tombstone version, logged and watched like a write; None when
+        the key is absent (nothing written).
+
+        Raises:
+            ConflictError: ``expect`` (or the fence) did not match: a stale delete conflicts
+                like a stale write; nothing was deleted.
+        """
+        key = _check_key(key)
+        expect = _check_expect(key, expect)
+        try:
+            ch = self.state.delete(
+                key,
+                author=author,
+                trust=self._trust_of(author),
+                expect=expect,
+                now=self.clock.now(),
+                fence=(fence.key, fence.epoch) if fence is not None else None,
+            )
+        except ConflictError:
+            with self._lock:
+                self.conflicts += 1
+            raise
+        return change(ch) if ch is not None else None
+
+    def expire(self) -> int:
+        """Log an ``expire`` for every key whose TTL ran out by the store's clock; how many.
+        (Reads never return an expired key, and every write sweeps first; this makes the
+        expiry events reach watchers and history without waiting for a write.)"""
+        return self.state.expire(self.clock.now())
+
+    def compact(self, *, keep: int | None = None, older_than: float | None = None) -> int:
+        """Trim the change log: keep the last ``keep`` changes of each key and drop changes
+        older than ``older_than`` seconds (by the store's clock); each key's latest change
+        always stays. Returns how many were removed. Reading or watching a removed revision
+        raises ``CompactedError`` naming the oldest revision kept.
+
+        Raises:
+            ConfigError: neither given, or a bad value.
+        """
+        if keep is None and older_than is None:
+            raise ConfigError("compact needs keep=N (changes per key) or older_than=seconds")
+        if older_than is not None and (
+            isinstance(older_than, bool) or not isinstance(older_than, int | float)
+        ):
+            raise ConfigError(f"older_than must be seconds, got {older_than!r}")
+        before = None if older_than is None else self.clock.now() - float(older_than)
+        check_policy(keep, before)
+        return self.state.compact(keep=keep, before=before)
+
+    def watch(
+        self,
+        prefix: str = "",
+        *,
+        after_revision: int = 0,
+        timeout: float | None = None,
+        poll: float = 0.5,
+        batch: int = 100,
+    ) -> Watch:
+        """Every change of keys starting with ``prefix`` after ``after_revision``, in
+        revision order, as a sync or async iterator (``for c in`` / ``async for c in``).
+
+        Resume with ``after_revision=watch.revision`` (the last one delivered): nothing is
+        missed and nothing repeated. ``timeout``: stop iterating after that many seconds
+        without a change (None: never). ``poll``: the longest the watch blocks before it
+        sweeps expiries and looks again.
+
+        Raises (while iterating):
+            CompactedError: a change after ``after_revision`` was compacted away.
+        """
+        if not isinstance(prefix, str):
+            raise ConfigError(f"watch prefix must be a string, got {prefix!r}")
+        return Watch(self, prefix, after_revision, timeout=timeout, poll=poll, batch=batch)
+
+    def txn(
+        self,
+        compare: dict[str, int],
+        success: list[tuple[Any, ...]],
+        failure: list[tuple[Any, ...]] | None = None,
+        *,
+        author: str = "system",
+    ) -> TxnResult:
+        """A multi-key transaction (etcd's Txn): if every ``compare`` holds (``{key:
+        version}``, 0 for "absent"), apply ``success``, else ``failure``, all at once.
+
+        Operations are ``("put", key, value)``, ``("put", key, value, ttl)`` or ``("delete",
+        key)``; each key at most once per branch. Values are checked against their schemas
+        first; merge keys are refused (send them contributions).
+
+        Returns:
+            ``TxnResult``: whether it succeeded, the changes made, and for a failed compare a
+            ``ConflictError`` naming the key.
+        """
+        if not isinstance(compare, dict):
+            raise ConfigError(f"txn compare is a dict {{key: version}}, got {compare!r}")
+        cmp = {}
+        for key, version in compare.items():
+            key = _check_key(key)
+            cmp[key] = _check_expect(key, version)
+            if cmp[key] is None:
+                raise ConfigError(f"txn compare for key {key!r} needs a version (0: absent)")
+        trust = self._trust_of(author)
+        branches = [self._txn_ops(success), self._txn_ops(failure or [])]
+        out = self.state.txn(
+            [(k, int(v)) for k, v in cmp.items() if v is not None],
+            branches[0],
+            branches[1],
+            author=author,
+            trust=trust,
+            now=self.clock.now(),
+        )
+        result = txn_result(out, {k: int(v) for k, v in cmp.items() if v is not None})
+        with self._lock:
+            self.writes += len(result.changes)
+            self.conflicts += 0 if result.succeeded else 1
+        return result
+
+    def _txn_ops(self, ops: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+        out: list[tuple[Any, ...]] = []
+        for op in ops:
+            if not isinstance(op, tuple) or len(op) < 2 or op[0] not in ("put", "delete"):
+                raise ConfigError(
+                    f"a txn operation is ('put', key, value[, ttl]) or ('delete', key), got {op!r}"
+                )
+            key = _check_key(op[1])
+            rule = find_rule(self._merges, key)
+            if rule is not None:
+                raise ConfigError(
+                    f"key {key!r} is a merge key ({rule.op!r}); a transaction writes plain keys"
+                )
+            if op[0] == "delete":
+                out.append(("delete", key))
+                continue
+            if len(op) not in (3, 4):
+                raise ConfigError(f"a txn put is ('put', key, value[, ttl]), got {op!r}")
+            value = op[2]
+            plain = value.value if isinstance(value, Labeled) else value
+            for pattern, check in self._schemas:
+                if fnmatch.fnmatchcase(key, pattern):
+                    check(key, plain)
+            out.append(
+                ("put", key, dumps(value, where=f"key {key!r}"), op[3] if len(op) == 4 else None)
+            )
+        return out
 
     def endorsements(self) -> list[Endorsement]:
         """Every endorsement recorded in this namespace (by any process), oldest first."""
@@ -410,6 +590,7 @@ class Store:
         expect: int | None = None,
         seen: Entry | tuple[int, int] | int | None = None,
         fence: Lease | None = None,
+        ttl: float | None = None,
     ) -> Entry:
         """Write ``value`` to ``key`` (one conditional statement in the backend).
 
@@ -422,6 +603,8 @@ class Store:
                 it overwrote unseen); sessions pass it for you. A bare version number counts
                 as a version that had lost nothing before it.
             fence: a ``Lease``; the write succeeds only while that lease is still held.
+            ttl: seconds (store clock) after which the key expires: reads no longer return
+                it and an ``expire`` change is logged. None: never (and clears a TTL).
 
         Raises:
             ConflictError: ``expect`` (or the fence) did not match; nothing was written.
@@ -462,6 +645,7 @@ class Store:
                 now=self.clock.now(),
                 fence=(fence.key, fence.epoch) if fence is not None else None,
                 seen=basis,
+                ttl=ttl,
             )
         except ConflictError:
             with self._lock:
@@ -571,7 +755,7 @@ class Store:
             raise ConfigError(f"lease ttl must be > 0 seconds, got {ttl!r}")
         key = LEASE_PREFIX + name
         now = self.clock.now()
-        rec = self.state.read(key)
+        rec = self.state.read(key, now)
         if rec is not None:
             cur = loads(rec.value)
             if not cur["released"] and cur["expires_at"] > now and cur["holder"] != holder:
@@ -731,6 +915,32 @@ class AgentSession:
         stored, record = self._prepare(key, value, endorsed_by, reason)
         e = self.store.write(key, stored, author=self.name, expect=expect, seen=self.seen.get(key))
         return self._finish(e, record)
+
+    def delete(self, key: str, *, expect: int | None = None) -> Change | None:
+        """Delete as this agent (see ``Store.delete``): the tombstone carries its name.
+
+        Raises:
+            ScopeError: the key is outside this agent's write scope.
+            ConflictError: ``expect`` did not match; nothing was deleted.
+        """
+        if not self.spec.may("write", key):
+            raise ScopeError(self.name, key, "write", list(self.spec.write))
+        return self.store.delete(key, author=self.name, expect=expect)
+
+    def history(self, key: str) -> list[Change]:
+        """The key's kept versions (see ``Store.history``); reading them taints the session
+        like reading the value does.
+
+        Raises:
+            ScopeError: the key is outside this agent's read scope.
+        """
+        if not self.spec.may("read", key):
+            raise ScopeError(self.name, key, "read", list(self.spec.read))
+        changes = self.store.history(key)
+        self.context = self.context.join(
+            *(Label.of(c.author, c.trust).join(c.label or Label()) for c in changes)
+        )
+        return changes
 
     def merge(self, key: str, value: Any, *, id: str | None = None) -> MergeOutcome:
         """Contribute to a merge key as this agent (see ``Store.merge``); never conflicts.

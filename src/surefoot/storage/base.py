@@ -24,6 +24,7 @@ from ..errors import ConfigError, ConflictError, ValueTooLargeError
 __all__ = [
     "DEFAULT_DEDUP_WINDOW",
     "DEFAULT_MAX_VALUE_BYTES",
+    "TXN_OPS",
     "AuditRow",
     "ClaimedMessage",
     "ConsumerStats",
@@ -35,6 +36,7 @@ __all__ = [
     "Retention",
     "RunRow",
     "RunWrite",
+    "StateChange",
     "StateRecord",
     "StateStore",
     "StepRow",
@@ -43,13 +45,16 @@ __all__ = [
     "StreamLog",
     "StreamRecord",
     "StreamStats",
+    "TxnOp",
     "check_range",
     "check_seconds",
     "check_size",
     "check_text",
+    "expires_at",
     "fence_conflict",
     "next_lineage",
     "stream_conflict",
+    "txn_conflict",
     "value_limit",
     "write_conflict",
 ]
@@ -180,6 +185,7 @@ class StateRecord:
 
     A key made by merges (:mod:`surefoot.storage.merges`) also has ``merge_op``, the
     operation it merges by, and ``merge_log``, the JSON list of its contributions.
+    ``expires_at`` is when a key written with a TTL expires (None: never).
     """
 
     key: str
@@ -192,6 +198,7 @@ class StateRecord:
     lineage: int
     merge_op: str | None = None
     merge_log: str | None = None
+    expires_at: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -213,6 +220,59 @@ class MergeOutcome:
         return cls(
             rec.key, rec.version, rec.revision, rec.author, rec.trust, rec.written_at, applied
         )
+
+
+@dataclass(frozen=True, slots=True)
+class StateChange:
+    """One entry of a namespace's change log: what one revision did to one key.
+
+    ``kind`` is ``put`` (a write), ``merge``, ``delete`` (a tombstone) or ``expire`` (the
+    key's TTL ran out). ``value`` is the key's value after the change (codec JSON), None for a
+    tombstone. ``version`` is the key's version after it (a tombstone is a version too).
+    """
+
+    revision: int
+    key: str
+    kind: str
+    value: str | None
+    version: int
+    author: str
+    trust: str
+    at: float
+    expires_at: float | None = None
+
+
+#: The operations of a transaction: ``("put", key, value_json, ttl_or_None)`` or
+#: ``("delete", key)``.
+TXN_OPS = ("put", "delete")
+TxnOp = tuple[Any, ...]
+
+
+def expires_at(now: float, ttl: float | None) -> float | None:
+    """When a key written at ``now`` with ``ttl`` seconds expires (None: never).
+
+    Raises:
+        ConfigError: a ttl that is not a number > 0.
+    """
+    if ttl is None:
+        return None
+    if isinstance(ttl, bool) or not isinstance(ttl, int | float) or not ttl > 0:
+        raise ConfigError(f"ttl must be a number of seconds > 0 or None, got {ttl!r}")
+    return float(now) + float(ttl)
+
+
+def txn_conflict(
+    key: str, expected: int, version: int, value: str | None, author: str
+) -> ConflictError:
+    """The ``ConflictError`` of a transaction whose compare on ``key`` failed."""
+    exc = ConflictError(key, expected, version, loads(value) if value is not None else None, author)
+    want = "absent" if expected == 0 else f"at version {expected}"
+    exc.args = (
+        f"transaction refused: key {key!r} is at version {version} (written by {author!r}), "
+        f"not {want}; its failure branch ran instead, no success operation was applied. "
+        "Re-read the keys and try again",
+    )
+    return exc
 
 
 @runtime_checkable
@@ -238,7 +298,10 @@ class StateStore(Protocol):
 
     namespace: str
 
-    def read(self, key: str) -> StateRecord | None: ...
+    def read(self, key: str, now: float | None = None) -> StateRecord | None:
+        """The key as stored, or None (absent, deleted, or expired at ``now``)."""
+        ...
+
     def write(
         self,
         key: str,
@@ -250,8 +313,87 @@ class StateStore(Protocol):
         now: float,
         fence: tuple[str, int] | None = None,
         seen: tuple[int, int] | None = None,
+        ttl: float | None = None,
     ) -> StateRecord: ...
-    def snapshot(self) -> dict[str, StateRecord]: ...
+    def snapshot(self, now: float | None = None) -> dict[str, StateRecord]: ...
+    def delete(
+        self,
+        key: str,
+        *,
+        author: str,
+        trust: str,
+        expect: int | None,
+        now: float,
+        fence: tuple[str, int] | None = None,
+    ) -> StateChange | None:
+        """Replace the key by a tombstone (a new version, logged as ``delete``); None when
+        the key is absent (nothing written). ``expect`` is checked like a write's (0: the key
+        must be absent); a failed condition raises ``ConflictError`` and writes nothing."""
+        ...
+
+    def expire(self, now: float) -> int:
+        """Log an ``expire`` tombstone for every key whose TTL ran out at ``now``; how many.
+        Every write sweeps first, in its own transaction, so expiries keep revision order."""
+        ...
+
+    def changes(
+        self, after: int, *, prefix: str = "", limit: int = 100, upto: int | None = None
+    ) -> list[StateChange]:
+        """The change log after revision ``after`` (up to ``upto``), oldest first, of keys
+        starting with ``prefix``.
+
+        Raises:
+            CompactedError: a change after ``after`` was removed by compaction.
+        """
+        ...
+
+    def history(self, key: str) -> list[StateChange]:
+        """The kept changes of ``key``, oldest first."""
+        ...
+
+    def read_at(self, key: str, revision: int) -> StateChange | None:
+        """The key as it was at ``revision`` (its last change at or before it), or None.
+
+        Raises:
+            CompactedError: that change was removed by compaction.
+        """
+        ...
+
+    def compact(self, *, keep: int | None, before: float | None) -> int:
+        """Remove changes from the log: all but the last ``keep`` of each key, and those
+        written before time ``before``; each key's latest change is always kept. Returns
+        how many were removed; reads and watches of a removed revision raise
+        ``CompactedError``."""
+        ...
+
+    def compacted(self) -> int:
+        """The highest revision compaction removed (0: none)."""
+        ...
+
+    def wait(self, after: int, timeout: float) -> bool:
+        """Block until the namespace's revision passes ``after`` or ``timeout`` seconds pass;
+        True if it did. May return True early (a spurious wake); callers re-check."""
+        ...
+
+    def txn(
+        self,
+        compare: list[tuple[str, int]],
+        success: list[TxnOp],
+        failure: list[TxnOp],
+        *,
+        author: str,
+        trust: str,
+        now: float,
+    ) -> tuple[bool, list[StateChange], tuple[str, int, str | None, str] | None]:
+        """A multi-key transaction (etcd's Txn), atomic.
+
+        ``compare`` holds ``(key, version)`` pairs (0: the key is absent). If every one
+        holds, the ``success`` operations are applied, else the ``failure`` ones, all at
+        once. Returns (succeeded, the changes made, the first failed compare as
+        ``(key, version, value, author)`` or None).
+        """
+        ...
+
     def revision(self) -> int: ...
     def lost_updates(self) -> int:
         """Versions of the namespace's keys that no current value descends from."""

@@ -12,10 +12,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...errors import ValueTooLargeError
-from ..base import MergeOutcome, StateRecord, check_size, write_conflict
+from ...errors import CompactedError, ValueTooLargeError
+from ..base import (
+    MergeOutcome,
+    StateChange,
+    StateRecord,
+    TxnOp,
+    check_size,
+    expires_at,
+    write_conflict,
+)
+from ..history import compaction_victims, txn_plan
 from ..merges import check_contribution, log_entry, merge_refused
-from ._db import PostgresDB
+from ._db import Listener, PostgresDB
 
 __all__ = ["MIGRATIONS", "PostgresStateStore"]
 
@@ -270,13 +279,265 @@ MIGRATIONS = [
     END;
     $$
     """,
+    # History, tombstones and TTLs: a trigger logs every change of sf_state by revision in
+    # the statement that makes it, and NOTIFYs the schema's "state" channel (delivered at
+    # commit). A deleted (1) or expired (2) key stays as a tombstone row so its version
+    # keeps counting. Changes made before this migration were not logged: the log starts
+    # with each key's current version, and older revisions read as compacted.
+    """
+    ALTER TABLE sf_state ADD COLUMN deleted SMALLINT NOT NULL DEFAULT 0;
+    ALTER TABLE sf_state ADD COLUMN expires_at DOUBLE PRECISION;
+    ALTER TABLE sf_state ADD COLUMN compacted BIGINT NOT NULL DEFAULT 0;
+    ALTER TABLE sf_state_ns ADD COLUMN compacted BIGINT NOT NULL DEFAULT 0;
+    CREATE INDEX sf_state_expiry ON sf_state (ns, expires_at) WHERE expires_at IS NOT NULL;
+    CREATE TABLE sf_state_log (
+        ns TEXT NOT NULL, revision BIGINT NOT NULL, key TEXT NOT NULL, kind TEXT NOT NULL,
+        value TEXT, version BIGINT NOT NULL, author TEXT NOT NULL, trust TEXT NOT NULL,
+        at DOUBLE PRECISION NOT NULL, expires_at DOUBLE PRECISION,
+        PRIMARY KEY (ns, revision)
+    );
+    CREATE INDEX sf_state_log_key ON sf_state_log (ns, key, revision);
+    INSERT INTO sf_state_log
+        SELECT ns, revision, key, CASE WHEN merge_op IS NULL THEN 'put' ELSE 'merge' END,
+               value, version, author, trust, written_at, NULL FROM sf_state;
+    UPDATE sf_state SET compacted = revision WHERE version > 1;
+    UPDATE sf_state_ns SET compacted = revision;
+    CREATE FUNCTION sf_state_logged() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        INSERT INTO sf_state_log VALUES (NEW.ns, NEW.revision, NEW.key,
+            CASE NEW.deleted WHEN 1 THEN 'delete' WHEN 2 THEN 'expire'
+                 ELSE CASE WHEN NEW.merge_op IS NULL THEN 'put' ELSE 'merge' END END,
+            CASE WHEN NEW.deleted <> 0 THEN NULL ELSE NEW.value END, NEW.version,
+            NEW.author, NEW.trust, NEW.written_at, NEW.expires_at);
+        PERFORM pg_notify(TG_TABLE_SCHEMA || '.state', NEW.ns);
+        RETURN NULL;
+    END;
+    $$;
+    CREATE TRIGGER sf_state_logged AFTER INSERT ON sf_state
+        FOR EACH ROW EXECUTE FUNCTION sf_state_logged();
+    CREATE TRIGGER sf_state_logged_update AFTER UPDATE ON sf_state
+        FOR EACH ROW WHEN (NEW.revision <> OLD.revision) EXECUTE FUNCTION sf_state_logged();
+    CREATE FUNCTION sf_state_tombstone(
+        p_ns TEXT, p_key TEXT, p_author TEXT, p_trust TEXT, p_now DOUBLE PRECISION,
+        p_kind SMALLINT)
+    RETURNS TABLE (o_version BIGINT, o_revision BIGINT)
+    LANGUAGE plpgsql AS $$
+    DECLARE
+        rev BIGINT;
+    BEGIN
+        IF NOT EXISTS (SELECT 1 FROM sf_state s
+                       WHERE s.ns = p_ns AND s.key = p_key AND s.deleted = 0) THEN
+            RETURN;
+        END IF;
+        UPDATE sf_state_ns SET revision = revision + 1 WHERE ns = p_ns RETURNING revision
+            INTO rev;
+        RETURN QUERY UPDATE sf_state s SET value = 'null', version = s.version + 1,
+            revision = rev, author = p_author, trust = p_trust, written_at = p_now,
+            lineage = s.lineage + 1, merge_op = NULL, merge_log = NULL, deleted = p_kind,
+            expires_at = NULL
+        WHERE s.ns = p_ns AND s.key = p_key RETURNING s.version, s.revision;
+    END;
+    $$;
+    CREATE FUNCTION sf_state_sweep(p_ns TEXT, p_now DOUBLE PRECISION) RETURNS INTEGER
+    LANGUAGE plpgsql AS $$
+    DECLARE
+        r RECORD;
+        n INTEGER := 0;
+    BEGIN
+        FOR r IN SELECT s.key FROM sf_state s WHERE s.ns = p_ns AND s.expires_at <= p_now
+                 ORDER BY s.expires_at, s.key LOOP
+            PERFORM sf_state_tombstone(p_ns, r.key, 'system', 'system', p_now, 2::SMALLINT);
+            n := n + 1;
+        END LOOP;
+        RETURN n;
+    END;
+    $$;
+    DROP FUNCTION sf_state_write(TEXT, TEXT, TEXT, TEXT, TEXT, BIGINT, DOUBLE PRECISION,
+        TEXT, BIGINT, BIGINT, BIGINT);
+    CREATE FUNCTION sf_state_write(
+        p_ns TEXT, p_key TEXT, p_value TEXT, p_author TEXT, p_trust TEXT,
+        p_expect BIGINT, p_now DOUBLE PRECISION, p_fkey TEXT, p_fver BIGINT,
+        p_sver BIGINT, p_slin BIGINT, p_exp DOUBLE PRECISION)
+    RETURNS TABLE (o_kind TEXT, o_key TEXT, o_value TEXT, o_version BIGINT,
+                   o_revision BIGINT, o_author TEXT, o_lineage BIGINT)
+    LANGUAGE plpgsql AS $$
+    DECLARE
+        cur RECORD;
+        rev BIGINT;
+        ver BIGINT;
+        lin BIGINT;
+    BEGIN
+        INSERT INTO sf_state_ns AS n (ns, revision) VALUES (p_ns, 0)
+        ON CONFLICT (ns) DO UPDATE SET revision = n.revision;  -- locks the namespace
+        IF EXISTS (SELECT 1 FROM sf_state s WHERE s.ns = p_ns AND s.expires_at <= p_now) THEN
+            PERFORM sf_state_sweep(p_ns, p_now);
+        END IF;
+        IF p_fkey IS NOT NULL THEN
+            SELECT s.value, s.version, s.author, s.deleted INTO cur
+            FROM sf_state s WHERE s.ns = p_ns AND s.key = p_fkey;
+            IF NOT FOUND OR cur.version <> p_fver OR cur.deleted <> 0 THEN
+                RETURN QUERY SELECT 'fence', p_fkey,
+                    CASE WHEN cur.deleted <> 0 THEN NULL ELSE cur.value END,
+                    COALESCE(cur.version, 0), 0::BIGINT, cur.author, 0::BIGINT;
+                RETURN;
+            END IF;
+        END IF;
+        SELECT s.value, s.version, s.author, s.lineage, s.deleted INTO cur
+        FROM sf_state s WHERE s.ns = p_ns AND s.key = p_key;
+        ver := COALESCE(cur.version, 0);
+        IF p_expect IS NULL AND p_sver IS NOT NULL AND p_sver < ver THEN
+            lin := p_slin + 1;  -- a stale write descends from what its writer read
+        ELSE
+            lin := COALESCE(cur.lineage, 0) + 1;
+        END IF;
+        IF p_expect IS NOT NULL AND p_expect <> ver
+           AND NOT (p_expect = 0 AND COALESCE(cur.deleted, 1) <> 0) THEN
+            RETURN QUERY SELECT 'conflict', p_key,
+                CASE WHEN cur.deleted <> 0 THEN NULL ELSE cur.value END, ver, 0::BIGINT,
+                cur.author, 0::BIGINT;
+            RETURN;
+        END IF;
+        UPDATE sf_state_ns SET revision = revision + 1 WHERE ns = p_ns RETURNING revision
+            INTO rev;
+        INSERT INTO sf_state AS s
+            (ns, key, value, version, revision, author, trust, written_at, lineage, expires_at)
+        VALUES (p_ns, p_key, p_value, ver + 1, rev, p_author, p_trust, p_now, lin, p_exp)
+        ON CONFLICT (ns, key) DO UPDATE SET value = excluded.value,
+            version = excluded.version, revision = excluded.revision,
+            author = excluded.author, trust = excluded.trust, written_at = excluded.written_at,
+            lineage = excluded.lineage, merge_op = NULL, merge_log = NULL, deleted = 0,
+            expires_at = excluded.expires_at;
+        RETURN QUERY SELECT 'ok', p_key, p_value, ver + 1, rev, p_author, lin;
+    END;
+    $$;
+    CREATE OR REPLACE FUNCTION sf_state_merge(
+        p_ns TEXT, p_key TEXT, p_op TEXT, p_arg TEXT, p_author TEXT, p_trust TEXT,
+        p_now DOUBLE PRECISION, p_id TEXT, p_entry TEXT, p_limit BIGINT)
+    RETURNS TABLE (o_kind TEXT, o_value TEXT, o_version BIGINT, o_revision BIGINT,
+                   o_author TEXT, o_trust TEXT, o_at DOUBLE PRECISION, o_lineage BIGINT,
+                   o_op TEXT, o_log TEXT)
+    LANGUAGE plpgsql AS $$
+    DECLARE
+        cur RECORD;
+        v JSONB;
+        a JSONB := p_arg::jsonb;
+        lg JSONB := '[]'::jsonb;
+        rev BIGINT;
+        tr TEXT;
+        exact BOOLEAN;
+        live BOOLEAN;
+    BEGIN
+        INSERT INTO sf_state_ns AS n (ns, revision) VALUES (p_ns, 0)
+        ON CONFLICT (ns) DO UPDATE SET revision = n.revision;  -- locks the namespace
+        IF EXISTS (SELECT 1 FROM sf_state s WHERE s.ns = p_ns AND s.expires_at <= p_now) THEN
+            PERFORM sf_state_sweep(p_ns, p_now);
+        END IF;
+        SELECT s.value, s.version, s.revision, s.author, s.trust, s.written_at, s.lineage,
+               s.merge_op, s.merge_log, s.deleted INTO cur
+        FROM sf_state s WHERE s.ns = p_ns AND s.key = p_key;
+        live := FOUND AND cur.deleted = 0;  -- a tombstone: the key starts again
+        IF live THEN
+            IF cur.merge_op IS NULL OR cur.merge_op <> p_op THEN
+                RETURN QUERY SELECT 'op', cur.value, cur.version, cur.revision, cur.author,
+                    cur.trust, cur.written_at, cur.lineage, cur.merge_op, cur.merge_log;
+                RETURN;
+            END IF;
+            v := cur.value::jsonb;
+            lg := cur.merge_log::jsonb;
+            IF (p_id IS NOT NULL AND EXISTS (
+                    SELECT 1 FROM jsonb_array_elements(lg) e WHERE e->>3 = p_id))
+               OR (p_op = 'set_add' AND v @> jsonb_build_array(a)) THEN
+                RETURN QUERY SELECT 'dup', cur.value, cur.version, cur.revision, cur.author,
+                    cur.trust, cur.written_at, cur.lineage, cur.merge_op, cur.merge_log;
+                RETURN;
+            END IF;
+        END IF;
+        IF (p_op IN ('append', 'set_add') AND v IS NOT NULL AND jsonb_typeof(v) <> 'array')
+           OR (p_op IN ('add', 'max', 'min') AND v IS NOT NULL AND jsonb_typeof(v) <> 'number')
+           OR (p_op = 'merge' AND v IS NOT NULL AND jsonb_typeof(v) <> 'object') THEN
+            RETURN QUERY SELECT 'kind', cur.value, cur.version, cur.revision, cur.author,
+                cur.trust, cur.written_at, cur.lineage, cur.merge_op, cur.merge_log;
+            RETURN;
+        END IF;
+        IF p_op IN ('append', 'set_add') THEN
+            v := COALESCE(v, '[]'::jsonb) || jsonb_build_array(a);
+        ELSIF p_op IN ('add', 'max', 'min') THEN
+            -- whole numbers add exactly; any other as binary floats, like Python
+            exact := v IS NULL OR (v::text !~ '[.eE]' AND a::text !~ '[.eE]');
+            IF v IS NULL THEN
+                v := a;
+            ELSIF exact AND p_op = 'add' THEN
+                v := to_jsonb(v::numeric + a::numeric);
+            ELSIF p_op = 'add' THEN
+                v := to_jsonb(v::text::float8 + a::text::float8);
+            ELSIF (p_op = 'max' AND a::numeric > v::numeric)
+               OR (p_op = 'min' AND a::numeric < v::numeric) THEN
+                v := a;
+            END IF;
+        ELSIF p_op = 'merge' THEN
+            v := COALESCE(v, '{}'::jsonb) || a;
+        ELSE
+            RETURN QUERY SELECT 'unsupported', NULL::TEXT, 0::BIGINT, 0::BIGINT, NULL::TEXT,
+                NULL::TEXT, 0::float8, 0::BIGINT, NULL::TEXT, NULL::TEXT;
+            RETURN;
+        END IF;
+        IF p_limit > 0 AND octet_length(v::text) > p_limit THEN
+            RETURN QUERY SELECT 'size', cur.value, octet_length(v::text)::BIGINT, 0::BIGINT,
+                cur.author, cur.trust, 0::float8, 0::BIGINT, cur.merge_op, cur.merge_log;
+            RETURN;
+        END IF;
+        lg := lg || jsonb_build_array(p_entry::jsonb);
+        tr := CASE WHEN (live AND cur.trust = 'untrusted') OR p_trust = 'untrusted'
+                        THEN 'untrusted'
+                   WHEN (live AND cur.trust = 'trusted') OR p_trust = 'trusted' THEN 'trusted'
+                   ELSE 'system' END;
+        UPDATE sf_state_ns SET revision = revision + 1 WHERE ns = p_ns RETURNING revision
+            INTO rev;
+        INSERT INTO sf_state AS s (ns, key, value, version, revision, author, trust,
+                                   written_at, lineage, merge_op, merge_log)
+        VALUES (p_ns, p_key, v::text, COALESCE(cur.version, 0) + 1, rev, p_author, tr,
+                p_now, COALESCE(cur.lineage, 0) + 1, p_op, lg::text)
+        ON CONFLICT (ns, key) DO UPDATE SET value = excluded.value,
+            version = excluded.version, revision = excluded.revision,
+            author = excluded.author, trust = excluded.trust, written_at = excluded.written_at,
+            lineage = excluded.lineage, merge_op = excluded.merge_op,
+            merge_log = excluded.merge_log, deleted = 0;
+        RETURN QUERY SELECT 'ok', v::text, COALESCE(cur.version, 0) + 1, rev, p_author, tr,
+            p_now, COALESCE(cur.lineage, 0) + 1, p_op, lg::text;
+    END;
+    $$
+    """,
 ]
 
-_COLS = "key, value, version, revision, author, trust, written_at, lineage, merge_op, merge_log"
+_COLS = (
+    "key, value, version, revision, author, trust, written_at, lineage, merge_op, merge_log, "
+    "expires_at"
+)
+_LIVE = "deleted = 0 AND (%(at)s::float8 IS NULL OR expires_at IS NULL OR expires_at > %(at)s)"
+_LOG_COLS = "revision, key, kind, value, version, author, trust, at, expires_at"
+_LOCK = (
+    "INSERT INTO sf_state_ns AS n (ns, revision) VALUES (%s, 0) "
+    "ON CONFLICT (ns) DO UPDATE SET revision = n.revision"
+)
+
+
+def _change(row: tuple[Any, ...]) -> StateChange:
+    rev, key, kind, value, ver, author, trust, at, exp = row
+    return StateChange(
+        int(rev),
+        str(key),
+        str(kind),
+        None if value is None else str(value),
+        int(ver),
+        str(author),
+        str(trust),
+        float(at),
+        None if exp is None else float(exp),
+    )
 
 
 def _record(row: tuple[Any, ...]) -> StateRecord:
-    k, v, ver, rev, author, trust, at, lineage, op, log = row
+    k, v, ver, rev, author, trust, at, lineage, op, log, *exp = row
     return StateRecord(
         str(k),
         str(v),
@@ -288,6 +549,7 @@ def _record(row: tuple[Any, ...]) -> StateRecord:
         int(lineage),
         op,
         log,
+        float(exp[0]) if exp and exp[0] is not None else None,
     )
 
 
@@ -304,13 +566,244 @@ class PostgresStateStore:
         self.namespace = namespace
         db.migrate("statestore", MIGRATIONS)
 
-    def read(self, key: str) -> StateRecord | None:
+    def read(self, key: str, now: float | None = None) -> StateRecord | None:
         rows = self.db.execute(
-            f"SELECT {_COLS} FROM sf_state WHERE ns = %s AND key = %s",
-            (self.namespace, key),
+            f"SELECT {_COLS} FROM sf_state WHERE ns = %(ns)s AND key = %(key)s AND {_LIVE}",
+            {"ns": self.namespace, "key": key, "at": now},
             write=False,
         )
         return _record(rows[0]) if rows else None
+
+    # -- the log ---------------------------------------------------------------------------
+
+    def expire(self, now: float) -> int:
+        due = self.db.execute(
+            "SELECT 1 FROM sf_state WHERE ns = %s AND expires_at <= %s LIMIT 1",
+            (self.namespace, now),
+            write=False,
+        )
+        if not due:  # nothing to sweep: no write transaction
+            return 0
+
+        def sweep(conn: Any) -> int:
+            conn.execute(_LOCK, (self.namespace,))
+            row = conn.execute("SELECT sf_state_sweep(%s, %s)", (self.namespace, now)).fetchone()
+            return int(row[0])
+
+        return self.db.run(sweep, tx=True)
+
+    def compacted(self) -> int:
+        rows = self.db.execute(
+            "SELECT compacted FROM sf_state_ns WHERE ns = %s", (self.namespace,), write=False
+        )
+        return int(rows[0][0]) if rows else 0
+
+    def changes(
+        self, after: int, *, prefix: str = "", limit: int = 100, upto: int | None = None
+    ) -> list[StateChange]:
+        rows = self.db.execute(
+            f"SELECT {_LOG_COLS} FROM sf_state_log WHERE ns = %(ns)s AND revision > %(after)s "
+            "AND (%(upto)s::bigint IS NULL OR revision <= %(upto)s) "
+            "AND left(key, %(n)s) = %(prefix)s ORDER BY revision LIMIT %(limit)s",
+            {
+                "ns": self.namespace,
+                "after": after,
+                "upto": upto,
+                "n": len(prefix),
+                "prefix": prefix,
+                "limit": limit,
+            },
+            write=False,
+        )
+        compacted = self.compacted()
+        if after < compacted:
+            oldest = self.db.execute(
+                "SELECT MIN(revision) FROM sf_state_log WHERE ns = %s",
+                (self.namespace,),
+                write=False,
+            )[0][0]
+            raise CompactedError(
+                f"namespace {self.namespace!r}", after + 1, int(oldest or self.revision() + 1)
+            )
+        return [_change(r) for r in rows]
+
+    def history(self, key: str) -> list[StateChange]:
+        rows = self.db.execute(
+            f"SELECT {_LOG_COLS} FROM sf_state_log WHERE ns = %s AND key = %s ORDER BY revision",
+            (self.namespace, key),
+            write=False,
+        )
+        return [_change(r) for r in rows]
+
+    def read_at(self, key: str, revision: int) -> StateChange | None:
+        rows = self.db.execute(
+            "SELECT compacted FROM sf_state WHERE ns = %s AND key = %s",
+            (self.namespace, key),
+            write=False,
+        )
+        if rows and revision < int(rows[0][0]):
+            kept = self.history(key)
+            raise CompactedError(
+                f"key {key!r}", revision, kept[0].revision if kept else self.revision() + 1
+            )
+        rows = self.db.execute(
+            f"SELECT {_LOG_COLS} FROM sf_state_log WHERE ns = %s AND key = %s "
+            "AND revision <= %s ORDER BY revision DESC LIMIT 1",
+            (self.namespace, key, revision),
+            write=False,
+        )
+        ch = _change(rows[0]) if rows else None
+        return ch if ch is not None and ch.value is not None else None
+
+    def compact(self, *, keep: int | None, before: float | None) -> int:
+        ns = self.namespace
+
+        def trim(conn: Any) -> int:
+            conn.execute(_LOCK, (ns,))
+            rows = conn.execute(
+                "SELECT key, revision, at FROM sf_state_log WHERE ns = %s", (ns,)
+            ).fetchall()
+            gone = compaction_victims([(r[0], int(r[1]), float(r[2])) for r in rows], keep, before)
+            if not gone:
+                return 0
+            top: dict[str, int] = {}
+            for key, rev, _ in rows:
+                if rev in gone:
+                    top[key] = max(top.get(key, 0), int(rev))
+            conn.execute(
+                "DELETE FROM sf_state_log WHERE ns = %s AND revision = ANY(%s)",
+                (ns, sorted(gone)),
+            )
+            for key, rev in top.items():
+                conn.execute(
+                    "UPDATE sf_state SET compacted = GREATEST(compacted, %s) "
+                    "WHERE ns = %s AND key = %s",
+                    (rev, ns, key),
+                )
+            conn.execute(
+                "UPDATE sf_state_ns SET compacted = GREATEST(compacted, %s) WHERE ns = %s",
+                (max(gone), ns),
+            )
+            return len(gone)
+
+        return self.db.run(trim, tx=True)
+
+    def wait(self, after: int, timeout: float) -> bool:
+        """LISTEN on the schema's ``state`` channel (the log's trigger NOTIFYs it at
+        commit), on a connection opened for this wait; a watch keeps one open instead
+        (:meth:`waiter`)."""
+        waiter = self.waiter()
+        try:
+            return waiter.wait(after, timeout)
+        finally:
+            waiter.close()
+
+    def waiter(self) -> _Waiter:
+        """A waiter that keeps its LISTEN connection between waits (close it when done)."""
+        return _Waiter(self)
+
+    def delete(
+        self,
+        key: str,
+        *,
+        author: str,
+        trust: str,
+        expect: int | None,
+        now: float,
+        fence: tuple[str, int] | None = None,
+    ) -> StateChange | None:
+        ns = self.namespace
+
+        def remove(conn: Any) -> StateChange | None:
+            conn.execute(_LOCK, (ns,))
+            conn.execute("SELECT sf_state_sweep(%s, %s)", (ns, now))
+            cur_sql = (
+                "SELECT version, value, author, deleted FROM sf_state WHERE ns = %s AND key = %s"
+            )
+            if fence is not None:
+                lease = conn.execute(cur_sql, (ns, fence[0])).fetchone()
+                if lease is None or lease[3] or lease[0] != fence[1]:
+                    raise write_conflict("fence", key, expect, fence, _shown(lease))
+            cur = conn.execute(cur_sql, (ns, key)).fetchone()
+            dead = cur is None or cur[3] != 0
+            version = int(cur[0]) if cur is not None else 0
+            if expect is not None and expect != version and not (dead and expect == 0):
+                raise write_conflict("conflict", key, expect, fence, _shown(cur))
+            if dead:
+                return None
+            ver, rev = conn.execute(
+                "SELECT * FROM sf_state_tombstone(%s, %s, %s, %s, %s, 1::SMALLINT)",
+                (ns, key, author, trust, now),
+            ).fetchone()
+            return StateChange(int(rev), key, "delete", None, int(ver), author, trust, now)
+
+        return self.db.run(remove, tx=True)
+
+    def txn(
+        self,
+        compare: list[tuple[str, int]],
+        success: list[TxnOp],
+        failure: list[TxnOp],
+        *,
+        author: str,
+        trust: str,
+        now: float,
+    ) -> tuple[bool, list[StateChange], tuple[str, int, str | None, str] | None]:
+        """One transaction: the namespace lock, then each compared key's row locked in key
+        order, then the chosen branch's writes through the same functions as single ones."""
+        limit = self.db.max_value_bytes
+        for op in (*success, *failure):
+            if op[0] == "put":
+                check_size(self.db.url, f"the value of key {op[1]!r}", op[2], limit)
+        ns = self.namespace
+
+        def run(conn: Any) -> Any:
+            conn.execute(_LOCK, (ns,))
+            conn.execute("SELECT sf_state_sweep(%s, %s)", (ns, now))
+            keys = sorted({k for k, _ in compare})
+            rows = conn.execute(
+                "SELECT key, version, value, author, deleted FROM sf_state "
+                'WHERE ns = %s AND key = ANY(%s) ORDER BY key COLLATE "C" FOR UPDATE',
+                (ns, keys),
+            ).fetchall()
+            found = {r[0]: r for r in rows}
+            failed = None
+            for key, version in compare:
+                r = found.get(key)
+                have = int(r[1]) if r is not None and r[4] == 0 else 0
+                if have != version:
+                    failed = (
+                        (key, have, r[2], r[3]) if r is not None and have else (key, 0, None, "")
+                    )
+                    break
+            made = []
+            for op in txn_plan(success if failed is None else failure):
+                if op[0] == "delete":
+                    out = conn.execute(
+                        "SELECT * FROM sf_state_tombstone(%s, %s, %s, %s, %s, 1::SMALLINT)",
+                        (ns, op[1], author, trust, now),
+                    ).fetchone()
+                    if out is not None:
+                        made.append(
+                            StateChange(
+                                int(out[1]), op[1], "delete", None, int(out[0]), author, trust, now
+                            )
+                        )
+                    continue
+                exp = expires_at(now, op[3])
+                _, _, _, ver, rev, _, _ = conn.execute(
+                    "SELECT * FROM sf_state_write(%s, %s, %s, %s, %s, NULL, %s, NULL, NULL, "
+                    "NULL, NULL, %s)",
+                    (ns, op[1], op[2], author, trust, float(now), exp),
+                ).fetchone()
+                made.append(
+                    StateChange(int(rev), op[1], "put", op[2], int(ver), author, trust, now, exp)
+                )
+            return failed is None, made, failed
+
+        out: tuple[bool, list[StateChange], tuple[str, int, str | None, str] | None]
+        out = self.db.run(run, tx=True)
+        return out
 
     def write(
         self,
@@ -323,10 +816,12 @@ class PostgresStateStore:
         now: float,
         fence: tuple[str, int] | None = None,
         seen: tuple[int, int] | None = None,
+        ttl: float | None = None,
     ) -> StateRecord:
         check_size(self.db.url, f"the value of key {key!r}", value, self.db.max_value_bytes)
+        exp = expires_at(now, ttl)
         rows = self.db.execute(
-            "SELECT * FROM sf_state_write(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+            "SELECT * FROM sf_state_write(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
             (
                 self.namespace,
                 key,
@@ -339,12 +834,21 @@ class PostgresStateStore:
                 fence[1] if fence else None,
                 seen[0] if seen else None,
                 seen[1] if seen else None,
+                exp,
             ),
         )
         kind, _, cur_value, version, revision, cur_author, lineage = rows[0]
         if kind == "ok":
             return StateRecord(
-                key, value, int(version), int(revision), author, trust, float(now), int(lineage)
+                key,
+                value,
+                int(version),
+                int(revision),
+                author,
+                trust,
+                float(now),
+                int(lineage),
+                expires_at=exp,
             )
         raise write_conflict(kind, key, expect, fence, (version, cur_value, cur_author))
 
@@ -388,10 +892,10 @@ class PostgresStateStore:
             return MergeOutcome.of(rec, kind == "ok")
         raise merge_refused(key, op, self.db.url, kind, rec)
 
-    def snapshot(self) -> dict[str, StateRecord]:
+    def snapshot(self, now: float | None = None) -> dict[str, StateRecord]:
         rows = self.db.execute(
-            f'SELECT {_COLS} FROM sf_state WHERE ns = %s ORDER BY key COLLATE "C"',
-            (self.namespace,),
+            f'SELECT {_COLS} FROM sf_state WHERE ns = %(ns)s AND {_LIVE} ORDER BY key COLLATE "C"',
+            {"ns": self.namespace, "at": now},
             write=False,
         )
         return {r[0]: _record(r) for r in rows}
@@ -412,3 +916,33 @@ class PostgresStateStore:
 
     def __repr__(self) -> str:
         return f"PostgresStateStore({self.db.url!r}, {self.namespace!r})"
+
+
+def _shown(row: tuple[Any, ...] | None) -> tuple[int, str | None, str] | None:
+    """A current row as ``write_conflict`` shows it: a tombstone has no value."""
+    if row is None:
+        return None
+    return (int(row[0]), None if row[3] else row[1], str(row[2]))
+
+
+class _Waiter:
+    """Waits on the ``state`` channel. The listening connection is opened before the
+    revision is looked at, so a commit in between still wakes it."""
+
+    def __init__(self, store: PostgresStateStore) -> None:
+        self.store = store
+        self.listener: Listener | None = None
+
+    def wait(self, after: int, timeout: float) -> bool:
+        if self.listener is None:
+            self.listener = self.store.db.listener("state")
+            self.listener.wait(0.0)  # connect and LISTEN now
+        if self.store.revision() > after:
+            return True
+        self.listener.wait(timeout)
+        return self.store.revision() > after
+
+    def close(self) -> None:
+        listener, self.listener = self.listener, None
+        if listener is not None:
+            listener.close()

@@ -11,10 +11,20 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import time
 from typing import Any
 
-from ...errors import ValueTooLargeError
-from ..base import MergeOutcome, StateRecord, check_size, write_conflict
+from ...errors import CompactedError, ValueTooLargeError
+from ..base import (
+    MergeOutcome,
+    StateChange,
+    StateRecord,
+    TxnOp,
+    check_size,
+    expires_at,
+    write_conflict,
+)
+from ..history import compaction_victims, txn_plan
 from ..merges import (
     LIST_OPS,
     apply,
@@ -26,6 +36,8 @@ from ..merges import (
 from ._db import SQLiteDB
 
 __all__ = ["SQLiteStateStore"]
+
+_POLL = 0.005  # seconds between two looks at PRAGMA data_version while a watch waits
 
 MIGRATIONS = [
     """
@@ -59,26 +71,57 @@ MIGRATIONS = [
     CREATE UNIQUE INDEX sf_state_items_member ON sf_state_items (ns, key, member)
         WHERE member IS NOT NULL
     """,
+    # History, tombstones and TTLs: every change is logged by revision in the transaction
+    # that makes it; a deleted (1) or expired (2) key stays as a tombstone row so its
+    # version keeps counting. A list merge's logged value is NULL: its items up to that
+    # version are the value. Changes made before this migration were not logged: the log
+    # starts with each key's current version, and older revisions read as compacted.
+    """
+    ALTER TABLE sf_state ADD COLUMN deleted INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE sf_state ADD COLUMN expires_at REAL;
+    ALTER TABLE sf_state ADD COLUMN compacted INTEGER NOT NULL DEFAULT 0;
+    CREATE INDEX sf_state_expiry ON sf_state (ns, expires_at) WHERE expires_at IS NOT NULL;
+    CREATE TABLE sf_state_log (
+        ns TEXT NOT NULL, revision INTEGER NOT NULL, key TEXT NOT NULL, kind TEXT NOT NULL,
+        value TEXT, version INTEGER NOT NULL, author TEXT NOT NULL, trust TEXT NOT NULL,
+        at REAL NOT NULL, expires_at REAL,
+        PRIMARY KEY (ns, revision)
+    ) WITHOUT ROWID;
+    CREATE INDEX sf_state_log_key ON sf_state_log (ns, key, revision);
+    CREATE TABLE sf_state_meta (ns TEXT PRIMARY KEY, compacted INTEGER NOT NULL);
+    INSERT INTO sf_state_log
+        SELECT ns, revision, key, CASE WHEN merge_op IS NULL THEN 'put' ELSE 'merge' END,
+               CASE WHEN merge_op IN ('append', 'set_add') THEN NULL ELSE value END,
+               version, author, trust, written_at, NULL FROM sf_state;
+    UPDATE sf_state SET compacted = revision WHERE version > 1;
+    INSERT INTO sf_state_meta SELECT ns, MAX(revision) FROM sf_state GROUP BY ns
+    """,
 ]
 
-_COLS = "key, value, version, revision, author, trust, written_at, lineage, merge_op, merge_log"
+_COLS = (
+    "key, value, version, revision, author, trust, written_at, lineage, merge_op, merge_log, "
+    "expires_at"
+)
+# A key reads as present: not a tombstone, and not expired at :at (None: ignore TTLs).
+_LIVE = "s.deleted = 0 AND (:at IS NULL OR s.expires_at IS NULL OR s.expires_at > :at)"
 # A bare MAX() subquery, so SQLite reads one index entry instead of scanning the namespace.
 _NEXT_REV = "(COALESCE((SELECT MAX(revision) FROM sf_state WHERE ns = :ns), 0) + 1)"
 _FENCE_OK = (
     "(:fkey IS NULL OR EXISTS (SELECT 1 FROM sf_state WHERE ns = :ns AND key = :fkey "
-    "AND version = :fver))"
+    "AND version = :fver AND deleted = 0))"
 )
 # expect None (last-writer-wins) or 0 (create only): one upsert.
 _UPSERT = f"""
-INSERT INTO sf_state (ns, key, value, version, revision, author, trust, written_at, lineage)
-SELECT :ns, :key, :value, 1, {_NEXT_REV}, :author, :trust, :now, 1 WHERE {_FENCE_OK}
+INSERT INTO sf_state (ns, key, value, version, revision, author, trust, written_at, lineage,
+                      expires_at)
+SELECT :ns, :key, :value, 1, {_NEXT_REV}, :author, :trust, :now, 1, :exp WHERE {_FENCE_OK}
 ON CONFLICT (ns, key) DO UPDATE SET
     value = excluded.value, version = sf_state.version + 1, revision = excluded.revision,
     author = excluded.author, trust = excluded.trust, written_at = excluded.written_at,
     lineage = CASE WHEN :sver IS NOT NULL AND :sver < sf_state.version THEN :slin + 1
                    ELSE sf_state.lineage + 1 END,
-    merge_op = NULL, merge_log = NULL
-WHERE :expect IS NULL AND {_FENCE_OK}
+    merge_op = NULL, merge_log = NULL, deleted = 0, expires_at = excluded.expires_at
+WHERE (:expect IS NULL OR sf_state.deleted <> 0) AND {_FENCE_OK}
 RETURNING {_COLS}
 """
 # expect n > 0: one conditional update.
@@ -86,7 +129,7 @@ _UPDATE = f"""
 UPDATE sf_state SET
     value = :value, version = version + 1, revision = {_NEXT_REV},
     author = :author, trust = :trust, written_at = :now, lineage = lineage + 1,
-    merge_op = NULL, merge_log = NULL
+    merge_op = NULL, merge_log = NULL, deleted = 0, expires_at = :exp
 WHERE ns = :ns AND key = :key AND version = :expect AND {_FENCE_OK}
 RETURNING {_COLS}
 """
@@ -111,7 +154,7 @@ _SELECT = (
 
 
 def _record(row: tuple[Any, ...] | sqlite3.Row) -> StateRecord:
-    k, v, ver, rev, author, trust, at, lineage, op, log, *joined = row
+    k, v, ver, rev, author, trust, at, lineage, op, log, exp, *joined = row
     if op in LIST_OPS:
         items, entries = joined if joined else (None, None)
         v, log = f"[{items or ''}]", f"[{entries or ''}]"
@@ -126,6 +169,7 @@ def _record(row: tuple[Any, ...] | sqlite3.Row) -> StateRecord:
         int(lineage),
         op,
         log,
+        None if exp is None else float(exp),
     )
 
 
@@ -137,7 +181,8 @@ VALUES (:ns, :key, :value, 1, {_NEXT_REV}, :author, :trust, :now, 1, :op, :log)
 ON CONFLICT (ns, key) DO UPDATE SET
     value = excluded.value, version = sf_state.version + 1, revision = excluded.revision,
     author = excluded.author, trust = excluded.trust, written_at = excluded.written_at,
-    lineage = sf_state.lineage + 1, merge_op = excluded.merge_op, merge_log = excluded.merge_log
+    lineage = sf_state.lineage + 1, merge_op = excluded.merge_op, merge_log = excluded.merge_log,
+    deleted = 0
 RETURNING {_COLS}
 """
 # A list merge: one item row (inserted before), and the key's row moves on.
@@ -149,9 +194,45 @@ ON CONFLICT (ns, key) DO UPDATE SET
     value = '', version = sf_state.version + 1, revision = excluded.revision,
     author = excluded.author, trust = excluded.trust, written_at = excluded.written_at,
     lineage = sf_state.lineage + 1, merge_op = excluded.merge_op, merge_log = NULL,
-    merge_size = excluded.merge_size
-RETURNING version, revision, author, trust, written_at
+    merge_size = excluded.merge_size, deleted = 0
+RETURNING version, revision, author, trust, written_at, expires_at
 """
+
+
+_LOG = (
+    "INSERT INTO sf_state_log (ns, revision, key, kind, value, version, author, trust, at, "
+    "expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+# A logged change's value: a list merge's items up to its version.
+_LOG_COLS = (
+    "l.revision, l.key, l.kind, COALESCE(l.value, CASE WHEN l.kind = 'merge' THEN '[' || "
+    "(SELECT group_concat(item, ',') FROM (SELECT item FROM sf_state_items i WHERE i.ns = l.ns "
+    "AND i.key = l.key AND i.n <= l.version ORDER BY i.n)) || ']' END), l.version, l.author, "
+    "l.trust, l.at, l.expires_at"
+)
+_TOMBSTONE = f"""
+UPDATE sf_state SET value = 'null', version = version + 1, revision = {_NEXT_REV},
+    author = :author, trust = :trust, written_at = :now, lineage = lineage + 1,
+    merge_op = NULL, merge_log = NULL, merge_size = NULL, deleted = :kind, expires_at = NULL
+WHERE ns = :ns AND key = :key AND deleted = 0
+RETURNING version, revision
+"""
+_CURRENT = "SELECT version, value, author, deleted, merge_op FROM sf_state WHERE ns = ? AND key = ?"
+
+
+def _change(row: tuple[Any, ...] | sqlite3.Row) -> StateChange:
+    rev, key, kind, value, ver, author, trust, at, exp = row
+    return StateChange(
+        int(rev),
+        str(key),
+        str(kind),
+        None if value is None else str(value),
+        int(ver),
+        str(author),
+        str(trust),
+        float(at),
+        None if exp is None else float(exp),
+    )
 
 
 class SQLiteStateStore:
@@ -167,13 +248,230 @@ class SQLiteStateStore:
         self.namespace = namespace
         db.migrate("statestore", MIGRATIONS)
 
-    def read(self, key: str) -> StateRecord | None:
-        rows = self.db.read(_SELECT + "WHERE s.ns = ? AND s.key = ?", (self.namespace, key))
+    # -- reads ---------------------------------------------------------------------------
+
+    def read(self, key: str, now: float | None = None) -> StateRecord | None:
+        rows = self.db.read(
+            _SELECT + f"WHERE s.ns = :ns AND s.key = :key AND {_LIVE}",
+            {"ns": self.namespace, "key": key, "at": now},
+        )
         return _record(rows[0]) if rows else None
 
     def _read_in(self, c: sqlite3.Connection, key: str) -> StateRecord | None:
-        row = c.execute(_SELECT + "WHERE s.ns = ? AND s.key = ?", (self.namespace, key)).fetchone()
+        row = c.execute(
+            _SELECT + "WHERE s.ns = ? AND s.key = ? AND s.deleted = 0", (self.namespace, key)
+        ).fetchone()
         return _record(row) if row is not None else None
+
+    def snapshot(self, now: float | None = None) -> dict[str, StateRecord]:
+        rows = self.db.read(
+            _SELECT + f"WHERE s.ns = :ns AND {_LIVE} ORDER BY s.key",
+            {"ns": self.namespace, "at": now},
+        )
+        return {r[0]: _record(r) for r in rows}
+
+    def revision(self) -> int:
+        rows = self.db.read("SELECT MAX(revision) FROM sf_state WHERE ns = ?", (self.namespace,))
+        return int(rows[0][0] or 0)
+
+    def lost_updates(self) -> int:
+        rows = self.db.read(
+            "SELECT COALESCE(SUM(version - lineage), 0) FROM sf_state WHERE ns = ?",
+            (self.namespace,),
+        )
+        return int(rows[0][0])
+
+    # -- the log ---------------------------------------------------------------------------
+
+    def _log(self, c: sqlite3.Connection, rec: StateRecord, kind: str) -> None:
+        value = None if kind in ("delete", "expire") or rec.merge_op in LIST_OPS else rec.value
+        c.execute(
+            _LOG,
+            (
+                self.namespace,
+                rec.revision,
+                rec.key,
+                kind,
+                value,
+                rec.version,
+                rec.author,
+                rec.trust,
+                rec.written_at,
+                rec.expires_at,
+            ),
+        )
+
+    def _sweep(self, c: sqlite3.Connection, now: float) -> int:
+        """Tombstone the keys whose TTL ran out at ``now``, oldest expiry first."""
+        due = c.execute(
+            "SELECT key FROM sf_state WHERE ns = ? AND expires_at <= ? ORDER BY expires_at, key",
+            (self.namespace, now),
+        ).fetchall()
+        for (key,) in due:
+            self._tombstone(c, key, "system", "system", now, 2)
+        return len(due)
+
+    def _tombstone(
+        self, c: sqlite3.Connection, key: str, author: str, trust: str, now: float, kind: int
+    ) -> StateChange | None:
+        ns = self.namespace
+        self._drop_items(c, key)
+        params = {"ns": ns, "key": key, "author": author, "trust": trust, "now": now, "kind": kind}
+        out = c.execute(_TOMBSTONE, params).fetchone()
+        if out is None:
+            return None
+        ch = StateChange(
+            int(out[1]),
+            key,
+            "delete" if kind == 1 else "expire",
+            None,
+            int(out[0]),
+            author,
+            trust,
+            now,
+        )
+        c.execute(
+            _LOG,
+            (ns, ch.revision, key, ch.kind, None, ch.version, author, trust, now, None),
+        )
+        return ch
+
+    def _drop_items(self, c: sqlite3.Connection, key: str) -> None:
+        """Before a list merge key is replaced: write its logged versions' values into the
+        log (they were its items up to each version), then drop the items."""
+        ns = self.namespace
+        row = c.execute("SELECT merge_op FROM sf_state WHERE ns = ? AND key = ?", (ns, key))
+        op = row.fetchone()
+        if op is None or op[0] not in LIST_OPS:
+            return
+        logged = c.execute(
+            f"SELECT {_LOG_COLS} FROM sf_state_log l WHERE l.ns = ? AND l.key = ? "
+            "AND l.value IS NULL AND l.kind = 'merge'",
+            (ns, key),
+        ).fetchall()
+        c.executemany(
+            "UPDATE sf_state_log SET value = ? WHERE ns = ? AND revision = ?",
+            [(r[3], ns, r[0]) for r in logged],
+        )
+        c.execute("DELETE FROM sf_state_items WHERE ns = ? AND key = ?", (ns, key))
+
+    def expire(self, now: float) -> int:
+        due = self.db.read(
+            "SELECT 1 FROM sf_state WHERE ns = ? AND expires_at <= ? LIMIT 1", (self.namespace, now)
+        )
+        if not due:  # nothing to sweep: no write transaction
+            return 0
+        with self.db.write() as c:
+            return self._sweep(c, now)
+
+    def _compacted_in(self, key: str | None) -> int:
+        args: tuple[str, ...] = (self.namespace,)
+        if key is None:
+            sql = "SELECT compacted FROM sf_state_meta WHERE ns = ?"
+        else:
+            sql = "SELECT compacted FROM sf_state WHERE ns = ? AND key = ?"
+            args = (self.namespace, key)
+        rows = self.db.read(sql, args)
+        return int(rows[0][0]) if rows else 0
+
+    def compacted(self) -> int:
+        return self._compacted_in(None)
+
+    def changes(
+        self, after: int, *, prefix: str = "", limit: int = 100, upto: int | None = None
+    ) -> list[StateChange]:
+        rows = self.db.read(
+            f"SELECT {_LOG_COLS}, (SELECT compacted FROM sf_state_meta WHERE ns = :ns) "
+            "FROM sf_state_log l WHERE l.ns = :ns AND l.revision > :after "
+            "AND (:upto IS NULL OR l.revision <= :upto) AND substr(l.key, 1, :n) = :prefix "
+            "ORDER BY l.revision LIMIT :limit",
+            {
+                "ns": self.namespace,
+                "after": after,
+                "upto": upto,
+                "n": len(prefix),
+                "prefix": prefix,
+                "limit": limit,
+            },
+        )
+        compacted = int(rows[0][-1] or 0) if rows else self.compacted()
+        if after < compacted:
+            oldest = self.db.read(
+                "SELECT MIN(revision) FROM sf_state_log WHERE ns = ?", (self.namespace,)
+            )[0][0]
+            raise CompactedError(
+                f"namespace {self.namespace!r}", after + 1, int(oldest or self.revision() + 1)
+            )
+        return [_change(r[:-1]) for r in rows]
+
+    def history(self, key: str) -> list[StateChange]:
+        rows = self.db.read(
+            f"SELECT {_LOG_COLS} FROM sf_state_log l WHERE l.ns = ? AND l.key = ? "
+            "ORDER BY l.revision",
+            (self.namespace, key),
+        )
+        return [_change(r) for r in rows]
+
+    def read_at(self, key: str, revision: int) -> StateChange | None:
+        if revision < self._compacted_in(key):
+            kept = self.history(key)
+            raise CompactedError(
+                f"key {key!r}", revision, kept[0].revision if kept else self.revision() + 1
+            )
+        rows = self.db.read(
+            f"SELECT {_LOG_COLS} FROM sf_state_log l WHERE l.ns = ? AND l.key = ? "
+            "AND l.revision <= ? ORDER BY l.revision DESC LIMIT 1",
+            (self.namespace, key, revision),
+        )
+        ch = _change(rows[0]) if rows else None
+        return ch if ch is not None and ch.value is not None else None
+
+    def compact(self, *, keep: int | None, before: float | None) -> int:
+        ns = self.namespace
+        with self.db.write() as c:
+            rows = c.execute(
+                "SELECT key, revision, at FROM sf_state_log WHERE ns = ?", (ns,)
+            ).fetchall()
+            gone = compaction_victims([(r[0], int(r[1]), float(r[2])) for r in rows], keep, before)
+            if not gone:
+                return 0
+            top: dict[str, int] = {}
+            for key, rev, _ in rows:
+                if rev in gone:
+                    top[key] = max(top.get(key, 0), int(rev))
+            c.executemany(
+                "DELETE FROM sf_state_log WHERE ns = ? AND revision = ?",
+                [(ns, r) for r in sorted(gone)],
+            )
+            c.executemany(
+                "UPDATE sf_state SET compacted = MAX(compacted, ?) WHERE ns = ? AND key = ?",
+                [(r, ns, k) for k, r in top.items()],
+            )
+            c.execute(
+                "INSERT INTO sf_state_meta (ns, compacted) VALUES (?, ?) ON CONFLICT (ns) "
+                "DO UPDATE SET compacted = MAX(compacted, excluded.compacted)",
+                (ns, max(gone)),
+            )
+            return len(gone)
+
+    def wait(self, after: int, timeout: float) -> bool:
+        """Poll ``PRAGMA data_version`` (it moves when another connection commits) every
+        few milliseconds, reading the revision only when it moved."""
+        deadline = time.monotonic() + timeout
+        c = self.db.conn()
+        seen = None
+        while True:
+            version = c.execute("PRAGMA data_version").fetchone()[0]
+            if version != seen:
+                seen = version
+                if self.revision() > after:
+                    return True
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            time.sleep(min(_POLL, left))
+
+    # -- writes ----------------------------------------------------------------------------
 
     def write(
         self,
@@ -186,6 +484,7 @@ class SQLiteStateStore:
         now: float,
         fence: tuple[str, int] | None = None,
         seen: tuple[int, int] | None = None,
+        ttl: float | None = None,
     ) -> StateRecord:
         check_size(self.db.url, f"the value of key {key!r}", value, self.db.max_value_bytes)
         params = {
@@ -200,23 +499,126 @@ class SQLiteStateStore:
             "fver": fence[1] if fence else None,
             "sver": seen[0] if seen else None,
             "slin": seen[1] if seen else None,
+            "exp": expires_at(now, ttl),
         }
         with self.db.write() as c:
+            self._sweep(c, now)
             if fence is None:
                 sql = _UPDATE_NOFENCE if expect else _UPSERT_NOFENCE
             else:
                 sql = _UPDATE if expect else _UPSERT
             row = c.execute(sql, params).fetchone()
             if row is not None:
-                return _record(row)
+                rec = _record(row)
+                self._log(c, rec, "put")
+                return rec
             # Nothing written: say why, from the same transaction.
-            current = "SELECT version, value, author FROM sf_state WHERE ns = ? AND key = ?"
+            self._refuse(c, key, expect, fence)
+            raise AssertionError("unreachable")  # pragma: no cover
+
+    def _refuse(
+        self, c: sqlite3.Connection, key: str, expect: int | None, fence: tuple[str, int] | None
+    ) -> None:
+        """Raise the ``ConflictError`` of a condition that failed (fence first)."""
+        if fence is not None:
+            lease = c.execute(_CURRENT, (self.namespace, fence[0])).fetchone()
+            if lease is None or lease[3] or lease[0] != fence[1]:
+                raise write_conflict("fence", key, expect, fence, _shown(lease))
+        cur = c.execute(_CURRENT, (self.namespace, key)).fetchone()
+        if cur is not None and cur[4] in LIST_OPS and not cur[3]:  # its value is its items
+            rec = self._read_in(c, key)
+            assert rec is not None
+            cur = (cur[0], rec.value, cur[2], 0)
+        raise write_conflict("conflict", key, expect, fence, _shown(cur))
+
+    def delete(
+        self,
+        key: str,
+        *,
+        author: str,
+        trust: str,
+        expect: int | None,
+        now: float,
+        fence: tuple[str, int] | None = None,
+    ) -> StateChange | None:
+        with self.db.write() as c:
+            self._sweep(c, now)
             if fence is not None:
-                lease = c.execute(current, (self.namespace, fence[0])).fetchone()
-                if lease is None or lease[0] != fence[1]:
-                    raise write_conflict("fence", key, expect, fence, lease)
-            cur = c.execute(current, (self.namespace, key)).fetchone()
-            raise write_conflict("conflict", key, expect, fence, cur)
+                lease = c.execute(_CURRENT, (self.namespace, fence[0])).fetchone()
+                if lease is None or lease[3] or lease[0] != fence[1]:
+                    self._refuse(c, key, expect, fence)
+            cur = c.execute(_CURRENT, (self.namespace, key)).fetchone()
+            dead = cur is None or cur[3] != 0
+            version = cur[0] if cur is not None else 0
+            if expect is not None and expect != version and not (dead and expect == 0):
+                self._refuse(c, key, expect, None)
+            if dead:
+                return None
+            return self._tombstone(c, key, author, trust, now, 1)
+
+    def txn(
+        self,
+        compare: list[tuple[str, int]],
+        success: list[TxnOp],
+        failure: list[TxnOp],
+        *,
+        author: str,
+        trust: str,
+        now: float,
+    ) -> tuple[bool, list[StateChange], tuple[str, int, str | None, str] | None]:
+        limit = self.db.max_value_bytes
+        for op in (*success, *failure):
+            if op[0] == "put":
+                check_size(self.db.url, f"the value of key {op[1]!r}", op[2], limit)
+        with self.db.write() as c:  # one transaction: every compare and every operation
+            self._sweep(c, now)
+            failed = None
+            for key, version in compare:
+                cur = c.execute(_CURRENT, (self.namespace, key)).fetchone()
+                have = cur[0] if cur is not None and cur[3] == 0 else 0
+                if have != version:
+                    value = cur[1] if have else None
+                    if have and cur[4] in LIST_OPS:  # its value is its items
+                        rec = self._read_in(c, key)
+                        value = rec.value if rec is not None else None
+                    failed = (key, have, value, cur[2] if have else "")
+                    break
+            made = []
+            for op in txn_plan(success if failed is None else failure):
+                if op[0] == "delete":
+                    ch = self._tombstone(c, op[1], author, trust, now, 1)
+                    if ch is not None:
+                        made.append(ch)
+                    continue
+                params = {
+                    "ns": self.namespace,
+                    "key": op[1],
+                    "value": op[2],
+                    "author": author,
+                    "trust": trust,
+                    "now": now,
+                    "expect": None,
+                    "sver": None,
+                    "slin": None,
+                    "exp": expires_at(now, op[3]),
+                }
+                self._drop_items(c, op[1])
+                rec = _record(c.execute(_UPSERT_NOFENCE, params).fetchone())
+                self._log(c, rec, "put")
+                made.append(
+                    StateChange(
+                        rec.revision,
+                        rec.key,
+                        "put",
+                        rec.value,
+                        rec.version,
+                        author,
+                        trust,
+                        now,
+                        rec.expires_at,
+                    )
+                )
+            return failed is None, made, failed
 
     def merge(
         self,
@@ -236,8 +638,10 @@ class SQLiteStateStore:
         if op in LIST_OPS:
             return self._merge_list(key, op, arg, author, trust, now, merge_id, entry)
         with self.db.write() as c:  # the file's write lock: no other writer until COMMIT
+            self._sweep(c, now)
             row = c.execute(
-                f"SELECT {_COLS} FROM sf_state WHERE ns = ? AND key = ?", (self.namespace, key)
+                f"SELECT {_COLS} FROM sf_state WHERE ns = ? AND key = ? AND deleted = 0",
+                (self.namespace, key),
             ).fetchone()
             cur = _record(row) if row is not None else None
             state = (cur.value, cur.merge_op, cur.merge_log) if cur is not None else None
@@ -257,7 +661,9 @@ class SQLiteStateStore:
                 "op": op,
                 "log": log,
             }
-            return MergeOutcome.of(_record(c.execute(_MERGE, params).fetchone()), True)
+            rec = _record(c.execute(_MERGE, params).fetchone())
+            self._log(c, rec, "merge")
+            return MergeOutcome.of(rec, True)
 
     def _merge_list(
         self,
@@ -275,15 +681,17 @@ class SQLiteStateStore:
         item = arg if op == "append" else json.dumps(data)
         ns, limit = self.namespace, self.db.max_value_bytes
         with self.db.write() as c:
+            self._sweep(c, now)
             row = c.execute(
-                "SELECT version, trust, merge_op, merge_size, revision, author, written_at "
-                "FROM sf_state WHERE ns = ? AND key = ?",
+                "SELECT version, trust, merge_op, merge_size, revision, author, written_at, "
+                "deleted FROM sf_state WHERE ns = ? AND key = ?",
                 (ns, key),
             ).fetchone()
-            if row is not None and row[2] != op:
+            live = row is not None and row[7] == 0
+            if live and row[2] != op:
                 raise merge_refused(key, op, self.db.url, "op", self._read_in(c, key))
-            size = (row[3] if row is not None else 2) + len(item.encode("utf-8", "surrogatepass"))
-            size += 1 if row is not None and row[3] > 2 else 0  # the comma
+            size = (row[3] if live else 2) + len(item.encode("utf-8", "surrogatepass"))
+            size += 1 if live and row[3] > 2 else 0  # the comma
             # The unique indexes on (key, mid) and (key, member) find a duplicate.
             added = c.execute(
                 "INSERT INTO sf_state_items (ns, key, n, item, entry, mid, member) "
@@ -307,28 +715,21 @@ class SQLiteStateStore:
                 "ns": ns,
                 "key": key,
                 "author": author,
-                "trust": lower_trust(row[1] if row is not None else None, trust),
+                "trust": lower_trust(row[1] if live else None, trust),
                 "now": now,
                 "op": op,
                 "size": size,
             }
-            ver, rev, by, tr, at = c.execute(_MERGE_LIST, params).fetchone()
+            ver, rev, by, tr, at, exp = c.execute(_MERGE_LIST, params).fetchone()
+            c.execute(_LOG, (ns, int(rev), key, "merge", None, int(ver), by, tr, float(at), exp))
             return MergeOutcome(key, int(ver), int(rev), str(by), str(tr), float(at), True)
-
-    def snapshot(self) -> dict[str, StateRecord]:
-        rows = self.db.read(_SELECT + "WHERE s.ns = ? ORDER BY s.key", (self.namespace,))
-        return {r[0]: _record(r) for r in rows}
-
-    def revision(self) -> int:
-        rows = self.db.read("SELECT MAX(revision) FROM sf_state WHERE ns = ?", (self.namespace,))
-        return int(rows[0][0] or 0)
-
-    def lost_updates(self) -> int:
-        rows = self.db.read(
-            "SELECT COALESCE(SUM(version - lineage), 0) FROM sf_state WHERE ns = ?",
-            (self.namespace,),
-        )
-        return int(rows[0][0])
 
     def __repr__(self) -> str:
         return f"SQLiteStateStore({self.db.path!r}, {self.namespace!r})"
+
+
+def _shown(row: tuple[Any, ...] | None) -> tuple[int, str | None, str] | None:
+    """A current row as ``write_conflict`` shows it: a tombstone has no value."""
+    if row is None:
+        return None
+    return (int(row[0]), None if row[3] else row[1], str(row[2]))

@@ -1,0 +1,221 @@
+"""History, watches and transactions of a ``Store``: the change log as users see it.
+
+Every write, merge, delete and expiry takes the namespace's next revision and is logged under
+it in the same transaction. ``Store.history(key)`` lists a key's kept versions with their
+authors and trust labels, ``Store.read_at(key, revision)`` reads one, and ``Store.watch``
+delivers every change after a revision, in order: resuming from the last revision delivered
+misses nothing and repeats nothing, because the log, not a live connection, is the source.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import deque
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ..codec import loads
+from ..errors import ConfigError, ConflictError
+from ..storage.base import StateChange, txn_conflict
+from ._trust import Label, Labeled
+
+if TYPE_CHECKING:
+    from ._store import Store
+
+__all__ = ["HIDDEN", "Change", "TxnResult", "Watch", "change"]
+
+HIDDEN = ("_lease/", "_endorsement/")
+"""The runtime's own keys (leases, endorsement records): a watch skips them unless its
+prefix names them."""
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """One logged change of a key.
+
+    Attributes:
+        revision: the namespace's revision it took. key: the key.
+        kind: ``put`` (a write), ``merge``, ``delete`` or ``expire`` (its TTL ran out).
+        value: the key's decoded value after it (None for ``delete`` and ``expire``).
+        version: the key's version after it (a tombstone is a version too).
+        author / trust: who made it and the trust label it was stored with.
+        at: the store clock's time. expires_at: when the value expires (None: never).
+        label: the provenance stored with the value (as ``Entry.label``), or None.
+    """
+
+    revision: int
+    key: str
+    kind: str
+    value: Any
+    version: int
+    author: str
+    trust: str
+    at: float
+    expires_at: float | None = None
+    label: Label | None = None
+
+
+def change(ch: StateChange) -> Change:
+    """A backend's ``StateChange`` with its value decoded (provenance envelope dropped)."""
+    value = loads(ch.value) if ch.value is not None else None
+    label = None
+    if isinstance(value, Labeled):
+        value, label = value.value, value.label
+    return Change(
+        ch.revision,
+        ch.key,
+        ch.kind,
+        value,
+        ch.version,
+        ch.author,
+        ch.trust,
+        ch.at,
+        ch.expires_at,
+        label,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class TxnResult:
+    """What a transaction did.
+
+    Attributes:
+        succeeded: every compare held, so the success operations were applied (else the
+            failure ones were). changes: the changes made, in revision order.
+        conflict: when it did not succeed, a ``ConflictError`` naming the first key whose
+            compare failed, its version, value and author.
+    """
+
+    succeeded: bool
+    changes: tuple[Change, ...]
+    conflict: ConflictError | None = None
+
+
+def txn_result(
+    out: tuple[bool, list[StateChange], tuple[str, int, str | None, str] | None],
+    compare: dict[str, int],
+) -> TxnResult:
+    ok, made, failed = out
+    conflict = None
+    if failed is not None:
+        key, version, value, author = failed
+        conflict = txn_conflict(key, compare[key], version, value, author)
+    return TxnResult(ok, tuple(change(c) for c in made), conflict)
+
+
+class Watch:
+    """Every change after a revision, in revision order, as a sync or async iterator.
+
+    ``revision`` is the last revision delivered: a watcher that stops (or is killed) and
+    starts again with ``after_revision=`` that revision gets every later change exactly
+    once. Between changes it blocks in the backend (``StateStore.wait``: a condition,
+    ``PRAGMA data_version``, ``LISTEN``, ``XREAD BLOCK``) for at most ``poll`` seconds,
+    then sweeps expired keys (so expiries reach it) and looks again.
+
+    Raises (while iterating):
+        CompactedError: a change after ``after_revision`` was removed by compaction.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        prefix: str,
+        after_revision: int,
+        *,
+        timeout: float | None,
+        poll: float,
+        batch: int,
+    ) -> None:
+        if isinstance(after_revision, bool) or not isinstance(after_revision, int):
+            raise ConfigError(f"after_revision must be a revision >= 0, got {after_revision!r}")
+        if after_revision < 0 or poll <= 0 or batch < 1:
+            raise ConfigError(
+                f"watch needs after_revision >= 0, poll > 0 and batch >= 1, got "
+                f"{after_revision!r}, {poll!r}, {batch!r}"
+            )
+        self.store = store
+        self.prefix = prefix
+        self.revision = after_revision
+        self.timeout = timeout
+        self.poll = poll
+        self.batch = batch
+        self._scanned = after_revision
+        self._buffer: deque[Change] = deque()
+        make = getattr(store.state, "waiter", None)  # a backend that keeps a connection
+        self._waiter: Any = make() if make is not None else None
+
+    def _fill(self) -> bool:
+        """Look once (then wait once): True if changes are buffered."""
+        state = self.store.state
+        state.expire(self.store.clock.now())
+        head = state.revision()
+        got = state.changes(self._scanned, prefix=self.prefix, limit=self.batch, upto=head)
+        self._scanned = got[-1].revision if len(got) == self.batch else max(head, self._scanned)
+        skip = () if self.prefix.startswith(HIDDEN) else HIDDEN  # leases, endorsements
+        shown = [change(c) for c in got if not (skip and c.key.startswith(skip))]
+        self._buffer.extend(shown)
+        return bool(shown)
+
+    def _next(self, deadline: float | None) -> Change | None:
+        while not self._buffer:
+            if self._fill():
+                break
+            left = self.poll if deadline is None else min(self.poll, deadline - time.monotonic())
+            if left <= 0:
+                self.close()
+                return None
+            if self._waiter is not None:
+                self._waiter.wait(self._scanned, left)
+            else:
+                self.store.state.wait(self._scanned, left)
+        ch = self._buffer.popleft()
+        self.revision = ch.revision
+        return ch
+
+    def _deadline(self) -> float | None:
+        return None if self.timeout is None else time.monotonic() + self.timeout
+
+    def __iter__(self) -> Watch:
+        return self
+
+    def __next__(self) -> Change:
+        ch = self._next(self._deadline())
+        if ch is None:
+            raise StopIteration
+        return ch
+
+    def __aiter__(self) -> Watch:
+        return self
+
+    async def __anext__(self) -> Change:
+        if self._buffer:
+            ch = self._buffer.popleft()
+            self.revision = ch.revision
+            return ch
+        got = await asyncio.to_thread(self._next, self._deadline())
+        if got is None:
+            raise StopAsyncIteration
+        return got
+
+    def close(self) -> None:
+        """Release what the watch holds in the backend (PostgreSQL: its LISTEN connection).
+        Iterating again reopens it."""
+        waiter, self._waiter = self._waiter, None
+        if waiter is not None:
+            waiter.close()
+            self._waiter = self.store.state.waiter()  # type: ignore[attr-defined]
+
+    def __enter__(self) -> Watch:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        waiter = getattr(self, "_waiter", None)
+        if waiter is not None:
+            waiter.close()
+
+    def __repr__(self) -> str:
+        return f"Watch(prefix={self.prefix!r}, revision={self.revision})"

@@ -1,0 +1,78 @@
+"""The change log's rules, shared by every ``StateStore`` backend.
+
+Every write, merge, delete and expiry of a namespace appends one ``StateChange`` to its log,
+keyed by the revision it took, in the same transaction (statement, script) as the change
+itself. The log answers ``history(key)``, ``read_at(key, revision)`` and watches
+(``changes(after)``); compaction trims it by a policy: keep the last N changes of each key,
+drop changes older than an age; each key's latest change always stays.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from ..errors import ConfigError
+from .base import TxnOp
+
+__all__ = ["change_kind", "check_policy", "compaction_victims", "txn_plan"]
+
+
+def change_kind(merge_op: str | None) -> str:
+    """``put`` for a plain write, ``merge`` for a merge key's change."""
+    return "put" if merge_op is None else "merge"
+
+
+def check_policy(keep: int | None, before: float | None) -> None:
+    """Refuse a compaction policy that keeps nothing or is not a number.
+
+    Raises:
+        ConfigError: naming the value and the fix.
+    """
+    if keep is not None and (isinstance(keep, bool) or not isinstance(keep, int) or keep < 1):
+        raise ConfigError(
+            f"compaction keep must be a whole number >= 1 (changes kept per key), got {keep!r}"
+        )
+    if before is not None and (isinstance(before, bool) or not isinstance(before, int | float)):
+        raise ConfigError(f"compaction before must be a time in seconds, got {before!r}")
+
+
+def compaction_victims(
+    rows: list[tuple[str, int, float]], keep: int | None, before: float | None
+) -> set[int]:
+    """The revisions compaction removes from ``rows`` (key, revision, at), oldest first."""
+    check_policy(keep, before)
+    by_key: dict[str, list[tuple[int, float]]] = defaultdict(list)
+    for key, revision, at in rows:
+        by_key[key].append((revision, at))
+    gone: set[int] = set()
+    for changes in by_key.values():
+        changes.sort()
+        for i, (revision, at) in enumerate(changes[:-1]):  # the latest always stays
+            if (keep is not None and len(changes) - i > keep) or (
+                before is not None and at < before
+            ):
+                gone.add(revision)
+    return gone
+
+
+def txn_plan(ops: list[TxnOp]) -> list[TxnOp]:
+    """Check a transaction branch's operations; each key at most once.
+
+    Raises:
+        ConfigError: an unknown operation, a malformed one, or a key named twice.
+    """
+    seen: set[str] = set()
+    for op in ops:
+        if not isinstance(op, tuple) or not op or op[0] not in ("put", "delete"):
+            raise ConfigError(
+                f"a transaction operation is ('put', key, value, ttl) or ('delete', key), "
+                f"got {op!r}"
+            )
+        key: Any = op[1]
+        if key in seen:
+            raise ConfigError(
+                f"key {key!r} appears twice in one transaction branch; combine the operations"
+            )
+        seen.add(key)
+    return ops
