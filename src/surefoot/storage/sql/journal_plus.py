@@ -78,6 +78,7 @@ class JournalPlus:
             f"SELECT {SEL} FROM durable_runs WHERE queue = ? AND dedup_id = ? "
             f"AND status NOT IN {_DONE_SQL}"
         )
+        self._lock_parent = d.sql("SELECT 1 FROM durable_runs WHERE run_id = ?" + d.row_lock)
         self._child_signal = d.sql(
             "INSERT INTO durable_signals (run_id, name, payload, signal_id, sent_at) "
             f"SELECT {_TEXT}, {_TEXT}, {_TEXT}, {_TEXT}, {_F8} WHERE EXISTS (SELECT 1 FROM "
@@ -137,6 +138,10 @@ class JournalPlus:
         if r.status not in DONE_STATUSES or r.parent is None:
             return
         name = f"child:{r.run_id}"
+        if (
+            self.d.share_lock
+        ):  # as ``signal`` does: a parent going to sleep sees it (no lost wake-up)
+            c.execute(self._share_parent, (r.parent,))
         c.execute(
             self._child_signal, (r.parent, name, "null", name, r.now, r.run_id, r.epoch, r.status)
         )

@@ -51,8 +51,7 @@ class SQLiteDialect:
         return self.db.read(sql, params)
 
     def write(self, sql: str, params: Sequence[Any] = (), *, idempotent: bool = False) -> int:
-        with self.db.write() as c:
-            return int(c.execute(sql, params).rowcount)
+        return self.db.write_one(sql, params)
 
     def transaction(self, fn: Callable[[Any], T], *, idempotent: bool = False) -> T:
         with self.db.write() as c:
