@@ -139,14 +139,17 @@ class SQLJournal(JournalPlus, SQLRunQueries):
         self._audit_if = d.sql(_AUDIT_IF_SQL)
         self._get = d.sql(f"SELECT {SEL} FROM durable_runs WHERE run_id = ?")
         # Where rows lock (PostgreSQL, READ COMMITTED): a run that goes to sleep for a signal
-        # share-locks its row in a statement of its own before the sleep's UPDATE (as its
-        # step rows do), and a signal locks the row FOR UPDATE before it is inserted; so the
-        # sleep's look for a waiting signal takes its snapshot after any signal that came
-        # first has committed, and a signal that comes after the sleep sees the run
-        # sleeping. Without the locks a signal committed between the sleep statement's
-        # snapshot and its row update was seen by neither side: the run slept forever with
-        # its signal queued (2 of 200 agent runs under 4 workers, seen in bench_postgres.py).
-        self._lock_run = d.sql("SELECT 1 FROM durable_runs WHERE run_id = ?" + d.share_lock)
+        # locks its row FOR UPDATE in a statement of its own before the sleep's UPDATE, and
+        # a signal (or a child's end) takes FOR KEY SHARE on it before inserting; the two
+        # conflict, so the sleep's look for a waiting signal takes its snapshot after any
+        # signal that came first has committed, and a signal that comes after the sleep
+        # sees the run sleeping. Without them a signal committed between the sleep
+        # statement's snapshot and its row update was seen by neither side: the run slept
+        # forever with its signal queued (2 of 200 agent runs under 4 workers, seen in
+        # bench_postgres.py). KEY SHARE does not conflict with the NO KEY UPDATE locks of
+        # heartbeats, claims and plain updates, so a signaller never waits on (or
+        # deadlocks with) them.
+        self._lock_run = d.sql("SELECT 1 FROM durable_runs WHERE run_id = ?" + d.row_lock)
         self._limit = d.max_value_bytes
         self._claims: dict[tuple[str, int], tuple[str, str | None]] = {}
         self._plus_init()
@@ -257,7 +260,7 @@ class SQLJournal(JournalPlus, SQLRunQueries):
     def _run_write(self, c: Any, r: RunWrite) -> Any:
         if r.status == "sleeping":
             w = r.waiting_for
-            if w is not None and self.d.share_lock:
+            if w is not None and self.d.row_lock:
                 c.execute(self._lock_run, (r.run_id,))  # see __init__: no lost wake-up
             cur = c.execute(
                 self._sleep, (w, r.now, w, r.run_id, w, r.now, r.wake_at, r.run_id, r.epoch)
@@ -416,9 +419,9 @@ class SQLJournal(JournalPlus, SQLRunQueries):
         d = self.d
         what = f"the payload of signal {name!r} to run {run_id!r}"
         check_size(self.url, what, payload, d.max_value_bytes)
-        # the row lock where rows lock: a run going to sleep waits for this signal to commit
-        # (or this signal waits for the sleep) -- see __init__
-        exists = d.sql("SELECT 1 FROM durable_runs WHERE run_id = ?" + d.row_lock)
+        # a run going to sleep waits for this signal to commit, or this signal for the
+        # sleep (see __init__)
+        exists = d.sql("SELECT 1 FROM durable_runs WHERE run_id = ?" + d.key_share)
         insert = d.sql(
             "INSERT INTO durable_signals (run_id, name, payload, signal_id, sent_at) "
             "VALUES (?, ?, ?, ?, ?) ON CONFLICT (run_id, signal_id) DO NOTHING"

@@ -23,6 +23,7 @@ class SQLiteDialect:
 
     row_lock = ""
     share_lock = ""
+    key_share = ""
     skip_locked = ""
     order_c = ""  # SQLite compares text byte by byte already
     step_seq = "rowid"
