@@ -32,6 +32,7 @@ at the end; worker processes it starts are stopped by pid.
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import json
 import os
 import statistics
@@ -224,8 +225,16 @@ def bench_workers(
                 time.sleep(0.05)
             t0 = time.perf_counter()
             ids = [f"a{i}" for i in range(runs)]
-            for run_id in ids:
-                agent.start_agent(app, wf, f"question {run_id}", run_id=run_id, enqueue=True)
+            # 8 client threads: enqueueing (two commits a run) must not be what limits
+            with concurrent.futures.ThreadPoolExecutor(8) as pool:
+                list(
+                    pool.map(
+                        lambda run_id, app=app, wf=wf: agent.start_agent(
+                            app, wf, f"question {run_id}", run_id=run_id, enqueue=True
+                        ),
+                        ids,
+                    )
+                )
             while True:
                 done = len(app.list_runs(status="succeeded", limit=runs + 10))
                 if done >= runs:
