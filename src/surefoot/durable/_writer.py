@@ -58,6 +58,11 @@ class Writer:
             loop.call_soon(self._flush)
         return fut
 
+    def left(self) -> None:
+        """A run stopped executing here (on the loop): let the thread go if it is idle."""
+        if not self._pending and not self._inflight and len(self._active) <= 1:
+            self.close()
+
     def close(self) -> None:
         """Stop the commit thread (a commit in flight finishes; nothing new starts)."""
         thread, self._thread = self._thread, None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 
 from surefoot import FakeClock
 from surefoot.durable import App, Worker
@@ -31,6 +32,25 @@ def _sleepy(app: App, calls: list[str]) -> object:
         return await after()
 
     return nap
+
+
+def test_many_runs_suspending_together_leave_no_thread(app: App) -> None:
+    """Runs stepping together commit on the writer's thread (the loop keeps running the
+    others meanwhile); once they all sleep, that thread is let go too."""
+    nap = _sleepy(app, [])
+    for i in range(20):
+        app.enqueue(nap, run_id=f"t{i}")
+    worker = Worker(app, concurrency=20)
+    app.executor.loop()
+    threads = threading.active_count()
+    assert worker.run_once(timeout=30) == 20
+    assert [r.status for r in app.list_runs(limit=30)] == ["sleeping"] * 20
+    writer = app.executor.writer
+    assert writer is not None and writer.batches < 20 * 2  # records shared commits
+    deadline = time.monotonic() + 5  # the let-go thread exits on its own
+    while threading.active_count() > threads and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert threading.active_count() == threads
 
 
 def test_timer_suspends_and_holds_nothing(app: App, clock: FakeClock) -> None:
