@@ -146,15 +146,14 @@ def test_a_signal_does_not_wait_for_a_heartbeat_holding_the_run(pg: PostgresStor
     child's end that signals its parent cannot deadlock with the parent's heartbeat."""
     j, _ = _claimed(pg)
     sent: list[bool] = []
-    with pg.db.pool.connection() as conn:
-        with conn.transaction():
-            conn.execute("SELECT 1 FROM durable_runs WHERE run_id = 'r' FOR NO KEY UPDATE")
-            t = threading.Thread(
-                target=lambda: sent.append(j.signal("r", "go", "1", now=5.0, signal_id="s"))
-            )
-            t.start()
-            t.join(10)
-            assert sent == [True]  # done while the row is still held
+    with pg.db.pool.connection() as conn, conn.transaction():
+        conn.execute("SELECT 1 FROM durable_runs WHERE run_id = 'r' FOR NO KEY UPDATE")
+        t = threading.Thread(
+            target=lambda: sent.append(j.signal("r", "go", "1", now=5.0, signal_id="s"))
+        )
+        t.start()
+        t.join(10)
+        assert sent == [True]  # done while the row is still held
 
 
 def test_new_runs_and_signals_wake_a_waiting_worker(pg: PostgresStorage) -> None:
