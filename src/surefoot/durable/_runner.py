@@ -283,8 +283,6 @@ class Executor:
             return "abandoned"  # resumed from its journal once the lease expires
         finally:
             self.active.pop(run_id, None)
-            if self.writer is not None:
-                self.writer.left()  # sleeping runs hold no thread, not even the writer's
             obs.end(sys.exc_info()[1])
 
     async def _drive(self, run: RunState, wf: Any, args: Any, kwargs: Any) -> str:

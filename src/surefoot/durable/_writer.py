@@ -5,8 +5,10 @@ iteration) are committed together in the next transaction (one fsync), each stil
 its own run's epoch. While several runs execute, the commit runs on the writer's own thread,
 one at a time, so the loop keeps running the other runs while the disk (or the server)
 works: a hundred runs stepping together share one commit, and runs waiting on a model call
-are not held up by another run's commit. One run alone commits inline, with no thread hop,
-and the thread is let go once a run is alone again (sleeping runs hold no thread). The writer
+are not held up by another run's commit. One run alone commits inline, with no thread hop.
+The thread is started the first time several runs execute at once and kept until the app
+closes (one per app, whatever the number of runs: a sleeping run holds no thread; starting
+a thread per burst would also open a database connection per burst). The writer
 is given what it needs: the journal's ``commit`` and the collection of runs executing here
 (to tell when a run is alone and may commit inline).
 """
@@ -58,11 +60,6 @@ class Writer:
             loop.call_soon(self._flush)
         return fut
 
-    def left(self) -> None:
-        """A run stopped executing here (on the loop): let the thread go if it is idle."""
-        if not self._pending and not self._inflight and len(self._active) <= 1:
-            self.close()
-
     def close(self) -> None:
         """Stop the commit thread (a commit in flight finishes; nothing new starts)."""
         thread, self._thread = self._thread, None
@@ -113,8 +110,6 @@ class Writer:
         if self._pending and not self._scheduled:
             self._scheduled = True
             asyncio.get_running_loop().call_soon(self._flush)
-        elif not self._pending and len(self._active) <= 1:
-            self.close()  # no thread is kept while runs sleep or one runs alone
 
 
 def _settle(batch: Batch, oks: list[bool] | None, exc: BaseException | None) -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import time
 
 from surefoot import FakeClock
 from surefoot.durable import App, Worker
@@ -34,23 +33,23 @@ def _sleepy(app: App, calls: list[str]) -> object:
     return nap
 
 
-def test_many_runs_suspending_together_leave_no_thread(app: App) -> None:
-    """Runs stepping together commit on the writer's thread (the loop keeps running the
-    others meanwhile); once they all sleep, that thread is let go too."""
+def test_many_runs_suspending_together_hold_no_thread(app: App) -> None:
+    """Runs stepping together commit on the writer's one thread (the loop keeps running the
+    others meanwhile); sleeping runs hold no thread: a second burst of runs adds none."""
     nap = _sleepy(app, [])
-    for i in range(20):
-        app.enqueue(nap, run_id=f"t{i}")
     worker = Worker(app, concurrency=20)
     app.executor.loop()
     threads = threading.active_count()
-    assert worker.run_once(timeout=30) == 20
-    assert [r.status for r in app.list_runs(limit=30)] == ["sleeping"] * 20
+    counts = []
+    for burst in range(2):
+        for i in range(20):
+            app.enqueue(nap, run_id=f"t{burst}-{i}")
+        assert worker.run_once(timeout=30) == 20
+        counts.append(threading.active_count())
+    assert [r.status for r in app.list_runs(limit=50)] == ["sleeping"] * 40
     writer = app.executor.writer
-    assert writer is not None and writer.batches < 20 * 2  # records shared commits
-    deadline = time.monotonic() + 5  # the let-go thread exits on its own
-    while threading.active_count() > threads and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert threading.active_count() == threads
+    assert writer is not None and writer.batches < 40 * 2  # records shared commits
+    assert counts == [threads + 1, threads + 1]  # the writer's thread, once per app
 
 
 def test_timer_suspends_and_holds_nothing(app: App, clock: FakeClock) -> None:
