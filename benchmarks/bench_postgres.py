@@ -7,11 +7,13 @@
   and DBOS Transact's on the same server (its own database, ``dbos_bench``, created fresh at
   the start so its history never grows across runs, and dropped at the end). The three
   alternate block by block (100 inserts, one surefoot workflow, one DBOS workflow) so drift
-  of the shared machine hits all alike; medians of the rounds. Targets: surefoot <= 1.5x
-  the floor per step and >= 4x faster than DBOS;
-* **workers**: workflows per second of the 7-step agent (FakeLLM, zero latency) with 1, 2
-  and 4 worker processes (``python -m surefoot.lab.agent.worker``) on one schema; the
-  ledger must show no duplicate effect and no repeated model call;
+  of the shared machine hits all alike; medians of the per-round ratios. Targets (issue 13
+  section 3): surefoot <= 1.2x the floor per step; >= 4x faster than DBOS;
+* **workers**: workflows per second of the 7-step agent with 1, 2 and 4 worker processes
+  (``python -m surefoot.lab.agent.worker``, 16 runs at once each) on one schema, twice:
+  with zero latency (target: 4 workers >= 0.9x of 1) and with every model and tool call
+  taking ``--latency`` seconds (default 0.1 s, a realistic model call; target: 4 workers
+  >= 3x of 1). The ledger must show no duplicate effect and no repeated model call;
 * **backends**: versioned writes/s (``StateStore.write(expect=version)``) and stream
   appends/s with message ids on Redis, PostgreSQL and SQLite (``synchronous=FULL``). Each
   backend's durability setting is read back from the server and printed next to its figures
@@ -21,7 +23,7 @@
 
 Usage::
 
-    .venv/bin/python benchmarks/bench_postgres.py [--rounds 5] [--runs 60] [--json out.json]
+    .venv/bin/python benchmarks/bench_postgres.py [--rounds 5] [--runs 200] [--json out.json]
 
 Every schema, key prefix, database (``dbos_bench``) and temporary file it creates is removed
 at the end; worker processes it starts are stopped by pid.
@@ -30,6 +32,7 @@ at the end; worker processes it starts are stopped by pid.
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import json
 import os
 import statistics
@@ -118,18 +121,21 @@ def bench_steps(pg: str, steps: int, rounds: int) -> dict[str, Any]:
         assert dbos_total(steps) == expected
     db = app._storage.db  # type: ignore[union-attr]
     per: dict[str, list[float]] = {"floor": [], "surefoot": [], "dbos": []}
+    cpu: dict[str, list[float]] = {"floor": [], "surefoot": []}  # this process only
     commits: list[int] = []
     k = 0
     for r in range(rounds):
-        t0 = time.perf_counter()
+        t0, p0 = time.perf_counter(), time.process_time()
         for _ in range(steps):
             k += 1
             floor_conn.execute(f"INSERT INTO {table} VALUES (%s, %s)", (k, '{"n": 1}'))
         per["floor"].append((time.perf_counter() - t0) / steps)
+        cpu["floor"].append((time.process_time() - p0) / steps)
         c0 = db.commits
-        t0 = time.perf_counter()
+        t0, p0 = time.perf_counter(), time.process_time()
         assert app.start(total, steps, run_id=f"r{r}").result() == expected
         per["surefoot"].append((time.perf_counter() - t0) / steps)
+        cpu["surefoot"].append((time.process_time() - p0) / steps)
         commits.append(db.commits - c0)
         if dbos_total is not None:
             t0 = time.perf_counter()
@@ -147,6 +153,10 @@ def bench_steps(pg: str, steps: int, rounds: int) -> dict[str, Any]:
         admin.execute("DROP DATABASE IF EXISTS dbos_bench WITH (FORCE)")
         admin.close()
     us = {k: statistics.median(v) * 1e6 for k, v in per.items() if v}
+
+    def per_round(a: list[float], b: list[float]) -> float:
+        return round(statistics.median(x / y for x, y in zip(a, b, strict=True)), 2)
+
     out: dict[str, Any] = {
         "steps_per_workflow": steps,
         "rounds": rounds,
@@ -154,23 +164,28 @@ def bench_steps(pg: str, steps: int, rounds: int) -> dict[str, Any]:
         "floor_us": round(us["floor"]),
         "surefoot_step_us": round(us["surefoot"]),
         "surefoot_commits_per_workflow": statistics.median(commits),
-        "surefoot_vs_floor": round(us["surefoot"] / us["floor"], 2),
+        "surefoot_vs_floor": per_round(per["surefoot"], per["floor"]),
+        "floor_cpu_us": round(statistics.median(cpu["floor"]) * 1e6),
+        "surefoot_cpu_us": round(statistics.median(cpu["surefoot"]) * 1e6),
+        "rounds_us": {k: [round(x * 1e6) for x in v] for k, v in per.items()},
     }
     if "dbos" in us:
         out["dbos_step_us"] = round(us["dbos"])
-        out["dbos_vs_surefoot"] = round(us["dbos"] / us["surefoot"], 2)
+        out["dbos_vs_surefoot"] = per_round(per["dbos"], per["surefoot"])
     return out
 
 
 # -- workers -----------------------------------------------------------------------------
 
 
-def bench_workers(pg: str, runs: int, counts: list[int], folder: Path) -> list[dict[str, Any]]:
+def bench_workers(
+    pg: str, runs: int, counts: list[int], folder: Path, latency: float = 0.0
+) -> list[dict[str, Any]]:
     rows = []
     src = Path(__file__).resolve().parent.parent / "src"
     for n_workers in counts:
         url = _schema_url(pg)
-        ledger = folder / f"ledger-{n_workers}.db"
+        ledger = folder / f"ledger-{n_workers}-{latency}.db"
         app = durable.App(url, worker_id="bench-client")
         wf = agent.build_agent(app, agent.AgentServices(str(ledger)))["1"]
         app.list_runs(limit=1)  # migrate before the workers race to
@@ -191,6 +206,8 @@ def bench_workers(pg: str, runs: int, counts: list[int], folder: Path) -> list[d
                     "16",
                     "--poll",
                     "0.02",
+                    "--latency",
+                    str(latency),
                 ],
                 env=env,
                 stdout=subprocess.DEVNULL,
@@ -208,8 +225,16 @@ def bench_workers(pg: str, runs: int, counts: list[int], folder: Path) -> list[d
                 time.sleep(0.05)
             t0 = time.perf_counter()
             ids = [f"a{i}" for i in range(runs)]
-            for run_id in ids:
-                agent.start_agent(app, wf, f"question {run_id}", run_id=run_id, enqueue=True)
+            # 8 client threads: enqueueing (two commits a run) must not be what limits
+            with concurrent.futures.ThreadPoolExecutor(8) as pool:
+                list(
+                    pool.map(
+                        lambda run_id, app=app, wf=wf: agent.start_agent(
+                            app, wf, f"question {run_id}", run_id=run_id, enqueue=True
+                        ),
+                        ids,
+                    )
+                )
             while True:
                 done = len(app.list_runs(status="succeeded", limit=runs + 10))
                 if done >= runs:
@@ -231,6 +256,7 @@ def bench_workers(pg: str, runs: int, counts: list[int], folder: Path) -> list[d
         rows.append(
             {
                 "workers": n_workers,
+                "latency_s": latency,
                 "runs": runs,
                 "seconds": round(elapsed, 2),
                 "workflows_per_s": round(runs / elapsed, 1),
@@ -333,45 +359,99 @@ def _durability(urls: dict[str, str], opened: dict[str, Any]) -> dict[str, str]:
     }
 
 
+TARGETS: dict[str, tuple[float, str]] = {
+    "step_vs_floor": (1.2, "<="),
+    "dbos_vs_step": (4.0, ">="),
+    "workers_zero": (0.9, ">="),  # 4 workers / 1 worker, zero latency
+    "workers_latency": (3.0, ">="),  # 4 workers / 1 worker, model latency
+}
+
+
+def _verdict(name: str, value: float) -> str:
+    limit, op = TARGETS[name]
+    ok = value <= limit if op == "<=" else value >= limit
+    return f"{'PASS' if ok else 'MISS'}  (target {op} {limit:g})"
+
+
+def _scaling(rows: list[dict[str, Any]]) -> float | None:
+    """Workflows/s with the most workers over workflows/s with one (None without both)."""
+    by = {r["workers"]: r["workflows_per_s"] for r in rows}
+    if 1 not in by or len(by) < 2:
+        return None
+    return float(by[max(by)] / by[1])
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--pg", default=PG, help="PostgreSQL URL (a schema is created and dropped)")
     ap.add_argument("--steps", type=int, default=100, help="steps per workflow")
     ap.add_argument("--rounds", type=int, default=5, help="alternating rounds")
-    ap.add_argument("--runs", type=int, default=60, help="agent runs per worker count")
+    ap.add_argument("--runs", type=int, default=200, help="agent runs per worker count")
     ap.add_argument("--workers", default="1,2,4", help="worker counts")
+    ap.add_argument("--latency", type=float, default=0.1, help="model/tool call seconds")
+    ap.add_argument("--latency-runs", type=int, default=256, help="agent runs with latency")
     ap.add_argument("--ops", type=int, default=300, help="writes/appends per round")
     ap.add_argument("--skip", default="", help="comma list of sections to skip")
     ap.add_argument("--json", type=Path, default=None, help="also write the results here")
     a = ap.parse_args()
     skip = set(filter(None, a.skip.split(",")))
-    results: dict[str, Any] = {"pg": storage.redact(a.pg)}
+    started = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
+    results: dict[str, Any] = {
+        "pg": storage.redact(a.pg),
+        "started": started,
+        "load_average": os.getloadavg()[0],
+    }
+    verdicts: list[tuple[str, str, str]] = []
     with tempfile.TemporaryDirectory(prefix="sf-bench-pg-") as tmp:
         folder = Path(tmp)
         if "steps" not in skip:
             s = results["steps"] = bench_steps(a.pg, a.steps, a.rounds)
-            print(f"\nstep cost on PostgreSQL ({a.steps}-step workflow, median of {a.rounds})")
-            print(f"  floor INSERT+COMMIT      {s['floor_us']:>7} us")
+            print(f"\nstep cost on PostgreSQL ({a.steps}-step workflow, {a.rounds} rounds)")
+            print(f"  {'case':34} {'µs/step':>8} {'vs floor':>9} {'client CPU µs':>14}")
             print(
-                f"  surefoot step            {s['surefoot_step_us']:>7} us   "
-                f"{s['surefoot_vs_floor']}x floor (target <= 1.5x), "
-                f"{s['surefoot_commits_per_workflow']} commits per workflow"
+                f"  {'floor INSERT+COMMIT':34} {s['floor_us']:>8} {'1.00x':>9} "
+                f"{s['floor_cpu_us']:>14}"
+            )
+            print(
+                f"  {'surefoot step':34} {s['surefoot_step_us']:>8} "
+                f"{s['surefoot_vs_floor']:>8.2f}x {s['surefoot_cpu_us']:>14}   "
+                f"({s['surefoot_commits_per_workflow']} commits per workflow)"
+            )
+            verdicts.append(
+                ("surefoot step vs floor", f"{s['surefoot_vs_floor']:.2f}x", "step_vs_floor")
             )
             if "dbos_step_us" in s:
                 print(
-                    f"  DBOS step                {s['dbos_step_us']:>7} us   "
-                    f"{s['dbos_vs_surefoot']}x surefoot (target >= 4x)"
+                    f"  {'DBOS step':34} {s['dbos_step_us']:>8} "
+                    f"{s['dbos_step_us'] / s['floor_us']:>8.2f}x"
+                )
+                verdicts.append(
+                    ("DBOS step vs surefoot step", f"{s['dbos_vs_surefoot']:.2f}x", "dbos_vs_step")
                 )
         if "workers" not in skip:
             counts = [int(x) for x in a.workers.split(",")]
-            w = results["workers"] = bench_workers(a.pg, a.runs, counts, folder)
-            print(f"\n7-step agent on PostgreSQL, {a.runs} runs, FakeLLM zero latency")
-            for row in w:
+            cases = [(0.0, a.runs, "workers_zero")]
+            if a.latency > 0:
+                cases.append((a.latency, a.latency_runs, "workers_latency"))
+            for latency, runs, key in cases:
+                w = bench_workers(a.pg, runs, counts, folder, latency)
+                results[key] = w
                 print(
-                    f"  {row['workers']} worker(s)  {row['workflows_per_s']:>7} workflows/s  "
-                    f"duplicate posts {row['duplicate_posts']}, "
-                    f"repeated model calls {row['repeated_model_calls']}"
+                    f"\n7-step agent on PostgreSQL, {runs} runs, every model/tool call "
+                    f"{latency * 1000:.0f} ms, 16 runs at once per worker"
                 )
+                base = w[0]["workflows_per_s"]
+                for row in w:
+                    print(
+                        f"  {row['workers']} worker(s)  {row['workflows_per_s']:>7} workflows/s"
+                        f"  {row['workflows_per_s'] / base:5.2f}x of {w[0]['workers']}  "
+                        f"duplicate posts {row['duplicate_posts']}, "
+                        f"repeated model calls {row['repeated_model_calls']}"
+                    )
+                ratio = _scaling(w)
+                if ratio is not None:
+                    label = f"{max(counts)} workers vs 1, {latency * 1000:.0f} ms calls"
+                    verdicts.append((label, f"{ratio:.2f}x", key))
         if "backends" not in skip:
             b = results["backends"] = bench_backends(a.ops, a.rounds, folder)
             print(f"\nbackends, median of {a.rounds} rounds of {a.ops}")
@@ -381,6 +461,11 @@ def main() -> None:
                     f"writes/s  {row['stream_appends_per_s']:>7} appends/s  "
                     f"[{row['durability']}]"
                 )
+    print(f"\nbench_postgres.py, {started}, load average {results['load_average']:.1f} at start")
+    for label, text, key in verdicts:
+        value = float(text.rstrip("x"))
+        print(f"  {label:42} {text:>8}  {_verdict(key, value)}")
+    results["targets"] = TARGETS
     if a.json:
         a.json.write_text(json.dumps(results, indent=2) + "\n")
 

@@ -106,6 +106,56 @@ def test_claims_skip_a_run_whose_step_is_in_flight_and_fence_it_after(
     assert j.commit([_step("r", old, "2")]) == [False]
 
 
+def test_a_signal_sent_while_the_run_goes_to_sleep_is_not_lost(pg: PostgresStorage) -> None:
+    """A signal committed after the sleep statement began but before it updated the run row
+    still wakes the run (READ COMMITTED: the sleep's look for a waiting signal must not use
+    a snapshot from before the signal, nor the signal's wake-up see the run still running).
+
+    Another transaction holds the run row (FOR SHARE) so the sleep blocks mid-statement,
+    the signal is sent meanwhile, then the holder lets go. Before the fix the run was left
+    sleeping with no wake time and its signal queued (2 of 200 agent runs in
+    bench_postgres.py with 4 workers)."""
+    j, epoch = _claimed(pg)
+    sleep = RunWrite("r", epoch, "sleeping", 4.0, "w1", waiting_for="approve")
+    done: list[Any] = []
+    with pg.db.pool.connection() as conn:
+        with conn.transaction():
+            conn.execute("SELECT 1 FROM durable_runs WHERE run_id = 'r' FOR SHARE")
+            sleeper = threading.Thread(target=lambda: done.append(j.commit([sleep])))
+            sleeper.start()
+            sleeper.join(0.3)  # the sleep's UPDATE now waits for the row
+            signaller = threading.Thread(
+                target=lambda: done.append(
+                    j.signal("r", "approve", '{"ok": true}', now=5.0, signal_id="s1")
+                )
+            )
+            signaller.start()
+            signaller.join(0.3)
+        sleeper.join(10)
+        signaller.join(10)
+    assert sorted(map(str, done)) == ["True", "[True]"]
+    row = j.get_run("r")
+    assert row is not None and row.status == "sleeping" and row.wake_at is not None
+    got = j.claim("w2", now=6.0, lease_until=20.0, workflows=[("wf", "1")], limit=1)
+    assert got == [("r", epoch + 1)]
+
+
+def test_a_signal_does_not_wait_for_a_heartbeat_holding_the_run(pg: PostgresStorage) -> None:
+    """A signal's lock on the run row (FOR KEY SHARE) does not conflict with the lock a
+    heartbeat or a claim holds (FOR NO KEY UPDATE): sending it never waits on them, so a
+    child's end that signals its parent cannot deadlock with the parent's heartbeat."""
+    j, _ = _claimed(pg)
+    sent: list[bool] = []
+    with pg.db.pool.connection() as conn, conn.transaction():
+        conn.execute("SELECT 1 FROM durable_runs WHERE run_id = 'r' FOR NO KEY UPDATE")
+        t = threading.Thread(
+            target=lambda: sent.append(j.signal("r", "go", "1", now=5.0, signal_id="s"))
+        )
+        t.start()
+        t.join(10)
+        assert sent == [True]  # done while the row is still held
+
+
 def test_new_runs_and_signals_wake_a_waiting_worker(pg: PostgresStorage) -> None:
     """wait_for_work returns on timeout, and returns True when a pending run is created or a
     signal wakes a sleeping run."""

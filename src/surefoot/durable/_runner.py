@@ -121,7 +121,7 @@ class Executor:
 
     def close(self) -> None:
         with self._lock:
-            loop, thread, pool = self._loop, self._thread, self._pool
+            loop, thread, pool, writer = self._loop, self._thread, self._pool, self.writer
             beat, self._beat_thread = self._beat_thread, None
             self._loop = self._thread = self._pool = None
             self._stop_beat.set()
@@ -136,6 +136,8 @@ class Executor:
             loop.close()
         if pool is not None:
             pool.shutdown(wait=False, cancel_futures=True)
+        if writer is not None:
+            writer.close()
 
     def _release(self, loop: asyncio.AbstractEventLoop, thread: threading.Thread) -> None:
         """Let go of the runs executing here: they write nothing more and are cancelled.

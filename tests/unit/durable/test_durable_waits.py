@@ -33,6 +33,25 @@ def _sleepy(app: App, calls: list[str]) -> object:
     return nap
 
 
+def test_many_runs_suspending_together_hold_no_thread(app: App) -> None:
+    """Runs stepping together commit on the writer's one thread (the loop keeps running the
+    others meanwhile); sleeping runs hold no thread: a second burst of runs adds none."""
+    nap = _sleepy(app, [])
+    worker = Worker(app, concurrency=20)
+    app.executor.loop()
+    threads = threading.active_count()
+    counts = []
+    for burst in range(2):
+        for i in range(20):
+            app.enqueue(nap, run_id=f"t{burst}-{i}")
+        assert worker.run_once(timeout=30) == 20
+        counts.append(threading.active_count())
+    assert [r.status for r in app.list_runs(limit=50)] == ["sleeping"] * 40
+    writer = app.executor.writer
+    assert writer is not None and writer.batches < 40 * 2  # records shared commits
+    assert counts == [threads + 1, threads + 1]  # the writer's thread, once per app
+
+
 def test_timer_suspends_and_holds_nothing(app: App, clock: FakeClock) -> None:
     """At the timer the run is sleeping with no task, thread or worker slot held."""
     calls: list[str] = []

@@ -25,6 +25,7 @@ class PostgresDialect:
 
     row_lock = " FOR UPDATE"
     share_lock = " FOR SHARE"
+    key_share = " FOR KEY SHARE"
     skip_locked = " FOR UPDATE SKIP LOCKED"
     order_c = ' COLLATE "C"'
     step_seq = "seq"

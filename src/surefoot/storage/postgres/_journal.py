@@ -188,7 +188,7 @@ class PostgresJournal(SQLJournal):
             "WITH held AS (SELECT d.run_id FROM durable_runs d "
             "JOIN unnest(%s::TEXT[], %s::BIGINT[]) AS v(run_id, epoch) "
             "ON d.run_id = v.run_id AND d.epoch = v.epoch WHERE d.status = 'running' "
-            'ORDER BY d.run_id COLLATE "C" FOR UPDATE OF d) '
+            'ORDER BY d.run_id COLLATE "C" FOR NO KEY UPDATE OF d) '
             "UPDATE durable_runs d SET lease_until = %s FROM held "
             "WHERE d.run_id = held.run_id RETURNING d.run_id",
             ([r for r, _ in runs], [e for _, e in runs], lease_until),

@@ -48,6 +48,8 @@ class Dialect(Protocol):
         row_lock: ``" FOR UPDATE"`` where rows can be locked (PostgreSQL), else ``""``
             (SQLite's write lock already serializes the transaction).
         share_lock: ``" FOR SHARE"`` or ``""``: holds the run row while a step is written.
+        key_share: ``" FOR KEY SHARE"`` or ``""``: holds the run row while a signal is
+            sent (conflicts with ``row_lock`` only).
         skip_locked: ``" FOR UPDATE SKIP LOCKED"`` or ``""``: claimers skip each other's rows.
         order_c: ``' COLLATE "C"'`` or ``""``: byte order for text, as SQLite sorts.
         step_seq: the column giving journal order of steps (``rowid`` / ``seq``).
@@ -58,6 +60,7 @@ class Dialect(Protocol):
     max_value_bytes: int
     row_lock: str
     share_lock: str
+    key_share: str
     skip_locked: str
     order_c: str
     step_seq: str

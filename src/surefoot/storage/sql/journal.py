@@ -139,6 +139,19 @@ class SQLJournal(JournalPlus, SQLRunQueries, ChunkStore):
         self._audit = d.sql(AUDIT_SQL)
         self._audit_if = d.sql(_AUDIT_IF_SQL)
         self._get = d.sql(f"SELECT {SEL} FROM durable_runs WHERE run_id = ?")
+        # Where rows lock (PostgreSQL, READ COMMITTED): a run that goes to sleep for a signal
+        # locks its row FOR UPDATE in a statement of its own before the sleep's UPDATE, and
+        # a signal (or a child's end) takes FOR KEY SHARE on it before inserting; the two
+        # conflict, so the sleep's look for a waiting signal takes its snapshot after any
+        # signal that came first has committed, and a signal that comes after the sleep
+        # sees the run sleeping. Without them a signal committed between the sleep
+        # statement's snapshot and its row update was seen by neither side: the run slept
+        # forever with its signal queued (2 of 200 agent runs under 4 workers, seen in
+        # bench_postgres.py). KEY SHARE does not conflict with the NO KEY UPDATE locks of
+        # heartbeats, claims and plain updates, so a signaller never waits on (or
+        # deadlocks with) them.
+        self._lock_run = d.sql("SELECT 1 FROM durable_runs WHERE run_id = ?" + d.row_lock)
+        self._limit = d.max_value_bytes
         self._claims: dict[tuple[str, int], tuple[str, str | None]] = {}
         self._plus_init()
 
@@ -210,12 +223,15 @@ class SQLJournal(JournalPlus, SQLRunQueries, ChunkStore):
         """
         if not records:
             return []
-        self._check_values(records)
-        if chunks is None and len(records) == 1 and type(records[0]) is StepWrite:
+        if chunks is None and len(records) == 1:
             only = records[0]
-            if only.consume_signal is None:
+            if type(only) is StepWrite and only.consume_signal is None:
+                text, limit = only.result, self._limit
+                if text is not None and limit and len(text) * 4 > limit:
+                    self._check_values(records)  # only a long text can be over the limit
                 # Re-applying the same step row is harmless, so a lost reply may be retried.
                 return [self.d.write(self._step, step_params(only), idempotent=True) == 1]
+        self._check_values(records)
 
         # PostgreSQL locks run rows in run-id order (a stable sort keeps each run's records
         # in order), as its heartbeat does, so a batch and a heartbeat never deadlock.
@@ -253,6 +269,8 @@ class SQLJournal(JournalPlus, SQLRunQueries, ChunkStore):
     def _run_write(self, c: Any, r: RunWrite) -> Any:
         if r.status == "sleeping":
             w = r.waiting_for
+            if w is not None and self.d.row_lock:
+                c.execute(self._lock_run, (r.run_id,))  # see __init__: no lost wake-up
             cur = c.execute(
                 self._sleep, (w, r.now, w, r.run_id, w, r.now, r.wake_at, r.run_id, r.epoch)
             )
@@ -411,7 +429,9 @@ class SQLJournal(JournalPlus, SQLRunQueries, ChunkStore):
         d = self.d
         what = f"the payload of signal {name!r} to run {run_id!r}"
         check_size(self.url, what, payload, d.max_value_bytes)
-        exists = d.sql("SELECT 1 FROM durable_runs WHERE run_id = ?")
+        # a run going to sleep waits for this signal to commit, or this signal for the
+        # sleep (see __init__)
+        exists = d.sql("SELECT 1 FROM durable_runs WHERE run_id = ?" + d.key_share)
         insert = d.sql(
             "INSERT INTO durable_signals (run_id, name, payload, signal_id, sent_at) "
             "VALUES (?, ?, ?, ?, ?) ON CONFLICT (run_id, signal_id) DO NOTHING"

@@ -86,6 +86,8 @@ class JournalPlus:
             f"SELECT {SEL} FROM durable_runs WHERE queue = ? AND dedup_id = ? "
             f"AND status NOT IN {_DONE_SQL}"
         )
+        # a child's end key-share-locks its parent's row, as ``signal`` does (no lost wake-up)
+        self._lock_parent = d.sql("SELECT 1 FROM durable_runs WHERE run_id = ?" + d.key_share)
         self._child_signal = d.sql(
             "INSERT INTO durable_signals (run_id, name, payload, signal_id, sent_at) "
             f"SELECT {_TEXT}, {_TEXT}, {_TEXT}, {_TEXT}, {_F8} WHERE EXISTS (SELECT 1 FROM "
@@ -168,6 +170,8 @@ class JournalPlus:
         if r.status not in DONE_STATUSES or r.parent is None:
             return
         name = f"child:{r.run_id}"
+        if self.d.key_share:
+            c.execute(self._lock_parent, (r.parent,))
         c.execute(
             self._child_signal, (r.parent, name, "null", name, r.now, r.run_id, r.epoch, r.status)
         )

@@ -264,6 +264,39 @@ class SQLiteDB:
             raise
         self.commits += 1
 
+    def write_one(self, sql: str, params: Sequence[Any]) -> int:
+        """One statement as its own write transaction (``BEGIN IMMEDIATE`` … ``COMMIT``);
+        its row count. The same as one statement under :meth:`write`, without the context
+        manager (a journalled step's hot path: one per step).
+
+        Raises:
+            StoreUnavailableError / StoreError: as :meth:`write`.
+        """
+        c = self.conn()
+        try:
+            c.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            raise StoreUnavailableError(
+                self.url,
+                f"could not take the write lock on {self.path!r} within "
+                f"{self.busy_timeout_ms} ms: {exc}. Another process holds it; raise "
+                "busy_timeout in the URL (?busy_timeout=30000) or retry.",
+            ) from exc
+        try:
+            n = c.execute(sql, params).rowcount
+            c.execute("COMMIT")
+        except BaseException as exc:
+            if c.in_transaction:
+                try:
+                    c.execute("ROLLBACK")
+                except sqlite3.Error:
+                    pass  # the connection is gone; the transaction died with it
+            if isinstance(exc, sqlite3.Error):
+                raise self.error(exc) from exc
+            raise
+        self.commits += 1
+        return int(n)
+
     # -- schema ------------------------------------------------------------------------
 
     def migrate(self, component: str, migrations: Sequence[str]) -> None:

@@ -24,6 +24,7 @@ class SQLiteDialect:
 
     row_lock = ""
     share_lock = ""
+    key_share = ""
     skip_locked = ""
     order_c = ""  # SQLite compares text byte by byte already
     step_seq = "rowid"
@@ -52,8 +53,7 @@ class SQLiteDialect:
         return self.db.read(sql, params)
 
     def write(self, sql: str, params: Sequence[Any] = (), *, idempotent: bool = False) -> int:
-        with self.db.write() as c:
-            return int(c.execute(sql, params).rowcount)
+        return self.db.write_one(sql, params)
 
     def transaction(self, fn: Callable[[Any], T], *, idempotent: bool = False) -> T:
         with self.db.write() as c:
