@@ -214,7 +214,10 @@ def build(url: str) -> dict[str, str]:
 
 
 def build_store(url: str) -> None:
-    """A namespace with keys of every trust level, and a stream with dead letters."""
+    """A namespace with keys of every trust level; stream ``tasks`` whose group
+    ``summarizers`` has two dead letters (seq 2 rejected, seq 4 out of attempts), and
+    stream ``updates`` (at most 3 messages kept: 6 appended, 3 trimmed) whose group
+    ``notifier`` is at position 4 with 1 pending, lag 2, and ``indexer`` at 3, lag 3."""
     st = Store(url, namespace="default")
     st.register_agent("planner", trust="trusted", read=["*"], write=["plan/*", "report/*"])
     st.register_agent("web-reader", trust="untrusted", read=["*"], write=["notes/*"])
@@ -239,6 +242,16 @@ def build_store(url: str) -> None:
             c.nack(m)
     c.fetch(5, worker="w3")  # seq 4 has had its 2 attempts: it becomes a dead letter
     s.close()
+    u = Stream(url, "updates", max_messages=3)
+    notifier = u.consumer("notifier")
+    for i in range(1, 4):
+        u.append({"update": i}, message_id=f"update-{i}")
+    notifier.ack_many(notifier.fetch(3, worker="n1"))
+    for i in range(4, 7):
+        u.append({"update": i}, message_id=f"update-{i}")  # trims the acked 1-3
+    notifier.fetch(1, worker="n1")  # seq 4, not acked yet
+    u.consumer("indexer")  # registered after the trim: starts before seq 4
+    u.close()
 
 
 PAYLOADS = {
@@ -253,6 +266,9 @@ PAYLOADS = {
     "run_id": "<b id=injected>run</b>",
     "answer": "<script>alert('answer')</script> [ok](javascript:alert(3))",
     "source": "<img src=x onerror=\"alert('source')\">",
+    "stream": "<script>alert('stream')</script>",
+    "group": "<img src=x onerror=\"alert('group')\">",
+    "message": '<a href="javascript:alert(4)">message</a>',
 }
 """What an agent could write: script, HTML and ``javascript:`` links, in every place."""
 
@@ -293,3 +309,9 @@ def build_hostile(url: str, store_url: str) -> None:
     st.register_agent("web-reader", trust="untrusted", read=["*"], write=["*"])
     st.session("web-reader").write(PAYLOADS["key"], PAYLOADS["value"])
     st.close()
+    s = Stream(store_url, PAYLOADS["stream"])
+    s.append({"html": PAYLOADS["message"]}, message_id=PAYLOADS["message"])
+    c = s.consumer(PAYLOADS["group"])
+    for m in c.fetch(1):
+        c.reject(m, reason=PAYLOADS["message"])
+    s.close()

@@ -91,8 +91,17 @@ def test_every_page_renders_with_its_story(live_server: Any, page: Any, shots: P
     assert page.locator("span.t-untrusted").count() == 1
     page.screenshot(path=str(shots / "ui-state.png"), full_page=True)
 
-    page.goto(f"{u}/streams")
+    page.goto(f"{u}/streams")  # the inspector has no --stream: every stream is listed
+    assert [h.split(" ", 1)[0] for h in page.locator("h2").all_inner_texts()] == [
+        "tasks",
+        "updates",
+    ]
     assert page.locator("h3").inner_text() == "Dead letters of summarizers"
+    updates = page.locator("section", has=page.get_by_role("heading", name="updates"))
+    assert "3 messages kept, seq 4–6" in updates.locator("h2").inner_text()
+    notifier = updates.locator("tr", has=page.get_by_role("cell", name="notifier", exact=True))
+    # consumer group, position, lag, pending, dead letters
+    assert notifier.locator("td").all_inner_texts()[:5] == ["notifier", "4", "2", "1", "0"]
     page.screenshot(path=str(shots / "ui-streams.png"), full_page=True)
     assert page.dialogs == []
 
@@ -145,7 +154,8 @@ def test_payloads_stay_inert_in_the_browser(hostile_server: Any, page: Any, shot
     rid = quote(demo_journal.PAYLOADS["run_id"])
     blocked: list[str] = []
     page.on("console", lambda m: blocked.append(m.text) if m.type == "error" else None)
-    for path in ("/runs", f"/run?id={rid}", "/run?id=gate-1", "/run?id=answer-x", "/state"):
+    pages = ("/runs", f"/run?id={rid}", "/run?id=gate-1", "/run?id=answer-x", "/state")
+    for path in (*pages, "/streams"):
         page.goto(u + path)
         for d in page.locator("details.val summary").all():
             d.click()  # unfold every value: folded text must stay text too

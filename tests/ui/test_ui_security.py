@@ -32,7 +32,7 @@ def hostile(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
 
 def _pages(c: Any) -> dict[str, str]:
-    from urllib.parse import quote
+    from urllib.parse import quote, urlencode
 
     import demo_journal
 
@@ -44,6 +44,9 @@ def _pages(c: Any) -> dict[str, str]:
         "/run?id=answer-x",
         "/state",
         f"/run/confirm?id={rid}&do=fork",
+        "/streams",
+        "/streams/confirm?"
+        + urlencode({"stream": demo_journal.PAYLOADS["stream"], "consumer": "x", "seq": "1"}),
     ]
     return {u: c.get(u).text for u in urls}
 
@@ -89,6 +92,14 @@ def test_payloads_are_escaped_in_every_page(hostile: dict[str, Any]) -> None:
         "&lt;iframe src=" in pages["/state"] and "[click](javascript:alert(2))" in pages["/state"]
     )
     assert "&lt;script&gt;alert(&#39;key&#39;)&lt;/script&gt;" in pages["/state"]
+    streams = pages["/streams"]  # stream, group, message id, reason and payload: all text
+    assert "<h2>&lt;script&gt;alert(&#39;stream&#39;)&lt;/script&gt; <span" in streams
+    assert "<td>&lt;img src=x onerror=&#34;alert(&#39;group&#39;)&#34;&gt;</td>" in streams
+    assert streams.count("&lt;a href=&#34;javascript:alert(4)&#34;&gt;message&lt;/a&gt;") >= 2
+    assert (
+        "?stream=%3Cscript%3Ealert%28%27stream%27%29%3C/script%3E&amp;consumer=%3Cimg%20src"
+        in streams
+    )
     answer = pages["/run?id=answer-x"]  # the marked answer's banner: its text and sources
     assert "<b>This answer is derived from untrusted data</b>: sources <code>&lt;img src=x " in (
         answer

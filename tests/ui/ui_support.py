@@ -32,8 +32,11 @@ def need_ui_extra() -> None:
             missing(f"the ui extra is not installed ({mod} is missing): pip install -e '.[ui]'")
 
 
-def make_client(db: str, store: str | None = None, **kw: Any) -> Any:
-    """A TestClient on the inspector over ``db``, as a loopback server sees requests."""
+def make_client(
+    db: str, store: str | None = None, *, streams: tuple[str, ...] = (), **kw: Any
+) -> Any:
+    """A TestClient on the inspector over ``db`` (every stream of ``store``, or those
+    ``streams`` names as ``--stream`` does), as a loopback server sees requests."""
     need_ui_extra()
     with warnings.catch_warnings():
         # starlette's testclient names an anyio alias that anyio 4.12 deprecates; not ours
@@ -42,7 +45,6 @@ def make_client(db: str, store: str | None = None, **kw: Any) -> Any:
 
     from surefoot.ui import Inspector, create_app, loopback_hosts
 
-    streams = ("tasks:summarizers",) if store else ()
     src = Inspector(db, store=store, streams=streams)
     app = create_app(src, allowed_hosts=loopback_hosts(8765), **kw)
     return TestClient(app, base_url=BASE)
@@ -68,7 +70,7 @@ def serve_inspector(db: str, store: str, ids: dict[str, str]) -> Iterator[Live]:
 
     from surefoot.ui import Inspector, create_app, loopback_hosts
 
-    src = Inspector(db, store=store, streams=("tasks:summarizers",))
+    src = Inspector(db, store=store)  # no --stream: every stream of the store
     port = _free_port()
     app = create_app(src, allowed_hosts=loopback_hosts(port))
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error"))

@@ -31,8 +31,9 @@ def _store_must_exist(store: str) -> None:
     "--stream",
     "streams",
     multiple=True,
-    metavar="NAME:CONSUMER[,CONSUMER…]",
-    help="A stream and the consumer groups to show (repeatable; needs --store).",
+    metavar="NAME[:GROUP,…]",
+    help="Show only this stream (and these consumer groups); repeatable, needs --store. "
+    "Without it every stream of the store is shown.",
 )
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
 @click.option(

@@ -1,4 +1,4 @@
-"""Metrics: counters kept in-process, gauges read from a journal and from stream consumers.
+"""Metrics: counters kept in-process, gauges read from a journal and from streams.
 
 Two ways out, from the same numbers:
 
@@ -10,8 +10,9 @@ Two ways out, from the same numbers:
 Counters (this process): retry decisions by decision, reason code and error type; breaker
 transitions; durable steps by workflow, kind and outcome; run events by workflow and event.
 Gauges (read at collection): the state of every live ``CircuitBreaker``; runs by state, the
-queue depth (runs claimable now) and the age of the oldest of them, from a journal; dead
-letters and pending messages per stream consumer.
+queue depth (runs claimable now) and the age of the oldest of them, from a journal; kept
+messages per stream, and pending messages, dead letters and lag per stream consumer group,
+from one ``Stream.stats()`` per stream (no message is read).
 """
 
 from __future__ import annotations
@@ -228,13 +229,51 @@ def _journal_families(journal: Any, now: float) -> list[Family]:
     ]
 
 
-def _consumer_families(consumers: Iterable[Any]) -> list[Family]:
-    dead, pending = [], []
+def _read_stats(streams: Iterable[Any], consumers: Iterable[Any]) -> list[Any]:
+    """``StreamStats`` of ``streams`` (a ``Stream`` is read with one ``stats()`` call; a
+    ``StreamStats`` is taken as it is), then of the ``consumers``' streams not already
+    read, narrowed to the groups passed: one ``stats()`` per stream in all."""
+    from dataclasses import replace
+
+    from ..storage.base import ConsumerStats
+
+    out: list[Any] = [s.stats() if callable(getattr(s, "stats", None)) else s for s in streams]
+    seen = {st.name for st in out}
+    by_stream: dict[int, tuple[Any, list[str]]] = {}
     for c in consumers:
-        labels = (("consumer", str(c.name)), ("stream", str(c.stream.name)))
-        dead.append((labels, float(len(c.dead_letters()))))
-        pending.append((labels, float(c.pending)))
+        names = by_stream.setdefault(id(c.stream), (c.stream, []))[1]
+        if str(c.name) not in names:
+            names.append(str(c.name))
+    for stream, names in by_stream.values():
+        if stream.name in seen:
+            continue
+        st = stream.stats()
+        have = {g.name: g for g in st.consumers}
+        # a group passed that holds no row yet: nothing pending or dead, all still to hand out
+        groups = tuple(have.get(n) or ConsumerStats(n, 0, 0, 0, st.last_seq) for n in names)
+        out.append(replace(st, consumers=groups))
+        seen.add(st.name)
+    return out
+
+
+def _stream_families(stats: list[Any]) -> list[Family]:
+    messages, dead, pending, lag = [], [], [], []
+    for st in stats:
+        messages.append(((("stream", str(st.name)),), float(st.messages)))
+        for c in st.consumers:
+            labels = (("consumer", str(c.name)), ("stream", str(st.name)))
+            dead.append((labels, float(c.dead)))
+            pending.append((labels, float(c.pending)))
+            lag.append((labels, float(c.lag)))
     return [
+        Family(
+            "surefoot_stream_messages",
+            "gauge",
+            "Messages a stream keeps (retention trims the rest).",
+            "surefoot.stream.messages",
+            "{message}",
+            tuple(messages),
+        ),
         Family(
             "surefoot_dead_letters",
             "gauge",
@@ -251,26 +290,42 @@ def _consumer_families(consumers: Iterable[Any]) -> list[Family]:
             "{message}",
             tuple(pending),
         ),
+        Family(
+            "surefoot_stream_lag",
+            "gauge",
+            "Messages appended and not yet handed to the consumer group (last seq - position).",
+            "surefoot.stream.lag",
+            "{message}",
+            tuple(lag),
+        ),
     ]
 
 
 def collect(
-    *, journal: Any = None, consumers: Iterable[Any] = (), now: float | None = None
+    *,
+    journal: Any = None,
+    streams: Iterable[Any] = (),
+    consumers: Iterable[Any] = (),
+    now: float | None = None,
 ) -> list[Family]:
     """Every metric now: this process's counters and breakers, plus the journal's and the
-    consumers' gauges when given.
+    streams' gauges when given.
 
     Args:
         journal: a ``surefoot.storage`` journal (``App.journal``) to count runs in.
-        consumers: ``surefoot.statebus.Consumer`` objects whose dead letters to count.
+        streams: ``surefoot.statebus.Stream`` objects (each read with one ``stats()`` call:
+            every consumer group's pending, dead letters and lag), or ``StreamStats``
+            already read; see ``statebus.streams(url)`` for the names in a storage.
+        consumers: ``surefoot.statebus.Consumer`` objects: the groups of their streams to
+            count, for a stream not passed in ``streams`` (one ``stats()`` per stream).
         now: the journal's time (``Clock.now()``, default ``time.time()``) for the ages.
     """
     out = [*REGISTRY.families(), _breaker_family()]
     if journal is not None:
         out += _journal_families(journal, time.time() if now is None else now)
-    consumers = list(consumers)
-    if consumers:
-        out += _consumer_families(consumers)
+    streams, consumers = list(streams), list(consumers)
+    if streams or consumers:
+        out += _stream_families(_read_stats(streams, consumers))
     return out
 
 
@@ -287,11 +342,15 @@ def _number(v: float) -> str:
 
 
 def prometheus_text(
-    *, journal: Any = None, consumers: Iterable[Any] = (), now: float | None = None
+    *,
+    journal: Any = None,
+    streams: Iterable[Any] = (),
+    consumers: Iterable[Any] = (),
+    now: float | None = None,
 ) -> str:
     """``collect(...)`` in the Prometheus text format (``text/plain; version=0.0.4``)."""
     lines: list[str] = []
-    for f in collect(journal=journal, consumers=consumers, now=now):
+    for f in collect(journal=journal, streams=streams, consumers=consumers, now=now):
         lines.append(f"# HELP {f.name} {f.help}")
         lines.append(f"# TYPE {f.name} {f.kind}")
         for labels, v in f.samples:
@@ -304,6 +363,7 @@ def bind_otel(
     meter_provider: Any = None,
     *,
     journal: Any = None,
+    streams: Iterable[Any] = (),
     consumers: Iterable[Any] = (),
     clock: Callable[[], float] | None = None,
 ) -> list[Any]:
@@ -314,7 +374,8 @@ def bind_otel(
 
     Args:
         meter_provider: where to register (default: the global ``MeterProvider``).
-        journal / consumers: as for ``collect``.
+        journal / streams / consumers: as for ``collect`` (streams are read at each
+            collection, one ``stats()`` each for the four stream instruments).
         clock: the journal's ``now`` (default ``time.time``).
 
     Returns:
@@ -335,11 +396,12 @@ def bind_otel(
 
     provider = meter_provider if meter_provider is not None else metrics.get_meter_provider()
     meter = provider.get_meter("surefoot", __version__)
-    consumers = list(consumers)
+    streams, consumers = list(streams), list(consumers)
     now = clock or time.time
 
     journal_names = {"surefoot_runs", "surefoot_queue_depth", "surefoot_queue_oldest_age_seconds"}
     memo: list[tuple[float, list[Family]]] = []
+    stream_memo: list[tuple[float, list[Family]]] = []
 
     def journal_fams() -> list[Family]:
         # one query serves the three journal instruments of one collection
@@ -347,6 +409,13 @@ def bind_otel(
         if not memo or t - memo[0][0] > 1.0:
             memo[:] = [(t, _journal_families(journal, now()))]
         return memo[0][1]
+
+    def stream_fams() -> list[Family]:
+        # one stats() per stream serves the four stream instruments of one collection
+        t = time.monotonic()
+        if not stream_memo or t - stream_memo[0][0] > 1.0:
+            stream_memo[:] = [(t, _stream_families(_read_stats(streams, consumers)))]
+        return stream_memo[0][1]
 
     def families_of(name: str) -> list[Family]:
         for c in REGISTRY.counters:
@@ -356,7 +425,7 @@ def bind_otel(
             return [_breaker_family()]
         if name in journal_names:
             return journal_fams()
-        return _consumer_families(consumers)
+        return stream_fams()
 
     def reader(name: str) -> Callable[[CallbackOptions], Iterable[Observation]]:
         def observe(_options: CallbackOptions) -> Iterable[Observation]:
@@ -368,7 +437,7 @@ def bind_otel(
         return observe
 
     made = []
-    for f in collect(journal=journal, consumers=consumers, now=now()):
+    for f in collect(journal=journal, streams=streams, consumers=consumers, now=now()):
         if f.kind == "counter":
             make = meter.create_observable_counter
         else:

@@ -2,7 +2,7 @@
 
 ::
 
-    surefoot ui --db sqlite:///runs.db --store sqlite:///team.db --stream tasks:workers
+    surefoot ui --db sqlite:///runs.db --store sqlite:///team.db
 
 Pages are rendered on the server (Starlette + Jinja2, the ``ui`` extra) and carry no script;
 every value from a journal or a store is escaped text. It binds 127.0.0.1; any other address

@@ -207,8 +207,8 @@ def build_app(
         )
 
     async def streams(request: Request) -> Response:
-        views = await run_in_threadpool(source.streams)
-        return render(request, "streams.html", streams=views, nav="streams")
+        shown = await run_in_threadpool(source.streams)
+        return render(request, "streams.html", page=shown, nav="streams")
 
     async def redrive_confirm(request: Request) -> Response:
         p = request.query_params
@@ -226,9 +226,10 @@ def build_app(
         stream, consumer, seq = (str(f.get(k) or "") for k in ("stream", "consumer", "seq"))
         try:
             seqs = None if seq == "" else [int(seq)]
-            msg = await run_in_threadpool(source.redrive, stream, consumer, seqs)
         except ValueError:
             return refuse(request, 400, f"seq must be a message's sequence number, got {seq!r}")
+        try:  # apart: a refused redrive's ConfigError is a ValueError too
+            msg = await run_in_threadpool(source.redrive, stream, consumer, seqs)
         except SurefootError as exc:
             return refuse(request, 409, f"surefoot: error: {exc}")
         return render(request, "message.html", ok=True, message=msg, back="", nav="streams")

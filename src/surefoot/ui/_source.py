@@ -9,7 +9,12 @@ the gap is filled here and marked ``API GAP`` so the real call can replace it:
   and ``App.run_versions``: indexed SQL on every journal backend;
 - workers: ``App.workers`` (ids, versions offered, last seen, leases held); stranded runs
   are the waiting runs of versions no live worker offers;
-- streams and consumers: named on the command line (there is no list of either).
+- streams and consumer groups: ``statebus.streams(url)`` lists the streams, one
+  ``Stream.stats()`` per stream reads its counts and every group's position, pending, dead
+  letters and lag. Looking registers nothing (``Stream.consumer(name)`` registers a group,
+  which holds retention back): a group's dead letters are read through a ``Consumer`` built
+  directly (API GAP: no read-only ``Stream.dead_letters(group)``), only for a group
+  ``stats()`` lists. Redrive, an action, opens the consumer.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ __all__ = [
     "RunsPage",
     "RunsQuery",
     "StreamView",
+    "StreamsPage",
     "marked_answer",
     "parse_json",
 ]
@@ -130,21 +136,40 @@ class RunView:
 
 @dataclass(frozen=True, slots=True)
 class ConsumerView:
-    """A consumer group's position, pending count and dead letters."""
+    """A consumer group's counts (``statebus.ConsumerStats``) and its dead letters."""
 
     name: str
     position: int
     pending: int
-    dead: list[Any]
+    dead: int
+    lag: int
+    dead_letters: list[Any] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
 class StreamView:
-    """A stream's last sequence number and its consumer groups."""
+    """A stream's counts (``statebus.StreamStats``) and its consumer groups.
+
+    Attributes:
+        missing: consumer groups named with ``--stream`` that this stream does not have.
+    """
 
     name: str
+    messages: int
+    first_seq: int
     last_seq: int
+    trimmed_ids: int
     consumers: list[ConsumerView] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class StreamsPage:
+    """The streams shown, and the ``--stream`` names the store does not hold."""
+
+    streams: list[StreamView]
+    missing: list[str]
+    filtered: bool
 
 
 class Inspector:
@@ -154,7 +179,8 @@ class Inspector:
         db: the journal URL (as ``surefoot runs --db``).
         store: a statebus storage URL for the shared-state and streams pages.
         namespace: the store namespace to show.
-        streams: ``"name"`` or ``"name:consumer1,consumer2"`` (API GAP: no listing call).
+        streams: ``"name"`` or ``"name:group1,group2"``: show only these streams (and
+            groups); none shows every stream of the store with every group.
     """
 
     def __init__(
@@ -165,13 +191,13 @@ class Inspector:
         namespace: str = "default",
         streams: tuple[str, ...] = (),
     ) -> None:
-        self.db = db
-        self.app = durable.App(db)
-        self.store_url = store
-        self.namespace = namespace
         self.stream_specs = [_stream_spec(s) for s in streams]
         if self.stream_specs and store is None:
             raise ConfigError("--stream needs --store URL: the storage that holds the streams")
+        self.db = db
+        self.app = durable.App(db)  # after the checks: a refused option leaves nothing open
+        self.store_url = store
+        self.namespace = namespace
 
     def close(self) -> None:
         """Release the journal's connections."""
@@ -312,70 +338,127 @@ class Inspector:
             st.close()
         return [snap[k] for k in sorted(snap)]
 
-    def streams(self) -> list[StreamView]:
-        """The named streams with each named consumer's position and dead letters."""
-        if self.store_url is None:
-            return []
+    def _shown(self, storage: Any) -> tuple[list[str], list[str]]:
+        """The stream names to show (listed by the storage, filtered by ``--stream``) and
+        the ``--stream`` names it does not hold. Reads only: nothing is opened for a name
+        the storage does not list (opening one would make it appear in ``memory://``)."""
+        from ..statebus import streams
+
+        held = streams(storage)
+        if not self.stream_specs:
+            return sorted(held), []
+        wanted = list(dict.fromkeys(n for n, _ in self.stream_specs))
+        return [n for n in wanted if n in held], [n for n in wanted if n not in held]
+
+    def _groups(self, name: str) -> list[str] | None:
+        """The groups ``--stream`` names for stream ``name`` (None: every group)."""
+        named = [c for n, cs in self.stream_specs if n == name for c in cs]
+        if any(n == name and not cs for n, cs in self.stream_specs):
+            return None
+        return list(dict.fromkeys(named)) or None
+
+    def _stats(self, storage: Any, name: str) -> tuple[Any, Any, list[str]]:
+        """The opened stream, its stats with only the groups shown, and the named groups
+        it lacks; one ``stats()`` call, no consumer registered."""
+        from dataclasses import replace
+
         from ..statebus import Stream
 
-        out = []
-        for name, consumers in self.stream_specs:
-            s = Stream(self.store_url, name)
-            try:
+        s = Stream(storage, name)
+        stats = s.stats()
+        groups = self._groups(name)
+        if groups is None:
+            return s, stats, []
+        have = {c.name: c for c in stats.consumers}
+        kept = tuple(have[g] for g in groups if g in have)
+        return s, replace(stats, consumers=kept), [g for g in groups if g not in have]
+
+    def streams(self) -> StreamsPage:
+        """Every stream (or those ``--stream`` names) with its counts, each consumer group's
+        position, pending, dead letters and lag, and the dead letters themselves."""
+        if self.store_url is None:
+            return StreamsPage([], [], False)
+        from .. import storage as _storage
+        from ..statebus import Consumer
+
+        st = _storage.open(self.store_url)
+        try:
+            names, missing = self._shown(st)
+            out = []
+            for name in names:
+                s, stats, lacking = self._stats(st, name)
                 views = [
-                    ConsumerView(c, cons.position, cons.pending, cons.dead_letters())
-                    for c in consumers
-                    for cons in [s.consumer(c)]
+                    ConsumerView(
+                        c.name,
+                        c.position,
+                        c.pending,
+                        c.dead,
+                        c.lag,
+                        # a Consumer built directly reads without registering the group
+                        Consumer(s, c.name, 30.0, 1).dead_letters() if c.dead else [],
+                    )
+                    for c in stats.consumers
                 ]
-                out.append(StreamView(name, s.last_seq, views))
-            finally:
-                s.close()
-        return out
+                out.append(
+                    StreamView(
+                        name,
+                        stats.messages,
+                        stats.first_seq,
+                        stats.last_seq,
+                        stats.trimmed_ids,
+                        views,
+                        lacking,
+                    )
+                )
+            return StreamsPage(out, missing, bool(self.stream_specs))
+        finally:
+            st.close()
 
     def metrics(self, *, now: float) -> str:
-        """``surefoot.telemetry.prometheus_text`` over this journal and the shown consumers."""
+        """``surefoot.telemetry.prometheus_text`` over this journal and the shown streams
+        (one ``stats()`` per stream; no consumer registered)."""
         from .. import telemetry
 
-        opened: list[Any] = []
-        try:
-            consumers = []
-            if self.store_url is not None:
-                from ..statebus import Stream
+        stats: list[Any] = []
+        if self.store_url is not None:
+            from .. import storage as _storage
 
-                for name, names in self.stream_specs:
-                    s = Stream(self.store_url, name)
-                    opened.append(s)
-                    consumers += [s.consumer(c) for c in names]
-            return telemetry.prometheus_text(journal=self.app.journal, consumers=consumers, now=now)
-        finally:
-            for s in opened:
-                s.close()
+            st = _storage.open(self.store_url)
+            try:
+                for name in self._shown(st)[0]:
+                    stats.append(self._stats(st, name)[1])
+            finally:
+                st.close()
+        return telemetry.prometheus_text(journal=self.app.journal, streams=stats, now=now)
 
     def redrive(self, stream: str, consumer: str, seqs: list[int] | None) -> str:
         """Put dead letters back for delivery (all of the group's, or those in ``seqs``)."""
-        if (stream, consumer) not in {(n, c) for n, cs in self.stream_specs for c in cs}:
-            raise ConfigError(
-                f"stream {stream!r} consumer {consumer!r} is not one this inspector shows; "
-                "name it with --stream NAME:CONSUMER"
-            )
-        if self.store_url is None:  # pragma: no cover - guarded in __init__
-            raise ConfigError("no --store")
+        if self.store_url is None:
+            raise ConfigError("redrive needs --store URL: the storage that holds the streams")
+        from .. import storage as _storage
         from ..statebus import Stream
 
-        s = Stream(self.store_url, stream)
+        st = _storage.open(self.store_url)
         try:
-            n = s.consumer(consumer).redrive(seqs)
+            names, _ = self._shown(st)
+            groups = [] if stream not in names else self._stats(st, stream)[1].consumers
+            if consumer not in {c.name for c in groups}:
+                raise ConfigError(
+                    f"stream {stream!r} has no consumer group {consumer!r} this inspector "
+                    "shows; nothing was redriven (the Streams page lists the groups)"
+                )
+            n = Stream(st, stream).consumer(consumer).redrive(seqs)
         finally:
-            s.close()
+            st.close()
         return f"redrove {n} dead letter{'s' if n != 1 else ''} of {stream}/{consumer}"
 
 
 def _stream_spec(text: str) -> tuple[str, list[str]]:
-    name, _, rest = text.partition(":")
-    consumers = [c for c in rest.split(",") if c]
-    if not name or not consumers:
+    name, colon, rest = text.partition(":")
+    consumers = [c.strip() for c in rest.split(",") if c.strip()]
+    if not name or (colon and not consumers):
         raise ConfigError(
-            f"--stream must look like 'NAME:CONSUMER[,CONSUMER…]', got {text!r}; "
-            "the consumers are the groups whose positions and dead letters to show"
+            f"--stream must look like 'NAME' or 'NAME:GROUP[,GROUP…]', got {text!r}; "
+            "it shows only that stream (and those consumer groups)"
         )
     return name, consumers

@@ -96,6 +96,70 @@ def test_dead_letters_per_consumer(tmp_path: Path) -> None:
         s.close()
 
 
+def test_stream_gauges_read_one_stats_call_per_stream(tmp_path: Path) -> None:
+    """streams=[...]: kept messages per stream; pending, dead letters and lag per group, in
+    the text format with escaped labels, from exactly one stats() call per stream."""
+    url = f"sqlite:///{tmp_path / 'bus.db'}"
+    jobs, odd = Stream(url, "jobs", clock=FakeClock()), Stream(url, 'odd"\nname')
+    try:
+        workers, slow = jobs.consumer("workers", max_attempts=1), jobs.consumer("slow")
+        for i in range(1, 5):
+            jobs.append({"n": i}, message_id=f"m{i}")
+        m1, m2, m3 = workers.fetch(3)
+        workers.ack(m1)
+        workers.reject(m2, reason="poison")
+        slow.ack(slow.fetch(1)[0])
+        odd.consumer('g"1\\')
+        odd.append("x", message_id="x")
+        calls: list[str] = []
+        for s in (jobs, odd):
+            read = s.stats
+
+            def counted(read: Any = read, name: str = s.name) -> Any:
+                calls.append(name)
+                return read()
+
+            s.stats = counted  # type: ignore[method-assign]
+        text = telemetry.prometheus_text(streams=[jobs, odd])
+        assert sorted(calls) == sorted(["jobs", 'odd"\nname'])
+        lines = text.splitlines()
+        for line in (
+            "# TYPE surefoot_stream_lag gauge",
+            'surefoot_stream_messages{stream="jobs"} 4',
+            'surefoot_stream_pending{consumer="workers",stream="jobs"} 1',
+            'surefoot_dead_letters{consumer="workers",stream="jobs"} 1',
+            'surefoot_stream_lag{consumer="workers",stream="jobs"} 1',
+            'surefoot_stream_lag{consumer="slow",stream="jobs"} 3',
+            'surefoot_dead_letters{consumer="slow",stream="jobs"} 0',
+            'surefoot_stream_messages{stream="odd\\"\\nname"} 1',
+            'surefoot_stream_lag{consumer="g\\"1\\\\",stream="odd\\"\\nname"} 1',
+        ):
+            assert line in lines, (line, text)
+        assert m3.seq == 3
+    finally:
+        jobs.close()
+        odd.close()
+
+
+def test_consumers_of_one_stream_share_one_stats_call(tmp_path: Path) -> None:
+    """consumers=[a, b] of one stream: one stats() call, only those two groups counted."""
+    s = Stream(f"sqlite:///{tmp_path / 'bus.db'}", "findings")
+    try:
+        a, b = s.consumer("a"), s.consumer("b")
+        s.consumer("not-passed")
+        s.append(1, message_id="m1")
+        a.fetch(1)
+        read, calls = s.stats, []
+        s.stats = lambda: calls.append(1) or read()  # type: ignore[method-assign,func-returns-value]
+        got = telemetry.collect(consumers=[a, b])
+        assert calls == [1]
+        lag = fam(got, "surefoot_stream_lag")
+        assert {dict(ls)["consumer"]: v for ls, v in lag.samples} == {"a": 0, "b": 1}
+        assert fam(got, "surefoot_stream_pending").value(consumer="a", stream="findings") == 1
+    finally:
+        s.close()
+
+
 def test_prometheus_text_is_well_formed(app: App) -> None:
     """Every family has HELP and TYPE lines, samples carry quoted labels, values are numbers."""
     telemetry.RETRY_DECISIONS.inc("retry", "retryable", 'Odd"Error')
