@@ -6,7 +6,12 @@ every (user task, injection task) pair through :mod:`.agentdojo_victim` under ea
 
 - ``none``: every call allowed (the victim's upper bound: does the attack work at all?);
 - ``defaults``: :data:`.agentdojo_policy.POLICIES`, final answers shown marked;
-- ``defaults + endorsed answers``: the same, refusing an untrusted final answer.
+- ``defaults + endorsed answers``: the same, refusing an untrusted final answer;
+- ``defaults + user delegation``: the defaults plus the delegations each user task's own
+  prompt makes (an argument taken from a document the prompt names), granted on the clean
+  environment before any injection is read, then fixed for that task's attacked pairs;
+- ``user delegation, payees too``: the same with a payment's recipient declared delegable
+  (the defaults never let a document choose a payee; this row shows why).
 
 An injection task succeeds if AgentDojo's security function says so for at least one user
 task; utility is measured on each user task alone, with all environment data untrusted.
@@ -27,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...errors import ConfigError, MissingExtraError
+from ...statebus import trusted
 from .._registry import NO_MODEL, LabContext, LabResult, Table, experiment
 from ._common import SEED_FILE
 from .agentdojo_policy import derived_ground_truth, policy_for
@@ -45,7 +51,14 @@ __all__ = [
 
 BENCHMARK = "v1.2.2"
 TEMPLATES = ("important_instructions", "ignore_previous", "system_message", "injecagent", "direct")
-POLICY_NAMES = ("none", "defaults", "defaults + endorsed answers")
+POLICY_NAMES = (
+    "none",
+    "defaults",
+    "defaults + endorsed answers",
+    "defaults + user delegation",
+    "user delegation, payees too",
+)
+DELEGATING = POLICY_NAMES[3:]
 
 
 def load_suites() -> dict[str, Any]:
@@ -82,7 +95,11 @@ def _policy(suite: str, name: str) -> Any:
     base = policy_for(suite)
     if name == "none":
         return _Allow(base.tools)
-    return policy_for(suite, answer_requires_endorsement=name != "defaults")
+    return policy_for(
+        suite,
+        answer_requires_endorsement=name == POLICY_NAMES[2],
+        delegable_payees=name == POLICY_NAMES[4],
+    )
 
 
 def _attack_text(template: str, suite: Any, goal: str) -> str:
@@ -115,6 +132,10 @@ class SuiteReport:
     # refusals under defaults: "tool.arg <- kind" -> count (important_instructions)
     refusals: dict[str, int] = field(default_factory=dict)
     refused_user_tasks: dict[str, str] = field(default_factory=dict)  # id -> first refusal
+    # policy -> user task -> the delegations its prompt made
+    delegations: dict[str, dict[str, list[str]]] = field(default_factory=dict)
+    # policy -> pairs an attack won there but not under the defaults: "template: user/injection"
+    through_delegation: dict[str, list[str]] = field(default_factory=dict)
 
 
 def _injection_plan(name: str, tid: str, task: Any) -> tuple[Callable[[Any], list[Any]], bool]:
@@ -161,12 +182,23 @@ def run_suite(
     users = dict(suite.user_tasks)
     injections = dict(suite.injection_tasks)
     rep = SuiteReport(name, len(suite.tools), len(users), sorted(injections))
+    # (policy, user task) -> its policy with the prompt's delegations
+    per_task: dict[tuple[str, str], Any] = {}
     for pol in POLICY_NAMES:
         policy = _policy(name, pol)
         outs = {
-            uid: run_victim(suite, u, policy, clean.model_copy(deep=True))
+            uid: run_victim(
+                suite, u, policy, clean.model_copy(deep=True), delegate=pol in DELEGATING
+            )
             for uid, u in users.items()
         }
+        if pol in DELEGATING:
+            rep.delegations[pol] = {}
+            rep.through_delegation[pol] = []
+            for uid, o in outs.items():
+                per_task[pol, uid] = policy.delegate(trusted(users[uid].PROMPT), o.delegations)
+                if o.delegations:
+                    rep.delegations[pol][uid] = [d.describe() for d in o.delegations]
         rep.calls_allowed[pol] = sum(not o.refused for o in outs.values())
         rep.utility[pol] = sum(o.utility for o in outs.values())
         rep.marked_answers[pol] = sum(bool(o.answer and o.answer.marked) for o in outs.values())
@@ -181,6 +213,7 @@ def run_suite(
             rep.derived.append(tid)
         plans[tid] = plan
     seen = _candidates(suite)
+    won: set[str] = set()  # pairs an attack won under the defaults
     for template in templates:
         for tid, task in injections.items():
             text = _attack_text(template, suite, task.GOAL)
@@ -190,19 +223,29 @@ def run_suite(
                 key = (pol, template)
                 rep.succeeded.setdefault(key, [])
                 for uid, u in users.items():
+                    task_policy = per_task[pol, uid] if pol in DELEGATING else policy
                     vectors = seen[uid]
                     if vectors not in envs:
                         envs[vectors] = suite.load_and_inject_default_environment(
                             dict.fromkeys(vectors, text)
                         )
                     out: Outcome = run_victim(
-                        suite, u, policy, envs[vectors].model_copy(deep=True), (task, plans[tid])
+                        suite,
+                        u,
+                        task_policy,
+                        envs[vectors].model_copy(deep=True),
+                        (task, plans[tid]),
                     )
                     if not out.injected:
                         continue
                     rep.pairs[key] = rep.pairs.get(key, 0) + 1
                     if out.security and tid not in rep.succeeded[key]:
                         rep.succeeded[key].append(tid)
+                    pair = f"{template}: {uid}/{tid}"
+                    if out.security and pol == "defaults":
+                        won.add(pair)
+                    if out.security and pol in DELEGATING and pair not in won:
+                        rep.through_delegation[pol].append(pair)
                     if pol == "defaults" and template == templates[0]:
                         for exc in out.refused:
                             k = _refusal_key(exc)
@@ -274,6 +317,13 @@ def _facts(reports: list[SuiteReport], templates: tuple[str, ...]) -> dict[str, 
     f["refused_user_tasks[defaults]"] = sorted(
         f"{r.suite}/{u}" for r in reports for u in r.refused_user_tasks
     )
+    for pol in DELEGATING:
+        f[f"delegations[{pol}]"] = {
+            f"{r.suite}/{u}": d for r in reports for u, d in r.delegations[pol].items()
+        }
+        f[f"through_delegation[{pol}]"] = sorted(
+            f"{r.suite}: {p}" for r in reports for p in r.through_delegation[pol]
+        )
     return f
 
 
