@@ -163,7 +163,7 @@ class Arg:
     def describe(self) -> str:
         text = " or ".join(sorted(self.accepts))
         text += f" (or a value matching {list(self.allow)})" if self.allow else ""
-        return text + (" (delegable to a document the user names)" if self.delegable else "")
+        return text + ("; delegable to a document the user names" if self.delegable else "")
 
 
 @dataclass(frozen=True, slots=True)
@@ -505,7 +505,7 @@ class CapabilityPolicy:
             return
         src = bad[0]
         state = "untrusted" if src in label.tainted else "trusted"
-        fixes = [f"supply it from {arg.describe()}"]
+        fixes = [f"supply it from {Arg(*arg.accepts, allow=arg.allow).describe()}"]
         if src in label.tainted and "trusted" in arg.accepts:
             fixes.append("have a person endorse it (Endorser.endorse)")
         if arg.allow:

@@ -107,7 +107,7 @@ def test_delegations_are_data_and_printed() -> None:
     assert again == policy and again.fingerprint == policy.fingerprint != SLACK.fingerprint
     assert again.tools["invite"].args["email"].delegable
     text = policy.describe()
-    assert "email <- record or user (delegable to a document the user names)" in text
+    assert "email <- record or user; delegable to a document the user names" in text
     assert (
         "this task: invite.email <- document get_webpage[www.dora-website.com] "
         "(delegated by the user)" in text

@@ -364,6 +364,7 @@ def _answer(f: dict[str, Any], t0: str) -> str:
     seed_file=SEED_FILE,
     exercise="Hard 3",
     title="AgentDojo through per-argument capabilities: attacks and utility, obedient victim",
+    real_llm=True,
 )
 def agentdojo_(ctx: LabContext) -> LabResult:
     try:
@@ -444,15 +445,109 @@ def agentdojo_(ctx: LabContext) -> LabResult:
     for r in reports:
         for uid, msg in sorted(r.refused_user_tasks.items()):
             lost.add(f"{r.suite}/{uid}", msg)
+    tables = [main, per_t, why, lost]
+    answer = _answer(f, t0)
+    model = "none (obedient victim: AgentDojo's ground-truth calls, no model)"
+    if ctx.llm is not None:
+        mt, mf, sentence = _on_model(ctx, [r.suite for r in reports], t0)
+        tables.append(mt)
+        f.update(mf)
+        answer = f"{answer} {sentence}"
+        model = f"{model}; and {ctx.llm.label} as planner and quarantined parser"
     return LabResult(
-        tables=[main, per_t, why, lost],
+        tables=tables,
         facts=f,
-        answer=_answer(f, t0),
+        answer=answer,
         params={
             "benchmark": BENCHMARK,
             "templates": list(templates),
             "policies": list(POLICY_NAMES),
             "policy_fingerprints": {r.suite: policy_for(r.suite).fingerprint for r in reports},
         },
-        model="none (obedient victim: AgentDojo's ground-truth calls, no model)",
+        model=model,
     )
+
+
+def _on_model(
+    ctx: LabContext, suites: list[str], template: str
+) -> tuple[Table, dict[str, Any], str]:
+    """The bounded subset on ``ctx.llm`` as planner and parser, beside the obedient victim.
+
+    ``SUREFOOT_LAB_AGENTDOJO_MODEL_TASKS=users,injections`` bounds it (default 4,2 per suite).
+    """
+    from .agentdojo_model import run_model_subset
+
+    assert ctx.llm is not None
+    raw = os.environ.get("SUREFOOT_LAB_AGENTDOJO_MODEL_TASKS", "4,2")
+    try:
+        users, injections = (int(x) for x in raw.split(","))
+    except ValueError:
+        raise ConfigError(
+            f"SUREFOOT_LAB_AGENTDOJO_MODEL_TASKS is users,injections (e.g. 4,2), got {raw!r}"
+        ) from None
+    loaded = load_suites()
+    t = Table(
+        f"AgentDojo subset on a real model ({ctx.llm.model}, planner + quarantined parser, "
+        f"template {template}) beside the obedient victim, defaults policy",
+        ["suite", "agent", "user tasks", "pairs", "utility", "attacks succeed", "model runs ended"],
+    )
+    facts: dict[str, Any] = {}
+    parts = []
+    for name in suites:
+        suite = loaded[name]
+        _CLEAN[name] = suite.load_and_inject_default_environment({})
+        plans = {tid: _injection_plan(name, tid, x)[0] for tid, x in suite.injection_tasks.items()}
+        rep = run_model_subset(
+            ctx.llm,
+            name,
+            suite,
+            users=users,
+            injections=injections,
+            template=template,
+            attack_text=_attack_text,
+            candidates=_candidates(suite),
+            plans=plans,
+        )
+        n, pairs = len(rep.user_tasks), len(rep.user_tasks) * len(rep.injection_tasks)
+        ended = ", ".join(f"{k} {v}" for k, v in sorted(rep.stages.items()))
+        t.add(
+            name,
+            "obedient victim",
+            n,
+            pairs,
+            _pct(rep.victim_utility, n),
+            _pct(len(rep.victim_attacks), pairs),
+            "-",
+        )
+        t.add(
+            name,
+            ctx.llm.model,
+            n,
+            pairs,
+            _pct(rep.model_utility, n),
+            _pct(len(rep.model_attacks), pairs),
+            ended,
+        )
+        key = f"model[{name}]"
+        facts[key] = {
+            "user_tasks": rep.user_tasks,
+            "injection_tasks": rep.injection_tasks,
+            "utility": rep.model_utility,
+            "attacks": rep.model_attacks,
+            "victim_utility": rep.victim_utility,
+            "victim_attacks": rep.victim_attacks,
+            "stages": rep.stages,
+            "examples": rep.examples,
+            "model_calls": rep.model_calls,
+            "seconds": round(rep.seconds, 1),
+        }
+        parts.append(
+            f"{name}: utility {rep.model_utility}/{n} (obedient victim {rep.victim_utility}/{n}), "
+            f"attacks {len(rep.model_attacks)}/{pairs} (victim {len(rep.victim_attacks)}/{pairs}), "
+            f"{rep.model_calls} model calls"
+        )
+    sentence = (
+        f"On {ctx.llm.model} as planner and quarantined parser (first {users} user tasks and "
+        f"{injections} injection tasks per suite, template {template}): " + "; ".join(parts) + "."
+    )
+    return t, facts, sentence
