@@ -44,6 +44,9 @@ __all__ = [
     "TEMPLATES",
     "SuiteReport",
     "agentdojo_",
+    "attack_text",
+    "injection_calls",
+    "injection_candidates",
     "load_suites",
     "run_agentdojo",
     "run_suite",
@@ -102,7 +105,8 @@ def _policy(suite: str, name: str) -> Any:
     )
 
 
-def _attack_text(template: str, suite: Any, goal: str) -> str:
+def attack_text(template: str, suite: Any, goal: str) -> str:
+    """The injection AgentDojo's attack ``template`` writes for ``goal`` in ``suite``."""
     from agentdojo.attacks.attack_registry import ATTACKS
 
     class _Pipeline:
@@ -138,7 +142,7 @@ class SuiteReport:
     through_delegation: dict[str, list[str]] = field(default_factory=dict)
 
 
-def _injection_plan(name: str, tid: str, task: Any) -> tuple[Callable[[Any], list[Any]], bool]:
+def injection_calls(name: str, tid: str, task: Any) -> tuple[Callable[[Any], list[Any]], bool]:
     """The injection's calls as a function of the environment, and whether they were derived."""
     probe = list(task.ground_truth(_CLEAN[name].model_copy(deep=True)))
     if probe or task.GROUND_TRUTH_OUTPUT:
@@ -155,7 +159,7 @@ def _injection_plan(name: str, tid: str, task: Any) -> tuple[Callable[[Any], lis
 _CLEAN: dict[str, Any] = {}
 
 
-def _candidates(suite: Any) -> dict[str, tuple[str, ...]]:
+def injection_candidates(suite: Any) -> dict[str, tuple[str, ...]]:
     """User task -> the injection vectors its ground truth reads (AgentDojo's own check)."""
     from agentdojo.attacks.baseline_attacks import DirectAttack
 
@@ -208,15 +212,15 @@ def run_suite(
             }
     plans: dict[str, Callable[[Any], list[Any]]] = {}
     for tid, task in injections.items():
-        plan, derived = _injection_plan(name, tid, task)
+        plan, derived = injection_calls(name, tid, task)
         if derived:
             rep.derived.append(tid)
         plans[tid] = plan
-    seen = _candidates(suite)
+    seen = injection_candidates(suite)
     won: set[str] = set()  # pairs an attack won under the defaults
     for template in templates:
         for tid, task in injections.items():
-            text = _attack_text(template, suite, task.GOAL)
+            text = attack_text(template, suite, task.GOAL)
             envs: dict[tuple[str, ...], Any] = {}
             for pol in POLICY_NAMES:
                 policy = _policy(name, pol)
@@ -496,7 +500,7 @@ def _on_model(
     for name in suites:
         suite = loaded[name]
         _CLEAN[name] = suite.load_and_inject_default_environment({})
-        plans = {tid: _injection_plan(name, tid, x)[0] for tid, x in suite.injection_tasks.items()}
+        plans = {tid: injection_calls(name, tid, x)[0] for tid, x in suite.injection_tasks.items()}
         rep = run_model_subset(
             ctx.llm,
             name,
@@ -504,8 +508,8 @@ def _on_model(
             users=users,
             injections=injections,
             template=template,
-            attack_text=_attack_text,
-            candidates=_candidates(suite),
+            attack_text=attack_text,
+            candidates=injection_candidates(suite),
             plans=plans,
         )
         n, pairs = len(rep.user_tasks), len(rep.user_tasks) * len(rep.injection_tasks)
