@@ -39,7 +39,15 @@ from ._capabilities import (
     label_output,
 )
 from ._merge import Contribution
-from ._quarantine import FIELD_TYPES, Plan, PlanRunner, PlanStep, QuarantinedParser, make_plan
+from ._quarantine import (
+    FIELD_TYPES,
+    Condition,
+    Plan,
+    PlanRunner,
+    PlanStep,
+    QuarantinedParser,
+    make_plan,
+)
 from ._resolvers import ChatClient, Proposal, Resolution, judge, priority, vote
 from ._store import (
     TRUST_LEVELS,
@@ -76,6 +84,7 @@ __all__ = [
     "Arg",
     "CapabilityPolicy",
     "ChatClient",
+    "Condition",
     "ConflictError",
     "Consumer",
     "Contribution",
