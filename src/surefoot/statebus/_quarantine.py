@@ -368,7 +368,10 @@ def make_plan(client: ChatClient, task: Labeled[str], tools: Mapping[str, str], 
     prompt = (
         'Write a plan as JSON: {"steps": [{"id": ..., "tool": ..., "args": {...}} or '
         '{"id": ..., "parse": "<step>.<field>", "fields": {"name": "str|int|float|bool|'
-        'list[str]"}}], "answer": [text or {"ref": "<step>.<field>"}]}. Use {"ref": ...} '
+        'list[str]"}} or {"id": ..., "for_each": "<step>", "as": "item", "steps": [...]} or '
+        '{"id": ..., "if": {"left": ..., "op": "<", "right": ...}, "then": [...], "else": '
+        '[...]} or {"id": ..., "stop": [text]}], "answer": [text or {"ref": "<step>.<field>"}'
+        ']}. Use {"ref": ...} '
         "for values the plan reads. Tools: " + json.dumps(dict(tools)) + f"\n\nTASK: {task.value}"
     )
     resp = client.create(
