@@ -472,6 +472,14 @@ def agentdojo_(ctx: LabContext) -> LabResult:
     )
 
 
+_STAGES = {
+    "plan": "no valid plan",
+    "run": "failed running (a parse or a call)",
+    "refused": "refused by the policy",
+    "answered": "answered",
+}
+
+
 def _on_model(
     ctx: LabContext, suites: list[str], template: str
 ) -> tuple[Table, dict[str, Any], str]:
@@ -513,7 +521,7 @@ def _on_model(
             plans=plans,
         )
         n, pairs = len(rep.user_tasks), len(rep.user_tasks) * len(rep.injection_tasks)
-        ended = ", ".join(f"{k} {v}" for k, v in sorted(rep.stages.items()))
+        ended = ", ".join(f"{_STAGES.get(k, k)}: {v}" for k, v in sorted(rep.stages.items()))
         t.add(
             name,
             "obedient victim",
