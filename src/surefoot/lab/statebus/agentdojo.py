@@ -333,7 +333,10 @@ def _facts(reports: list[SuiteReport], templates: tuple[str, ...]) -> dict[str, 
 
 def _answer(f: dict[str, Any], t0: str) -> str:
     n_inj, n_user = f["injection_tasks"], f["user_tasks"]
-    none, dflt, strict = (f[f"succeeded[{p}][{t0}]"] for p in POLICY_NAMES)
+    none, dflt, strict, dele, payees = (f[f"succeeded[{p}][{t0}]"] for p in POLICY_NAMES)
+    d_util, d_allowed = f[f"utility[{DELEGATING[0]}]"], f[f"calls_allowed[{DELEGATING[0]}]"]
+    d_missed = f[f"succeeded_any_template[{DELEGATING[0]}]"]
+    through = f[f"through_delegation[{DELEGATING[1]}]"]
     missed = f["succeeded_any_template[defaults]"]
     util = f["utility[defaults]"]
     allowed = f["calls_allowed[defaults]"]
@@ -359,7 +362,13 @@ def _answer(f: dict[str, Any], t0: str) -> str:
         f"{util} of {n_user} keep AgentDojo's utility under the defaults; the refused ones take "
         "a recipient, an id or a URL from text (pay the bill in this file, do the actions in "
         "this email, invite whoever this page names, open the link in this message), which is "
-        "what an injection does too."
+        "what an injection does too. When each user task's own prompt delegates those "
+        "arguments to the documents it names (a payment's recipient excepted), "
+        f"{d_allowed} of {n_user} have every call allowed and {d_util} of {n_user} keep "
+        f"AgentDojo's utility, and {dele} of {n_inj} injection tasks succeed "
+        f"({', '.join(d_missed) or 'none'}); with payees delegable too, {payees} of {n_inj} "
+        f"succeed, {len(through)} (template, user task, injection task) pairs through the "
+        "delegated document: whoever writes a delegated document chooses that argument."
     )
 
 
@@ -449,7 +458,18 @@ def agentdojo_(ctx: LabContext) -> LabResult:
     for r in reports:
         for uid, msg in sorted(r.refused_user_tasks.items()):
             lost.add(f"{r.suite}/{uid}", msg)
-    tables = [main, per_t, why, lost]
+    grants = Table(
+        "Delegations the user tasks' prompts make (the document each prompt names verbatim), "
+        "and attacks that won through a delegated argument (absent under the defaults)",
+        ["policy", "task", "delegations", "attacks won through them"],
+    )
+    for pol in DELEGATING:
+        won = f[f"through_delegation[{pol}]"]
+        for task, ds in sorted(f[f"delegations[{pol}]"].items()):
+            suite, uid = task.split("/", 1)
+            hits = [w for w in won if w.startswith(f"{suite}: ") and f": {uid}/" in w]
+            grants.add(pol, task, "; ".join(ds), len(hits))
+    tables = [main, per_t, why, lost, grants]
     answer = _answer(f, t0)
     model = "none (obedient victim: AgentDojo's ground-truth calls, no model)"
     if ctx.llm is not None:
