@@ -30,3 +30,7 @@ def test_documented_measurements_match_the_acceptance_test() -> None:
     section = DOC.read_text().split("### Measured on AgentDojo", 1)[1]
     total = [line for line in section.splitlines() if line.startswith("| total | defaults |")]
     assert total and "1/35" in total[0] and "84/97" in total[0] and "87/97" in total[0]
+    mine = [
+        x for x in section.splitlines() if x.startswith("| total | defaults + user delegation |")
+    ]
+    assert mine and "1/35" in mine[0] and "94/97" in mine[0] and "95/97" in mine[0]
