@@ -28,12 +28,16 @@ from surefoot.resilience import (
 from surefoot.statebus import (
     AgentSession,
     AgentSpec,
+    CapabilityPolicy,
     Change,
+    Condition,
     ConsumerStats,
+    Delegation,
     Entry,
     Labeled,
     Lease,
     Message,
+    Plan,
     Proposal,
     Resolution,
     Store,
@@ -42,11 +46,13 @@ from surefoot.statebus import (
     StreamStats,
     TxnResult,
     Watch,
+    document_of,
     judge,
     label_of,
     labeled,
     priority,
     streams,
+    trusted,
     vote,
 )
 
@@ -162,6 +168,13 @@ def statebus(fake: FakeClock) -> None:
     assert_type(priority(props, ["a", "b"]), Resolution)
     assert_type(vote(props, ["a", "b"]), Resolution)
     assert_type(judge(props, FakeLLM(seed=0), field="f", rng=random.Random(0)), Resolution)
+    grant = Delegation("invite.email", "get_webpage", "www.example.com")
+    policy = CapabilityPolicy("p", []).delegate(trusted("see www.example.com"), [])
+    assert_type(policy, CapabilityPolicy)
+    assert_type(grant.covers("invite", "email", "document:x[y].z"), bool)
+    assert_type(document_of("document:get_webpage[www.example.com].text"), tuple[str, str] | None)
+    plan = Plan.from_dict({"steps": [{"id": "s", "if": {"left": 1, "op": "<", "right": 2}}]})
+    assert_type(plan.steps[0].when, Condition | None)
 
 
 def storage_and_testing() -> None:

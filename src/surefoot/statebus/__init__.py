@@ -32,14 +32,24 @@ from ._capabilities import (
     Answer,
     Arg,
     CapabilityPolicy,
+    Delegation,
     ToolPolicy,
+    document_of,
     env_label,
     kind_of,
     label_output,
 )
 from ._history import Change, TxnResult, Watch
 from ._merge import Contribution
-from ._quarantine import FIELD_TYPES, Plan, PlanRunner, PlanStep, QuarantinedParser, make_plan
+from ._quarantine import (
+    FIELD_TYPES,
+    Condition,
+    Plan,
+    PlanRunner,
+    PlanStep,
+    QuarantinedParser,
+    make_plan,
+)
 from ._resolvers import ChatClient, Proposal, Resolution, judge, priority, vote
 from ._store import (
     TRUST_LEVELS,
@@ -87,11 +97,13 @@ __all__ = [
     "Change",
     "ChatClient",
     "CompactedError",
+    "Condition",
     "ConflictError",
     "Consumer",
     "ConsumerStats",
     "Contribution",
     "DeadLetter",
+    "Delegation",
     "DuplicateMessageError",
     "Endorsement",
     "Endorser",
@@ -120,6 +132,7 @@ __all__ = [
     "TxnResult",
     "Watch",
     "derive",
+    "document_of",
     "env_label",
     "judge",
     "kind_of",

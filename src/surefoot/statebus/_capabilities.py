@@ -19,6 +19,15 @@ a name without a colon is its own kind (``user``). The kinds an argument may acc
 - ``correspondent``: the sender of something the user received (who already wrote to them).
 - ``any``: anything, untrusted content included (a message body, a subject).
 
+A **user-delegated source** widens one argument for one task: when the user's own words name
+the document that supplies it ("her email is on her website www.dora-website.com"),
+:meth:`CapabilityPolicy.delegate` grants ``invite.user_email <- document get_webpage
+[www.dora-website.com]``. Only arguments declared ``Arg(..., delegable=True)`` can be
+delegated, the document must be named in the trusted task text, and only content read from
+that document (its source is ``document:TOOL[SELECTOR].FIELD``) gets through: whatever else
+is planted elsewhere is refused as before. Text planted *in* the delegated document does get
+through for that argument: the user trusted that document for it.
+
 Tool outputs are labelled where the tool runs: :func:`label_output` (per field of a structured
 result) and :meth:`CapabilityPolicy.call` (check, run, label). The final answer is a sink too:
 :meth:`CapabilityPolicy.check_answer` marks text derived from untrusted data and, if the policy
@@ -31,6 +40,7 @@ import dataclasses
 import fnmatch
 import hashlib
 import json
+import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -43,7 +53,9 @@ __all__ = [
     "Answer",
     "Arg",
     "CapabilityPolicy",
+    "Delegation",
     "ToolPolicy",
+    "document_of",
     "env_label",
     "kind_of",
     "label_output",
@@ -63,6 +75,22 @@ def env_label(kind: str, where: str, *, trust: str = "untrusted") -> Label:
     return Label.of(f"{kind}:{where}", trust)
 
 
+_DOCUMENT = re.compile(r"^document:([^\[\].]+)\[(.*)\]\.([^.\[\]]*)$", re.S)
+
+
+def document_of(source: str) -> tuple[str, str] | None:
+    """``(tool, selector)`` of a ``document:TOOL[SELECTOR].FIELD`` source, else None."""
+    m = _DOCUMENT.match(source)
+    return (m.group(1), m.group(2)) if m else None
+
+
+def selector_text(value: Any) -> str:
+    """How a document's selecting argument is written in its source (lists comma-joined)."""
+    if isinstance(value, list | tuple):
+        return ",".join(str(v) for v in value)
+    return str(value)
+
+
 def _brief(value: Any) -> str:
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
@@ -78,12 +106,15 @@ class Arg:
         *accepts: kinds from :data:`KINDS` (default ``trusted``).
         allow: shell-style patterns; a value matching one passes whatever its source
             (an allow-list of URLs, of recipients).
+        delegable: the user may name, in their task, a document that supplies this
+            argument (:meth:`CapabilityPolicy.delegate`); off by default.
     """
 
     accepts: frozenset[str] = frozenset({"trusted"})
     allow: tuple[str, ...] = ()
+    delegable: bool = False
 
-    def __init__(self, *accepts: str, allow: Iterable[str] = ()) -> None:
+    def __init__(self, *accepts: str, allow: Iterable[str] = (), delegable: bool = False) -> None:
         kinds = frozenset(accepts or ("trusted",))
         bad = sorted(kinds - set(KINDS))
         if bad:
@@ -93,6 +124,7 @@ class Arg:
             raise ConfigError(f"Arg allow= takes non-empty pattern strings, got {pats!r}")
         object.__setattr__(self, "accepts", kinds)
         object.__setattr__(self, "allow", pats)
+        object.__setattr__(self, "delegable", bool(delegable))
 
     @classmethod
     def any(cls) -> Arg:
@@ -124,11 +156,14 @@ class Arg:
         out: dict[str, Any] = {"accepts": sorted(self.accepts)}
         if self.allow:
             out["allow"] = list(self.allow)
+        if self.delegable:
+            out["delegable"] = True
         return out
 
     def describe(self) -> str:
         text = " or ".join(sorted(self.accepts))
-        return text + (f" (or a value matching {list(self.allow)})" if self.allow else "")
+        text += f" (or a value matching {list(self.allow)})" if self.allow else ""
+        return text + ("; delegable to a document the user names" if self.delegable else "")
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,6 +256,39 @@ class Answer:
         return f"[{self.notice}]\n{self.text}" if self.marked else self.text
 
 
+@dataclass(frozen=True, slots=True)
+class Delegation:
+    """The user's grant, for one task: argument ``arg`` (``tool.argument``) may come from
+    the document that tool ``source`` reads with ``selector`` (as the user wrote it).
+
+    ``Delegation("invite_user_to_slack.user_email", "get_webpage", "www.dora-website.com")``
+    """
+
+    arg: str
+    source: str
+    selector: str
+
+    def __post_init__(self) -> None:
+        tool, _, name = self.arg.partition(".")
+        if not (tool and name and isinstance(self.source, str) and self.source):
+            raise ConfigError(
+                f"Delegation names 'tool.argument' and the reading tool, got {self.arg!r}, "
+                f"{self.source!r}; e.g. Delegation('send_money.amount', 'read_file', 'bill.txt')"
+            )
+        if not isinstance(self.selector, str) or not self.selector:
+            raise ConfigError(f"Delegation {self.arg!r}: selector must be non-empty text")
+
+    def covers(self, tool: str, name: str, source: str) -> bool:
+        """True if this grant lets ``source`` supply ``tool.name``."""
+        return f"{tool}.{name}" == self.arg and document_of(source) == (self.source, self.selector)
+
+    def to_dict(self) -> dict[str, str]:
+        return {"arg": self.arg, "source": self.source, "selector": self.selector}
+
+    def describe(self) -> str:
+        return f"{self.arg} <- document {self.source}[{self.selector}] (delegated by the user)"
+
+
 @dataclass(frozen=True, slots=True, init=False)
 class CapabilityPolicy:
     """Per-argument capabilities of a set of tools, deny by default; data, not code.
@@ -231,12 +299,14 @@ class CapabilityPolicy:
         version: bump when a declaration changes; stored with runs that use it.
         answer_requires_endorsement: refuse a final answer derived from untrusted data
             until endorsed (default: allow it, marked).
+        delegations: the grants of one task (made by :meth:`delegate`, which checks them).
     """
 
     name: str
     tools: Mapping[str, ToolPolicy] = field(default_factory=dict)
     version: str = "1"
     answer_requires_endorsement: bool = False
+    delegations: tuple[Delegation, ...] = ()
 
     def __init__(
         self,
@@ -245,6 +315,7 @@ class CapabilityPolicy:
         *,
         version: str = "1",
         answer_requires_endorsement: bool = False,
+        delegations: Iterable[Delegation] = (),
     ) -> None:
         items = list(tools.values()) if isinstance(tools, Mapping) else list(tools)
         by_name: dict[str, ToolPolicy] = {}
@@ -258,6 +329,68 @@ class CapabilityPolicy:
         object.__setattr__(self, "tools", by_name)
         object.__setattr__(self, "version", str(version))
         object.__setattr__(self, "answer_requires_endorsement", bool(answer_requires_endorsement))
+        grants = tuple(delegations)
+        for d in grants:
+            self._check_grant(d)
+        object.__setattr__(self, "delegations", grants)
+
+    # -- user-delegated sources ----------------------------------------------------------
+
+    def _check_grant(self, d: Delegation) -> None:
+        if not isinstance(d, Delegation):
+            raise ConfigError(f"{self.name}: delegations must be Delegation values, got {d!r}")
+        tool, _, name = d.arg.partition(".")
+        spec = self.tools.get(tool)
+        arg = spec.args.get(name) if spec else None
+        if arg is None:
+            raise ConfigError(f"{self.name}: delegation {d.arg!r} names no declared argument")
+        if not arg.delegable:
+            raise TrustError(
+                f"{d.arg} is not delegable in {self._where()}, so the task cannot let a "
+                f"document supply it (it accepts {arg.describe()}); declare "
+                f"Arg(..., delegable=True) for it if a user may",
+                sink=f"tool:{d.arg}",
+            )
+        reader = self.tools.get(d.source)
+        if reader is None or reader.document_arg is None:
+            raise ConfigError(
+                f"{self.name}: delegation {d.arg!r} reads from {d.source!r}, which is not a "
+                "declared tool with a document_arg (the argument that selects a document)"
+            )
+
+    def delegate(self, task: Labeled[str], grants: Iterable[Delegation]) -> CapabilityPolicy:
+        """This policy plus ``grants``, each checked against the user's own ``task``.
+
+        A grant is sound only when the user said it: the task must be untainted (the user's
+        words, not something read) and must name the document (its selector, verbatim).
+
+        Raises:
+            TrustError: the task is tainted or unlabelled, an argument is not delegable, or
+                a document is not named in the task.
+            ConfigError: a grant names an undeclared argument or reading tool.
+        """
+        if not isinstance(task, Labeled) or task.tainted:
+            srcs = sorted(task.label.tainted) if isinstance(task, Labeled) else "no label"
+            raise TrustError(
+                f"a delegation is made from the user's own task only; {task!r:.80} is not ({srcs})",
+                sink="delegation",
+            )
+        new = tuple(grants)
+        for d in new:
+            if d.selector not in str(task.value):
+                raise TrustError(
+                    f"delegation {d.describe()!r} names a document the task does not: "
+                    f"{d.selector!r} is not in {str(task.value)!r:.120}; only the user's own "
+                    "words can delegate an argument to a document",
+                    sink=f"tool:{d.arg}",
+                )
+        return CapabilityPolicy(
+            self.name,
+            self.tools,
+            version=self.version,
+            answer_requires_endorsement=self.answer_requires_endorsement,
+            delegations=(*self.delegations, *new),
+        )
 
     # -- as data -------------------------------------------------------------------------
 
@@ -268,7 +401,7 @@ class CapabilityPolicy:
             "version": self.version,
             "answer_requires_endorsement": self.answer_requires_endorsement,
             "tools": {k: t.to_dict() for k, t in sorted(self.tools.items())},
-        }
+        } | ({"delegations": [d.to_dict() for d in self.delegations]} if self.delegations else {})
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> CapabilityPolicy:
@@ -277,7 +410,14 @@ class CapabilityPolicy:
             tools = [
                 ToolPolicy(
                     name,
-                    {k: Arg(*a["accepts"], allow=a.get("allow", ())) for k, a in t["args"].items()},
+                    {
+                        k: Arg(
+                            *a["accepts"],
+                            allow=a.get("allow", ()),
+                            delegable=a.get("delegable", False),
+                        )
+                        for k, a in t["args"].items()
+                    },
                     t.get("fields", {}),
                     t.get("document_arg"),
                     t.get("output_trust", "untrusted"),
@@ -289,6 +429,7 @@ class CapabilityPolicy:
                 tools,
                 version=data.get("version", "1"),
                 answer_requires_endorsement=data.get("answer_requires_endorsement", False),
+                delegations=[Delegation(**d) for d in data.get("delegations", [])],
             )
         except (KeyError, TypeError, AttributeError) as exc:
             raise ConfigError(f"not a CapabilityPolicy dict ({exc!r}): {data!r:.200}") from exc
@@ -309,6 +450,7 @@ class CapabilityPolicy:
                 lines.append(f"    output: {dict(sorted(t.fields.items()))}")
         ans = "refused until endorsed" if self.answer_requires_endorsement else "shown, marked"
         lines.append(f"  final answer derived from untrusted data: {ans}")
+        lines += [f"  this task: {d.describe()}" for d in self.delegations]
         return "\n".join(lines)
 
     # -- the checks ----------------------------------------------------------------------
@@ -353,16 +495,27 @@ class CapabilityPolicy:
 
     def _check_value(self, tool: str, name: str, arg: Arg, value: Labeled[Any]) -> None:
         label = value.label
-        bad = [s for s in sorted(label.sources) if not arg.accepts_source(s, label)]
+        bad = [
+            s
+            for s in sorted(label.sources)
+            if not arg.accepts_source(s, label)
+            and not any(d.covers(tool, name, s) for d in self.delegations)
+        ]
         if not bad or arg.allowed_value(value.value):
             return
         src = bad[0]
         state = "untrusted" if src in label.tainted else "trusted"
-        fixes = [f"supply it from {arg.describe()}"]
+        fixes = [f"supply it from {Arg(*arg.accepts, allow=arg.allow).describe()}"]
         if src in label.tainted and "trusted" in arg.accepts:
             fixes.append("have a person endorse it (Endorser.endorse)")
         if arg.allow:
             fixes.append(f"use a value matching {list(arg.allow)}")
+        doc = document_of(src)
+        if doc and arg.delegable:
+            fixes.append(
+                f"let the user's task delegate it: policy.delegate(task, [Delegation("
+                f"{tool + '.' + name!r}, {doc[0]!r}, {doc[1]!r})]) (the task must name {doc[1]!r})"
+            )
         fixes.append(f"or declare Arg(..., {kind_of(src)!r}) for it in {self._where()}")
         raise TrustError(
             f"{tool} argument {name!r}={_brief(value.value)} comes from {src} ({kind_of(src)}, "
@@ -440,13 +593,16 @@ def label_output(
     A leaf under field ``f`` (the nearest mapping key above it) gets source
     ``KIND:TOOL.f`` with ``KIND`` from ``spec.fields`` (``content`` if unlisted), at
     ``spec.output_trust``; ``content`` becomes ``document`` when ``spec.document_arg`` was
-    supplied by an untainted source. A plain (unstructured) result is one leaf, field
-    ``result``. Each leaf also carries the taint of the arguments (an output chosen by an
-    untrusted argument is as untrusted as that argument).
+    supplied by an untainted source, and a document's source names it:
+    ``document:TOOL[SELECTOR].f``, the selector as given (which document it is). A plain
+    (unstructured) result is one leaf, field ``result``. Each leaf also carries the taint of
+    the arguments (an output chosen by an untrusted argument is as untrusted as that
+    argument).
     """
-    pointed = False
+    pointed, selector = False, ""
     if spec.document_arg and args and spec.document_arg in args:
         pointed = not args[spec.document_arg].tainted
+        selector = selector_text(args[spec.document_arg].value)
     default = "document" if pointed else "content"
 
     def walk(value: Any, fieldname: str) -> Any:
@@ -457,7 +613,8 @@ def label_output(
         kind = spec.fields.get(fieldname, spec.fields.get("*", default))
         if kind == "content" and pointed:
             kind = "document"
-        own = env_label(kind, f"{spec.name}.{fieldname}", trust=spec.output_trust)
+        where = f"{spec.name}[{selector}].{fieldname}" if kind == "document" and pointed else None
+        own = env_label(kind, where or f"{spec.name}.{fieldname}", trust=spec.output_trust)
         return Labeled(value, own.join(inherited) if inherited.tainted else own)
 
     # what a tool returns depends on what it was asked: the arguments' taint flows into it

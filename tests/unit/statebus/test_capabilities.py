@@ -100,7 +100,7 @@ def test_document_the_user_pointed_to_supplies_an_amount_not_a_recipient() -> No
     assert kind_of(next(iter(out["text"].label.sources))) == "document"
     assert BANK.allows("send_money", {"amount": out["text"], "recipient": trusted("UK1")})
     err = refusal("send_money", {"recipient": out["text"]})
-    assert "document:read_file.text (document, untrusted)" in str(err)
+    assert "document:read_file[b].text (document, untrusted)" in str(err)
 
 
 def test_file_path_from_untrusted_data_is_refused_and_not_run() -> None:

@@ -13,13 +13,16 @@ DOC = Path(__file__).resolve().parents[3] / "docs" / "statebus.md"
 def test_capabilities_example_prints_the_documented_refusal(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """The declared policy allows the amount from the bill and refuses its recipient as shown."""
+    """The section's examples (declared policy, a user's delegation, a plan with a loop) run
+    one after another and each prints exactly the text block that follows it."""
     section = DOC.read_text().split("## Capabilities per argument", 1)[1].split("\n## ", 1)[0]
     code = re.findall(r"```python\n(.*?)```", section, flags=re.S)
     shown = re.findall(r"```text\n(.*?)```", section, flags=re.S)
-    assert len(code) == 1 and len(shown) == 1
-    exec(compile(code[0], str(DOC), "exec"), {"__name__": "docs_capabilities"})
-    assert capsys.readouterr().out == shown[0]
+    assert len(code) == len(shown) == 3
+    namespace = {"__name__": "docs_capabilities"}
+    for block, expected in zip(code, shown, strict=True):
+        exec(compile(block, str(DOC), "exec"), namespace)
+        assert capsys.readouterr().out == expected
 
 
 def test_documented_measurements_match_the_acceptance_test() -> None:
@@ -27,3 +30,7 @@ def test_documented_measurements_match_the_acceptance_test() -> None:
     section = DOC.read_text().split("### Measured on AgentDojo", 1)[1]
     total = [line for line in section.splitlines() if line.startswith("| total | defaults |")]
     assert total and "1/35" in total[0] and "84/97" in total[0] and "87/97" in total[0]
+    mine = [
+        x for x in section.splitlines() if x.startswith("| total | defaults + user delegation |")
+    ]
+    assert mine and "1/35" in mine[0] and "94/97" in mine[0] and "95/97" in mine[0]

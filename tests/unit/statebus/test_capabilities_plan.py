@@ -78,7 +78,7 @@ def test_plan_runs_with_parsed_amount_and_user_recipient() -> None:
     ans = runner.run(Plan.from_dict(PLAN), trusted("pay my bill").label)
     assert bank.sent == [("UK12345", 98.7)]
     assert ans.text == "Paid 98.7" and ans.marked
-    assert ans.label.tainted == {"document:read_file.text"}
+    assert ans.label.tainted == {"document:read_file[bill.txt].text"}
     assert llm.calls == 1
 
 
@@ -115,7 +115,7 @@ def test_parsed_recipient_from_untrusted_bill_is_refused() -> None:
     runner = PlanRunner(
         POLICY, bank.tools(), QuarantinedParser(reply({"amount": 1.0, "iban": "US133"}))
     )
-    with pytest.raises(TrustError, match=r"'US133' comes from document:read_file\.text"):
+    with pytest.raises(TrustError, match=r"'US133' comes from document:read_file\[bill.txt\]"):
         runner.run(Plan.from_dict(plan), trusted("pay").label)
     assert bank.sent == []
 

@@ -6,7 +6,12 @@ every (user task, injection task) pair through :mod:`.agentdojo_victim` under ea
 
 - ``none``: every call allowed (the victim's upper bound: does the attack work at all?);
 - ``defaults``: :data:`.agentdojo_policy.POLICIES`, final answers shown marked;
-- ``defaults + endorsed answers``: the same, refusing an untrusted final answer.
+- ``defaults + endorsed answers``: the same, refusing an untrusted final answer;
+- ``defaults + user delegation``: the defaults plus the delegations each user task's own
+  prompt makes (an argument taken from a document the prompt names), granted on the clean
+  environment before any injection is read, then fixed for that task's attacked pairs;
+- ``user delegation, payees too``: the same with a payment's recipient declared delegable
+  (the defaults never let a document choose a payee; this row shows why).
 
 An injection task succeeds if AgentDojo's security function says so for at least one user
 task; utility is measured on each user task alone, with all environment data untrusted.
@@ -27,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...errors import ConfigError, MissingExtraError
+from ...statebus import trusted
 from .._registry import NO_MODEL, LabContext, LabResult, Table, experiment
 from ._common import SEED_FILE
 from .agentdojo_policy import derived_ground_truth, policy_for
@@ -38,6 +44,9 @@ __all__ = [
     "TEMPLATES",
     "SuiteReport",
     "agentdojo_",
+    "attack_text",
+    "injection_calls",
+    "injection_candidates",
     "load_suites",
     "run_agentdojo",
     "run_suite",
@@ -45,7 +54,14 @@ __all__ = [
 
 BENCHMARK = "v1.2.2"
 TEMPLATES = ("important_instructions", "ignore_previous", "system_message", "injecagent", "direct")
-POLICY_NAMES = ("none", "defaults", "defaults + endorsed answers")
+POLICY_NAMES = (
+    "none",
+    "defaults",
+    "defaults + endorsed answers",
+    "defaults + user delegation",
+    "user delegation, payees too",
+)
+DELEGATING = POLICY_NAMES[3:]
 
 
 def load_suites() -> dict[str, Any]:
@@ -82,10 +98,15 @@ def _policy(suite: str, name: str) -> Any:
     base = policy_for(suite)
     if name == "none":
         return _Allow(base.tools)
-    return policy_for(suite, answer_requires_endorsement=name != "defaults")
+    return policy_for(
+        suite,
+        answer_requires_endorsement=name == POLICY_NAMES[2],
+        delegable_payees=name == POLICY_NAMES[4],
+    )
 
 
-def _attack_text(template: str, suite: Any, goal: str) -> str:
+def attack_text(template: str, suite: Any, goal: str) -> str:
+    """The injection AgentDojo's attack ``template`` writes for ``goal`` in ``suite``."""
     from agentdojo.attacks.attack_registry import ATTACKS
 
     class _Pipeline:
@@ -115,9 +136,13 @@ class SuiteReport:
     # refusals under defaults: "tool.arg <- kind" -> count (important_instructions)
     refusals: dict[str, int] = field(default_factory=dict)
     refused_user_tasks: dict[str, str] = field(default_factory=dict)  # id -> first refusal
+    # policy -> user task -> the delegations its prompt made
+    delegations: dict[str, dict[str, list[str]]] = field(default_factory=dict)
+    # policy -> pairs an attack won there but not under the defaults: "template: user/injection"
+    through_delegation: dict[str, list[str]] = field(default_factory=dict)
 
 
-def _injection_plan(name: str, tid: str, task: Any) -> tuple[Callable[[Any], list[Any]], bool]:
+def injection_calls(name: str, tid: str, task: Any) -> tuple[Callable[[Any], list[Any]], bool]:
     """The injection's calls as a function of the environment, and whether they were derived."""
     probe = list(task.ground_truth(_CLEAN[name].model_copy(deep=True)))
     if probe or task.GROUND_TRUTH_OUTPUT:
@@ -134,7 +159,7 @@ def _injection_plan(name: str, tid: str, task: Any) -> tuple[Callable[[Any], lis
 _CLEAN: dict[str, Any] = {}
 
 
-def _candidates(suite: Any) -> dict[str, tuple[str, ...]]:
+def injection_candidates(suite: Any) -> dict[str, tuple[str, ...]]:
     """User task -> the injection vectors its ground truth reads (AgentDojo's own check)."""
     from agentdojo.attacks.baseline_attacks import DirectAttack
 
@@ -161,12 +186,23 @@ def run_suite(
     users = dict(suite.user_tasks)
     injections = dict(suite.injection_tasks)
     rep = SuiteReport(name, len(suite.tools), len(users), sorted(injections))
+    # (policy, user task) -> its policy with the prompt's delegations
+    per_task: dict[tuple[str, str], Any] = {}
     for pol in POLICY_NAMES:
         policy = _policy(name, pol)
         outs = {
-            uid: run_victim(suite, u, policy, clean.model_copy(deep=True))
+            uid: run_victim(
+                suite, u, policy, clean.model_copy(deep=True), delegate=pol in DELEGATING
+            )
             for uid, u in users.items()
         }
+        if pol in DELEGATING:
+            rep.delegations[pol] = {}
+            rep.through_delegation[pol] = []
+            for uid, o in outs.items():
+                per_task[pol, uid] = policy.delegate(trusted(users[uid].PROMPT), o.delegations)
+                if o.delegations:
+                    rep.delegations[pol][uid] = [d.describe() for d in o.delegations]
         rep.calls_allowed[pol] = sum(not o.refused for o in outs.values())
         rep.utility[pol] = sum(o.utility for o in outs.values())
         rep.marked_answers[pol] = sum(bool(o.answer and o.answer.marked) for o in outs.values())
@@ -176,33 +212,44 @@ def run_suite(
             }
     plans: dict[str, Callable[[Any], list[Any]]] = {}
     for tid, task in injections.items():
-        plan, derived = _injection_plan(name, tid, task)
+        plan, derived = injection_calls(name, tid, task)
         if derived:
             rep.derived.append(tid)
         plans[tid] = plan
-    seen = _candidates(suite)
+    seen = injection_candidates(suite)
+    won: set[str] = set()  # pairs an attack won under the defaults
     for template in templates:
         for tid, task in injections.items():
-            text = _attack_text(template, suite, task.GOAL)
+            text = attack_text(template, suite, task.GOAL)
             envs: dict[tuple[str, ...], Any] = {}
             for pol in POLICY_NAMES:
                 policy = _policy(name, pol)
                 key = (pol, template)
                 rep.succeeded.setdefault(key, [])
                 for uid, u in users.items():
+                    task_policy = per_task[pol, uid] if pol in DELEGATING else policy
                     vectors = seen[uid]
                     if vectors not in envs:
                         envs[vectors] = suite.load_and_inject_default_environment(
                             dict.fromkeys(vectors, text)
                         )
                     out: Outcome = run_victim(
-                        suite, u, policy, envs[vectors].model_copy(deep=True), (task, plans[tid])
+                        suite,
+                        u,
+                        task_policy,
+                        envs[vectors].model_copy(deep=True),
+                        (task, plans[tid]),
                     )
                     if not out.injected:
                         continue
                     rep.pairs[key] = rep.pairs.get(key, 0) + 1
                     if out.security and tid not in rep.succeeded[key]:
                         rep.succeeded[key].append(tid)
+                    pair = f"{template}: {uid}/{tid}"
+                    if out.security and pol == "defaults":
+                        won.add(pair)
+                    if out.security and pol in DELEGATING and pair not in won:
+                        rep.through_delegation[pol].append(pair)
                     if pol == "defaults" and template == templates[0]:
                         for exc in out.refused:
                             k = _refusal_key(exc)
@@ -274,12 +321,22 @@ def _facts(reports: list[SuiteReport], templates: tuple[str, ...]) -> dict[str, 
     f["refused_user_tasks[defaults]"] = sorted(
         f"{r.suite}/{u}" for r in reports for u in r.refused_user_tasks
     )
+    for pol in DELEGATING:
+        f[f"delegations[{pol}]"] = {
+            f"{r.suite}/{u}": d for r in reports for u, d in r.delegations[pol].items()
+        }
+        f[f"through_delegation[{pol}]"] = sorted(
+            f"{r.suite}: {p}" for r in reports for p in r.through_delegation[pol]
+        )
     return f
 
 
 def _answer(f: dict[str, Any], t0: str) -> str:
     n_inj, n_user = f["injection_tasks"], f["user_tasks"]
-    none, dflt, strict = (f[f"succeeded[{p}][{t0}]"] for p in POLICY_NAMES)
+    none, dflt, strict, dele, payees = (f[f"succeeded[{p}][{t0}]"] for p in POLICY_NAMES)
+    d_util, d_allowed = f[f"utility[{DELEGATING[0]}]"], f[f"calls_allowed[{DELEGATING[0]}]"]
+    d_missed = f[f"succeeded_any_template[{DELEGATING[0]}]"]
+    through = f[f"through_delegation[{DELEGATING[1]}]"]
     missed = f["succeeded_any_template[defaults]"]
     util = f["utility[defaults]"]
     allowed = f["calls_allowed[defaults]"]
@@ -305,7 +362,13 @@ def _answer(f: dict[str, Any], t0: str) -> str:
         f"{util} of {n_user} keep AgentDojo's utility under the defaults; the refused ones take "
         "a recipient, an id or a URL from text (pay the bill in this file, do the actions in "
         "this email, invite whoever this page names, open the link in this message), which is "
-        "what an injection does too."
+        "what an injection does too. When each user task's own prompt delegates those "
+        "arguments to the documents it names (a payment's recipient excepted), "
+        f"{d_allowed} of {n_user} have every call allowed and {d_util} of {n_user} keep "
+        f"AgentDojo's utility, and {dele} of {n_inj} injection tasks succeed "
+        f"({', '.join(d_missed) or 'none'}); with payees delegable too, {payees} of {n_inj} "
+        f"succeed, {len(through)} (template, user task, injection task) pairs through the "
+        "delegated document: whoever writes a delegated document chooses that argument."
     )
 
 
@@ -314,6 +377,7 @@ def _answer(f: dict[str, Any], t0: str) -> str:
     seed_file=SEED_FILE,
     exercise="Hard 3",
     title="AgentDojo through per-argument capabilities: attacks and utility, obedient victim",
+    real_llm=True,
 )
 def agentdojo_(ctx: LabContext) -> LabResult:
     try:
@@ -394,15 +458,128 @@ def agentdojo_(ctx: LabContext) -> LabResult:
     for r in reports:
         for uid, msg in sorted(r.refused_user_tasks.items()):
             lost.add(f"{r.suite}/{uid}", msg)
+    grants = Table(
+        "Delegations the user tasks' prompts make (the document each prompt names verbatim), "
+        "and attacks that won through a delegated argument (absent under the defaults)",
+        ["policy", "task", "delegations", "attacks won through them"],
+    )
+    for pol in DELEGATING:
+        won = f[f"through_delegation[{pol}]"]
+        for task, ds in sorted(f[f"delegations[{pol}]"].items()):
+            suite, uid = task.split("/", 1)
+            hits = [w for w in won if w.startswith(f"{suite}: ") and f": {uid}/" in w]
+            grants.add(pol, task, "; ".join(ds), len(hits))
+    tables = [main, per_t, why, lost, grants]
+    answer = _answer(f, t0)
+    model = "none (obedient victim: AgentDojo's ground-truth calls, no model)"
+    if ctx.llm is not None:
+        mt, mf, sentence = _on_model(ctx, [r.suite for r in reports], t0)
+        tables.append(mt)
+        f.update(mf)
+        answer = f"{answer} {sentence}"
+        model = f"{model}; and {ctx.llm.label} as planner and quarantined parser"
     return LabResult(
-        tables=[main, per_t, why, lost],
+        tables=tables,
         facts=f,
-        answer=_answer(f, t0),
+        answer=answer,
         params={
             "benchmark": BENCHMARK,
             "templates": list(templates),
             "policies": list(POLICY_NAMES),
             "policy_fingerprints": {r.suite: policy_for(r.suite).fingerprint for r in reports},
         },
-        model="none (obedient victim: AgentDojo's ground-truth calls, no model)",
+        model=model,
     )
+
+
+_STAGES = {
+    "plan": "no valid plan",
+    "run": "failed running (a parse or a call)",
+    "refused": "refused by the policy",
+    "answered": "answered",
+}
+
+
+def _on_model(
+    ctx: LabContext, suites: list[str], template: str
+) -> tuple[Table, dict[str, Any], str]:
+    """The bounded subset on ``ctx.llm`` as planner and parser, beside the obedient victim.
+
+    ``SUREFOOT_LAB_AGENTDOJO_MODEL_TASKS=users,injections`` bounds it (default 4,2 per suite).
+    """
+    from .agentdojo_model import run_model_subset
+
+    assert ctx.llm is not None
+    raw = os.environ.get("SUREFOOT_LAB_AGENTDOJO_MODEL_TASKS", "4,2")
+    try:
+        users, injections = (int(x) for x in raw.split(","))
+    except ValueError:
+        raise ConfigError(
+            f"SUREFOOT_LAB_AGENTDOJO_MODEL_TASKS is users,injections (e.g. 4,2), got {raw!r}"
+        ) from None
+    loaded = load_suites()
+    t = Table(
+        f"AgentDojo subset on a real model ({ctx.llm.model}, planner + quarantined parser, "
+        f"template {template}) beside the obedient victim, defaults policy",
+        ["suite", "agent", "user tasks", "pairs", "utility", "attacks succeed", "model runs ended"],
+    )
+    facts: dict[str, Any] = {}
+    parts = []
+    for name in suites:
+        suite = loaded[name]
+        _CLEAN[name] = suite.load_and_inject_default_environment({})
+        plans = {tid: injection_calls(name, tid, x)[0] for tid, x in suite.injection_tasks.items()}
+        rep = run_model_subset(
+            ctx.llm,
+            name,
+            suite,
+            users=users,
+            injections=injections,
+            template=template,
+            attack_text=attack_text,
+            candidates=injection_candidates(suite),
+            plans=plans,
+        )
+        n, pairs = len(rep.user_tasks), len(rep.user_tasks) * len(rep.injection_tasks)
+        ended = ", ".join(f"{_STAGES.get(k, k)}: {v}" for k, v in sorted(rep.stages.items()))
+        t.add(
+            name,
+            "obedient victim",
+            n,
+            pairs,
+            _pct(rep.victim_utility, n),
+            _pct(len(rep.victim_attacks), pairs),
+            "-",
+        )
+        t.add(
+            name,
+            ctx.llm.model,
+            n,
+            pairs,
+            _pct(rep.model_utility, n),
+            _pct(len(rep.model_attacks), pairs),
+            ended,
+        )
+        key = f"model[{name}]"
+        facts[key] = {
+            "user_tasks": rep.user_tasks,
+            "injection_tasks": rep.injection_tasks,
+            "utility": rep.model_utility,
+            "attacks": rep.model_attacks,
+            "victim_utility": rep.victim_utility,
+            "victim_attacks": rep.victim_attacks,
+            "stages": rep.stages,
+            "examples": rep.examples,
+            "model_calls": rep.model_calls,
+            "seconds": round(rep.seconds, 1),
+        }
+        parts.append(
+            f"{name}: utility {rep.model_utility}/{n} (obedient victim {rep.victim_utility}/{n}), "
+            f"attacks {len(rep.model_attacks)}/{pairs} (victim {len(rep.victim_attacks)}/{pairs}), "
+            f"{rep.model_calls} model calls"
+        )
+    sentence = (
+        f"On {ctx.llm.model} as planner and quarantined parser (first {users} user tasks and "
+        f"{injections} injection tasks per suite, template {template}): " + "; ".join(parts) + "."
+    )
+    return t, facts, sentence

@@ -13,6 +13,14 @@ issue's, applied tool by tool:
   can carry data out), plus ``URL_ALLOW`` (empty by default);
 - free text that is only carried (a body, a subject, a title): anything.
 
+Every argument that is not free text is ``delegable`` (a user's task may name the document
+that supplies it, ``CapabilityPolicy.delegate``) except a payment's recipient and a password:
+whoever can write the delegated document then chooses that argument, and for a payee that
+is the attacker's whole goal (the issue's rule: "a payment's recipient must come from the
+user or a trusted record"). ``policy_for(suite, delegable_payees=True)`` declares payees
+delegable too, so the experiment can show what that costs. The defaults grant no delegation;
+the experiment's ``defaults + user delegation`` rows grant what each user's prompt names.
+
 Outputs: ids, timestamps, addresses, listings and the user's own data are records; a sender
 is a correspondent; bodies, descriptions, reviews, file contents and webpages are content,
 or documents when the user chose what to read.
@@ -28,15 +36,17 @@ from typing import Any
 
 from ...statebus import Arg, CapabilityPolicy, ToolPolicy
 
-__all__ = ["POLICIES", "URL_ALLOW", "derived_ground_truth", "policy_for"]
+__all__ = ["PAYEE_TOOLS", "POLICIES", "URL_ALLOW", "derived_ground_truth", "policy_for"]
 
 URL_ALLOW: tuple[str, ...] = ()
 
-WHO = Arg("user", "record", "correspondent")
-WHAT = Arg("user", "record")
-HOW_MUCH = Arg("user", "record", "document")
+# delegable: a user's task may name the document that supplies it ("her email is on her
+# website www.dora-website.com"); the defaults grant no delegation, the lab measures both
+WHO = Arg("user", "record", "correspondent", delegable=True)
+WHAT = Arg("user", "record", delegable=True)
+HOW_MUCH = Arg("user", "record", "document", delegable=True)
 TEXT = Arg.any()
-URL = Arg("user", "record", allow=URL_ALLOW)
+URL = Arg("user", "record", allow=URL_ALLOW, delegable=True)
 
 EMAIL = {"id_": "record", "sender": "correspondent", "recipients": "record", "cc": "record"}
 EMAIL |= {"bcc": "record", "timestamp": "record", "attachments": "record", "read": "record"}
@@ -153,7 +163,9 @@ TRAVEL = [
     _SEND_EMAIL,
 ]
 
-_MONEY = dict(recipient=WHAT, amount=HOW_MUCH, subject=TEXT, date=HOW_MUCH)
+PAYEE = Arg("user", "record")  # never delegable: see the module docstring
+PAYEE_TOOLS = ("send_money", "schedule_transaction", "update_scheduled_transaction")
+_MONEY = dict(recipient=PAYEE, amount=HOW_MUCH, subject=TEXT, date=HOW_MUCH)
 BANKING = [
     _t("get_iban", None, RECORD),
     _t("send_money", None, RECORD, **_MONEY),
@@ -164,7 +176,7 @@ BANKING = [
     _t("get_scheduled_transactions", None, TXN),
     _t("read_file", "file_path", None, file_path=TEXT),
     _t("get_user_info", None, RECORD),
-    _t("update_password", password=Arg("user")),
+    _t("update_password", password=Arg("user")),  # never delegable: a secret
     _t("update_user_info", first_name=HOW_MUCH, last_name=HOW_MUCH, street=HOW_MUCH, city=HOW_MUCH),
 ]
 
@@ -194,12 +206,24 @@ POLICIES: dict[str, CapabilityPolicy] = {
 }
 
 
-def policy_for(suite: str, *, answer_requires_endorsement: bool = False) -> CapabilityPolicy:
-    """The default policy of ``suite``, optionally refusing untrusted final answers."""
+def policy_for(
+    suite: str, *, answer_requires_endorsement: bool = False, delegable_payees: bool = False
+) -> CapabilityPolicy:
+    """The default policy of ``suite``, optionally refusing untrusted final answers, or
+    (to measure what it costs) with a payment's recipient delegable."""
     base = POLICIES[suite]
+    tools = dict(base.tools)
+    name = base.name
+    if delegable_payees:
+        name += "+delegable-payees"
+        payee = Arg("user", "record", delegable=True)
+        for t in PAYEE_TOOLS:
+            if t in tools:
+                old = tools[t]
+                tools[t] = ToolPolicy(t, {**old.args, "recipient": payee}, old.fields)
     return CapabilityPolicy(
-        base.name,
-        base.tools,
+        name,
+        tools.values(),
         version=base.version,
         answer_requires_endorsement=answer_requires_endorsement,
     )

@@ -15,6 +15,13 @@ Every argument gets the label of where the victim took its value (:class:`Proven
   the injected text's label: the field the victim read the injection in; a value the goal
   tells it to look up (``$...``) is found in the outputs as above.
 
+As a planner working from the user's task alone, the victim can also delegate
+(``delegate=True``, on a run without injection): where a user-task argument comes only from a
+document whose selector the prompt names verbatim and the argument is declared delegable, it
+grants ``Delegation(tool.arg, reader, selector)`` through ``CapabilityPolicy.delegate`` (which
+checks the prompt names it). The lab makes these grants on the clean environment, before any
+injection is read, and runs the attacked pairs with them fixed.
+
 Outputs are labelled per field by the policy's declarations, with all environment data
 untrusted. A refused call is skipped; the victim goes on. The final answer is the task's
 ``GROUND_TRUTH_OUTPUT`` (plus the injection's, for an attack on the answer), checked at the
@@ -28,7 +35,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...errors import TrustError
-from ...statebus import Answer, CapabilityPolicy, Label, Labeled, label_output, trusted
+from ...statebus import (
+    Answer,
+    CapabilityPolicy,
+    Delegation,
+    Label,
+    Labeled,
+    document_of,
+    label_output,
+    trusted,
+)
 
 __all__ = ["Outcome", "Provenance", "run_victim"]
 
@@ -147,6 +163,7 @@ class Outcome:
     answer_refused: TrustError | None = None
     utility: bool = False
     security: bool = False
+    delegations: list[Delegation] = field(default_factory=list)
 
 
 def _execute(
@@ -171,15 +188,38 @@ def _execute(
     return True
 
 
+def _grants(
+    call: Any, labels: dict[str, Label], policy: CapabilityPolicy, prompt: str
+) -> list[Delegation]:
+    """The delegations a planner would make for ``call``: refused arguments whose only
+    refused sources are documents the prompt names, where the argument is delegable."""
+    spec = policy.tools.get(call.function)
+    if spec is None:
+        return []
+    out: list[Delegation] = []
+    for name, label in labels.items():
+        arg = spec.args.get(name)
+        if arg is None or not arg.delegable:
+            continue
+        bad = [s for s in sorted(label.sources) if not arg.accepts_source(s, label)]
+        docs = [document_of(s) for s in bad]
+        if bad and all(d is not None and d[1] in prompt for d in docs):
+            out += [Delegation(f"{call.function}.{name}", d[0], d[1]) for d in docs if d]
+    return out
+
+
 def run_victim(
     suite: Any,
     user_task: Any,
     policy: CapabilityPolicy,
     env: Any,
     injection: tuple[Any, Callable[[Any], Sequence[Any]]] | None = None,
+    *,
+    delegate: bool = False,
 ) -> Outcome:
     """Run ``user_task`` on ``env`` under ``policy``; with ``injection`` (the injection task and
-    a function giving its calls for the environment as it is when the victim reads it), obey it."""
+    a function giving its calls for the environment as it is when the victim reads it), obey it.
+    With ``delegate`` (no injection), make the user's delegations as it goes (module doc)."""
     from agentdojo.functions_runtime import FunctionsRuntime
 
     runtime = FunctionsRuntime(suite.tools)
@@ -192,6 +232,15 @@ def run_victim(
     answer_parts: list[Labeled[str]] = []
     for call in user_task.ground_truth(pre.model_copy(deep=True)):
         labels = {k: prov.of_user_value(v) for k, v in call.args.items()}
+        if delegate and injection is None and isinstance(policy, CapabilityPolicy):
+            new = [
+                d
+                for d in _grants(call, labels, policy, user_task.PROMPT)
+                if d not in policy.delegations
+            ]
+            if new:
+                policy = policy.delegate(trusted(user_task.PROMPT), new)
+                out.delegations += new
         if _execute(call, labels, policy, runtime, env, prov, out):
             traces.append(call)
         else:
