@@ -5,8 +5,9 @@
   ``configure_logging(format="json")`` writes JSON lines.
 - **Traces**: ``instrument(tracer_provider)`` turns on OpenTelemetry spans per run, step
   and attempt, with retry decisions and breaker changes as events (extra ``otel``).
-- **Metrics**: ``prometheus_text(journal=…, consumers=…)`` for a ``/metrics`` endpoint, or
-  ``bind_otel(meter_provider, …)``; ``collect(…)`` returns the numbers as ``Family`` values.
+- **Metrics**: ``prometheus_text(journal=…, streams=…, consumers=…)`` for a ``/metrics``
+  endpoint, or ``bind_otel(meter_provider, …)``; ``collect(…)`` returns the numbers as
+  ``Family`` values.
 """
 
 from __future__ import annotations
