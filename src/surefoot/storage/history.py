@@ -40,7 +40,13 @@ def check_policy(keep: int | None, before: float | None) -> None:
 def compaction_victims(
     rows: list[tuple[str, int, float]], keep: int | None, before: float | None
 ) -> set[int]:
-    """The revisions compaction removes from ``rows`` (key, revision, at), oldest first."""
+    """The revisions compaction removes from ``rows`` (key, revision, at), oldest first.
+
+    Per key only a prefix by revision goes: the walk stops at the first change the policy
+    keeps, so everything removed is older than everything kept even when writers' clocks
+    disagree (``at`` is the writer's time, not monotonic in revision). ``read_at`` relies on
+    it: the latest kept change at or before a revision is the answer.
+    """
     check_policy(keep, before)
     by_key: dict[str, list[tuple[int, float]]] = defaultdict(list)
     for key, revision, at in rows:
@@ -49,10 +55,12 @@ def compaction_victims(
     for changes in by_key.values():
         changes.sort()
         for i, (revision, at) in enumerate(changes[:-1]):  # the latest always stays
-            if (keep is not None and len(changes) - i > keep) or (
-                before is not None and at < before
+            if not (
+                (keep is not None and len(changes) - i > keep)
+                or (before is not None and at < before)
             ):
-                gone.add(revision)
+                break
+            gone.add(revision)
     return gone
 
 

@@ -165,14 +165,16 @@ class MemoryStateStore:
     def read_at(self, key: str, revision: int) -> StateChange | None:
         with self._lock:
             kept = [ch for ch in self._log if ch.key == key]
-            if revision < self._key_compacted.get(key, 0):
-                oldest = kept[0].revision if kept else self._revision + 1
-                raise CompactedError(f"key {key!r}", revision, oldest)
             found = None
             for ch in kept:
                 if ch.revision > revision:
                     break
                 found = ch
+            if found is None and self._key_compacted.get(key, 0) > 0:
+                # No kept change at or before ``revision``, and older ones were removed:
+                # the answer is gone, not "absent".
+                oldest = kept[0].revision if kept else self._revision + 1
+                raise CompactedError(f"key {key!r}", revision, oldest)
             return found if found is not None and found.value is not None else None
 
     def compact(self, *, keep: int | None, before: float | None) -> int:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...errors import CompactedError, ValueTooLargeError
+from ...errors import CompactedError, ConflictError, ValueTooLargeError
 from ..base import (
     MergeOutcome,
     StateChange,
@@ -636,24 +636,29 @@ class PostgresStateStore:
         return [_change(r) for r in rows]
 
     def read_at(self, key: str, revision: int) -> StateChange | None:
-        rows = self.db.execute(
-            "SELECT compacted FROM sf_state WHERE ns = %s AND key = %s",
-            (self.namespace, key),
-            write=False,
-        )
-        if rows and revision < int(rows[0][0]):
-            kept = self.history(key)
-            raise CompactedError(
-                f"key {key!r}", revision, kept[0].revision if kept else self.revision() + 1
-            )
+        # The log row first, the mark second (as ``changes`` does): a compaction committing
+        # between the two reads can only turn a missing row into CompactedError, never
+        # delete an answer already read.
         rows = self.db.execute(
             f"SELECT {_LOG_COLS} FROM sf_state_log WHERE ns = %s AND key = %s "
             "AND revision <= %s ORDER BY revision DESC LIMIT 1",
             (self.namespace, key, revision),
             write=False,
         )
-        ch = _change(rows[0]) if rows else None
-        return ch if ch is not None and ch.value is not None else None
+        if not rows:
+            mark = self.db.execute(
+                "SELECT compacted FROM sf_state WHERE ns = %s AND key = %s",
+                (self.namespace, key),
+                write=False,
+            )
+            if mark and int(mark[0][0]) > 0:  # older changes were removed: the answer is gone
+                kept = self.history(key)
+                raise CompactedError(
+                    f"key {key!r}", revision, kept[0].revision if kept else self.revision() + 1
+                )
+            return None
+        ch = _change(rows[0])
+        return ch if ch.value is not None else None
 
     def compact(self, *, keep: int | None, before: float | None) -> int:
         ns = self.namespace
@@ -714,7 +719,8 @@ class PostgresStateStore:
     ) -> StateChange | None:
         ns = self.namespace
 
-        def remove(conn: Any) -> StateChange | None:
+        def remove(conn: Any) -> StateChange | ConflictError | None:
+            # A refusal is returned, not raised: the expiry sweep commits (its own change).
             conn.execute(_LOCK, (ns,))
             conn.execute("SELECT sf_state_sweep(%s, %s)", (ns, now))
             cur_sql = (
@@ -723,12 +729,12 @@ class PostgresStateStore:
             if fence is not None:
                 lease = conn.execute(cur_sql, (ns, fence[0])).fetchone()
                 if lease is None or lease[3] or lease[0] != fence[1]:
-                    raise write_conflict("fence", key, expect, fence, _shown(lease))
+                    return write_conflict("fence", key, expect, fence, _shown(lease))
             cur = conn.execute(cur_sql, (ns, key)).fetchone()
             dead = cur is None or cur[3] != 0
             version = int(cur[0]) if cur is not None else 0
             if expect is not None and expect != version and not (dead and expect == 0):
-                raise write_conflict("conflict", key, expect, fence, _shown(cur))
+                return write_conflict("conflict", key, expect, fence, _shown(cur))
             if dead:
                 return None
             ver, rev = conn.execute(
@@ -737,7 +743,10 @@ class PostgresStateStore:
             ).fetchone()
             return StateChange(int(rev), key, "delete", None, int(ver), author, trust, now)
 
-        return self.db.run(remove, tx=True)
+        out = self.db.run(remove, tx=True)
+        if isinstance(out, ConflictError):
+            raise out
+        return out
 
     def txn(
         self,

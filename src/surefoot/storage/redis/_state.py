@@ -483,17 +483,22 @@ class RedisStateStore:
         return [ch for ch in self._range(0) if ch.key == key]
 
     def read_at(self, key: str, revision: int) -> StateChange | None:
-        raw = self.db.call(lambda c: c.hget(self._meta, "c:" + key), write=False)
-        if raw is not None and revision < int(raw):
-            kept = self.history(key)
-            oldest = kept[0].revision if kept else self.revision() + 1
-            raise CompactedError(f"key {key!r}", revision, oldest)
+        # The log first, the mark second (as ``changes`` does): a compaction committing
+        # between the two reads can only turn a missing change into CompactedError, never
+        # delete an answer already read.
+        kept = self.history(key)
         found = None
-        for ch in self.history(key):
+        for ch in kept:
             if ch.revision > revision:
                 break
             found = ch
-        return found if found is not None and found.value is not None else None
+        if found is None:
+            raw = self.db.call(lambda c: c.hget(self._meta, "c:" + key), write=False)
+            if raw is not None and int(raw) > 0:  # older changes were removed: the answer is gone
+                oldest = kept[0].revision if kept else self.revision() + 1
+                raise CompactedError(f"key {key!r}", revision, oldest)
+            return None
+        return found if found.value is not None else None
 
     def compact(self, *, keep: int | None, before: float | None) -> int:
         rows = self._range(0)

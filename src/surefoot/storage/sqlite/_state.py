@@ -14,7 +14,7 @@ import sqlite3
 import time
 from typing import Any
 
-from ...errors import CompactedError, ValueTooLargeError
+from ...errors import CompactedError, ConflictError, ValueTooLargeError
 from ..base import (
     MergeOutcome,
     StateChange,
@@ -413,18 +413,23 @@ class SQLiteStateStore:
         return [_change(r) for r in rows]
 
     def read_at(self, key: str, revision: int) -> StateChange | None:
-        if revision < self._compacted_in(key):
-            kept = self.history(key)
-            raise CompactedError(
-                f"key {key!r}", revision, kept[0].revision if kept else self.revision() + 1
-            )
+        # The log row first, the mark second (as ``changes`` does): a compaction committing
+        # between the two reads can only turn a missing row into CompactedError, never
+        # delete an answer already read.
         rows = self.db.read(
             f"SELECT {_LOG_COLS} FROM sf_state_log l WHERE l.ns = ? AND l.key = ? "
             "AND l.revision <= ? ORDER BY l.revision DESC LIMIT 1",
             (self.namespace, key, revision),
         )
-        ch = _change(rows[0]) if rows else None
-        return ch if ch is not None and ch.value is not None else None
+        if not rows:
+            if self._compacted_in(key) > 0:  # older changes were removed: the answer is gone
+                kept = self.history(key)
+                raise CompactedError(
+                    f"key {key!r}", revision, kept[0].revision if kept else self.revision() + 1
+                )
+            return None
+        ch = _change(rows[0])
+        return ch if ch.value is not None else None
 
     def compact(self, *, keep: int | None, before: float | None) -> int:
         ns = self.namespace
@@ -512,9 +517,20 @@ class SQLiteStateStore:
                 rec = _record(row)
                 self._log(c, rec, "put")
                 return rec
-            # Nothing written: say why, from the same transaction.
+            # Nothing written: say why, from the same transaction, and raise it after the
+            # commit: the expiry sweep above is a change of its own (as on other backends).
+            refused = self._refusal(c, key, expect, fence)
+        raise refused
+
+    def _refusal(
+        self, c: sqlite3.Connection, key: str, expect: int | None, fence: tuple[str, int] | None
+    ) -> ConflictError:
+        """The ``ConflictError`` :meth:`_refuse` raises, returned."""
+        try:
             self._refuse(c, key, expect, fence)
-            raise AssertionError("unreachable")  # pragma: no cover
+        except ConflictError as exc:
+            return exc
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def _refuse(
         self, c: sqlite3.Connection, key: str, expect: int | None, fence: tuple[str, int] | None
@@ -541,20 +557,23 @@ class SQLiteStateStore:
         now: float,
         fence: tuple[str, int] | None = None,
     ) -> StateChange | None:
-        with self.db.write() as c:
+        with self.db.write() as c:  # a refusal is raised after the sweep commits
             self._sweep(c, now)
+            refused = None
             if fence is not None:
                 lease = c.execute(_CURRENT, (self.namespace, fence[0])).fetchone()
                 if lease is None or lease[3] or lease[0] != fence[1]:
-                    self._refuse(c, key, expect, fence)
+                    refused = self._refusal(c, key, expect, fence)
             cur = c.execute(_CURRENT, (self.namespace, key)).fetchone()
             dead = cur is None or cur[3] != 0
             version = cur[0] if cur is not None else 0
-            if expect is not None and expect != version and not (dead and expect == 0):
-                self._refuse(c, key, expect, None)
-            if dead:
-                return None
-            return self._tombstone(c, key, author, trust, now, 1)
+            if refused is None and (
+                expect is not None and expect != version and not (dead and expect == 0)
+            ):
+                refused = self._refusal(c, key, expect, None)
+            if refused is None:
+                return None if dead else self._tombstone(c, key, author, trust, now, 1)
+        raise refused
 
     def txn(
         self,
