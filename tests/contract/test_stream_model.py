@@ -18,7 +18,7 @@ from hypothesis import settings
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from surefoot import storage
-from surefoot.errors import DuplicateMessageError
+from surefoot.errors import DuplicateMessageError, StateError
 from surefoot.storage.base import Retention
 
 RET = Retention(max_messages=3, max_age=30.0, dedup_window=20.0)
@@ -45,6 +45,7 @@ class StreamVsModel(RuleBasedStateMachine):
         self.kept: dict[int, tuple[str, str, float]] = {}  # seq -> (id, payload, at)
         self.trimmed: dict[str, tuple[int, str, float]] = {}  # id -> (seq, payload, at)
         self.cons: dict[str, _C] = {}
+        self.removed: set[str] = set()  # groups remove_consumer forgot
 
     # -- the model's rules, written from the documentation ------------------------------
 
@@ -113,15 +114,27 @@ class StreamVsModel(RuleBasedStateMachine):
     @rule(name=names)
     def register(self, name: str) -> None:
         self.log.register(name)
+        if name in self.removed:  # re-opened after remove_consumer: from the last message
+            self.removed.discard(name)
+            self.cons.setdefault(name, _C(position=self.last))
         self._consumer(name)
 
     @rule(name=names)
     def remove(self, name: str) -> None:
-        assert self.log.remove_consumer(name) == (self.cons.pop(name, None) is not None)
+        gone = self.cons.pop(name, None) is not None
+        assert self.log.remove_consumer(name) == gone
+        if gone:
+            self.removed.add(name)
 
     @rule(name=names, limit=hs.integers(1, 3), worker=hs.sampled_from(["w1", "w2"]))
     def claim(self, name: str, limit: int, worker: str) -> None:
         """A worker claims; it may crash (never ack): its claims come due again later."""
+        if name not in self.cons and name in self.removed:  # its worker outlived it
+            with pytest.raises(StateError, match="was removed"):
+                self.log.claim(
+                    name, limit=limit, now=self.now, visibility_timeout=VIS, max_attempts=1
+                )
+            return
         got = self.log.claim(
             name,
             limit=limit,

@@ -222,7 +222,10 @@ class Stream:
 
     def remove_consumer(self, name: str) -> bool:
         """Forget a consumer group (its position, pending deliveries and dead letters), so
-        retention no longer keeps messages for it; False if it was unknown."""
+        retention no longer keeps messages for it; False if it was unknown.
+
+        A worker still fetching for it gets ``StateError`` (the group is not re-created
+        silently); ``consumer(name)`` opens it again after the last message appended."""
         return self.log.remove_consumer(name)
 
     @property

@@ -25,6 +25,7 @@ from ..base import (
     check_size,
     stream_conflict,
 )
+from ..sql.stream import consumer_removed
 
 __all__ = ["MemoryStream"]
 
@@ -63,6 +64,7 @@ class MemoryStream:
         self._by_id: dict[str, StreamRecord] = {}
         self._trimmed: dict[str, tuple[int, str, float]] = {}  # id -> (seq, digest, at)
         self._consumers: dict[str, _Consumer] = {}
+        self._removed: set[str] = set()  # groups remove_consumer forgot
         self._lock = threading.Lock()
         self._appended = threading.Condition(self._lock)
 
@@ -155,11 +157,17 @@ class MemoryStream:
     def register(self, consumer: str) -> None:
         with self._lock:
             if consumer not in self._consumers:
-                self._consumers[consumer] = _Consumer(position=self._first - 1)
+                # A removed group starts after the last message: no acked work again.
+                start = self._last() if consumer in self._removed else self._first - 1
+                self._consumers[consumer] = _Consumer(position=start)
+                self._removed.discard(consumer)
 
     def remove_consumer(self, consumer: str) -> bool:
         with self._lock:
-            return self._consumers.pop(consumer, None) is not None
+            gone = self._consumers.pop(consumer, None) is not None
+            if gone:  # its worker may still claim: refuse that until it is opened again
+                self._removed.add(consumer)
+            return gone
 
     def stats(self) -> StreamStats:
         with self._lock:
@@ -188,6 +196,8 @@ class MemoryStream:
         """The consumer, registered by its first claim (as ``register`` would)."""
         c = self._consumers.get(consumer)
         if c is None:
+            if consumer in self._removed:
+                raise consumer_removed(self.name, consumer)
             c = self._consumers[consumer] = _Consumer(position=self._first - 1)
         return c
 

@@ -179,6 +179,12 @@ MIGRATIONS = [
     END;
     $$
     """,
+    # consumer groups remove_consumer forgot (a claim by one is refused, not re-created).
+    """
+    CREATE TABLE sf_stream_removed (
+        stream TEXT NOT NULL, consumer TEXT NOT NULL, PRIMARY KEY (stream, consumer)
+    )
+    """,
 ]
 
 
@@ -267,8 +273,22 @@ class PostgresStream(SQLStream):
         )
         return int(rows[0][0]) if rows else 0
 
+    def _last_in(self, c: Any) -> int:
+        row = c.execute(
+            "SELECT last_seq FROM sf_stream_head WHERE stream = %s", (self.name,)
+        ).fetchone()
+        return int(row[0]) if row is not None else 0
+
     def _claim_position(self, c: Any, consumer: str) -> int:
-        # Create-or-lock the cursor row: claims of one consumer take turns from here on.
+        # Lock the cursor row, or create it (a first claim): claims of one consumer take
+        # turns from here on. A group remove_consumer forgot is refused, not re-created.
+        row = c.execute(
+            "SELECT position FROM sf_stream_cursor WHERE stream = %s AND consumer = %s FOR UPDATE",
+            (self.name, consumer),
+        ).fetchone()
+        if row is not None:
+            return int(row[0])
+        self._check_not_removed(c, consumer)
         row = c.execute(
             "INSERT INTO sf_stream_cursor AS c (stream, consumer, position) VALUES (%s, %s, "
             "COALESCE((SELECT MIN(seq) FROM sf_stream WHERE stream = %s), 1) - 1) "

@@ -8,6 +8,7 @@ Layout (``P`` is the prefix; the braces keep one stream's keys in one cluster sl
     P:stream:{name}:ids          hash message id -> seq; a trimmed one's: "seq sha1 time"
     P:stream:{name}:idt          sorted set of trimmed ids, scored by their append time
     P:stream:{name}:cur          hash consumer -> position (last seq handed out)
+    P:stream:{name}:rm           hash consumer -> 1: groups remove_consumer forgot
     P:stream:{name}:pv:<c>       sorted set of pending seqs, scored by when they are visible
     P:stream:{name}:pa:<c>       hash seq -> deliveries so far
     P:stream:{name}:ph:<c>       hash seq -> delivery history (JSON array)
@@ -45,6 +46,7 @@ from ..base import (
     check_size,
     stream_conflict,
 )
+from ..sql.stream import consumer_removed
 from ._client import RedisDB
 
 __all__ = ["RedisStream", "redis_streams"]
@@ -163,14 +165,26 @@ _TRIM_CALL = """
 return trim(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], ARGV[1], ARGV[2], ARGV[3], ARGV[4])
 """
 
-# KEYS: log cur ; ARGV: consumer
+# KEYS: log cur last rm ; ARGV: consumer. A removed group starts after the last message.
 _REGISTER = """
 if redis.call('HEXISTS', KEYS[2], ARGV[1]) == 1 then return 0 end
+if redis.call('HDEL', KEYS[4], ARGV[1]) == 1 then
+  redis.call('HSET', KEYS[2], ARGV[1], tonumber(redis.call('GET', KEYS[3]) or '0'))
+  return 1
+end
 local head = redis.call('XRANGE', KEYS[1], '-', '+', 'COUNT', 1)[1]
 local first = 1
 if head then first = tonumber(string.sub(head[1], 1, -3)) end
 redis.call('HSET', KEYS[2], ARGV[1], first - 1)
 return 1
+"""
+
+# KEYS: cur rm pv pa ph dead dr ; ARGV: consumer. Mark it removed only if it existed.
+_REMOVE = """
+local a = redis.call('HDEL', KEYS[1], ARGV[1])
+local b = redis.call('DEL', KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7])
+if a + b > 0 then redis.call('HSET', KEYS[2], ARGV[1], 1) return 1 end
+return 0
 """
 
 # KEYS: log last idt cur ; ARGV: base
@@ -189,8 +203,11 @@ end
 return out
 """
 
-# KEYS: log cur pv pa ph dead dr ; ARGV: consumer limit now visible_until max_attempts worker
+# KEYS: log cur pv pa ph dead dr rm ; ARGV: consumer limit now visible_until max_attempts
+# worker. A group remove_consumer forgot is refused ('removed'), not re-created.
 _CLAIM = """
+if redis.call('HEXISTS', KEYS[2], ARGV[1]) == 0 and redis.call('HEXISTS', KEYS[8], ARGV[1]) == 1
+then return 'removed' end
 local limit = tonumber(ARGV[2])
 local maxa = tonumber(ARGV[5])
 local out = {}
@@ -215,7 +232,7 @@ for _, seq in ipairs(due) do
 end
 if #out < limit then
   local pos = tonumber(redis.call('HGET', KEYS[2], ARGV[1]) or '-1')
-  if pos < 0 then  -- the first claim registers the consumer before the first kept message
+  if pos < 0 then  -- a new group's first claim registers it before the first kept message
     local head = redis.call('XRANGE', KEYS[1], '-', '+', 'COUNT', 1)[1]
     pos = 0
     if head then pos = tonumber(string.sub(head[1], 1, -3)) - 1 end
@@ -326,6 +343,7 @@ class RedisStream:
             f"{base}:cur",
             f"{base}:idt",
         )
+        self._rm = f"{base}:rm"
         self._base = base
         self._s = {
             n: db.script(f"stream_{n}", _HIST + _TRIM + src)
@@ -333,6 +351,7 @@ class RedisStream:
                 ("append", _APPEND),
                 ("trim", _TRIM_CALL),
                 ("register", _REGISTER),
+                ("remove", _REMOVE),
                 ("stats", _STATS),
                 ("claim", _CLAIM),
                 ("ack", _ACK),
@@ -404,19 +423,13 @@ class RedisStream:
         return int(raw) if raw is not None else 0
 
     def register(self, consumer: str) -> None:
-        self._run("register", [self._log, self._cur], [consumer], idem=True)
+        self._run("register", [self._log, self._cur, self._last, self._rm], [consumer], idem=True)
 
     def remove_consumer(self, consumer: str) -> bool:
-        keys = [self._c(k, consumer) for k in ("pv", "pa", "ph", "dead", "dr")]
-
-        def drop(c: Any) -> bool:
-            pipe = c.pipeline(transaction=True)
-            pipe.hdel(self._cur, consumer)
-            pipe.delete(*keys)
-            a, b = pipe.execute()
-            return bool(a or b)
-
-        return self.db.call(drop, idempotent=True)
+        keys = [self._cur, self._rm] + [
+            self._c(k, consumer) for k in ("pv", "pa", "ph", "dead", "dr")
+        ]
+        return bool(self._run("remove", keys, [consumer], idem=True))
 
     def stats(self) -> StreamStats:
         out = self._run(
@@ -481,6 +494,7 @@ class RedisStream:
         keys = [self._log, self._cur] + [
             self._c(k, consumer) for k in ("pv", "pa", "ph", "dead", "dr")
         ]
+        keys.append(self._rm)
         args = [
             consumer,
             int(limit),
@@ -490,6 +504,8 @@ class RedisStream:
             json.dumps(worker),
         ]
         rows = self._run("claim", keys, args)
+        if isinstance(rows, bytes | str):  # 'removed'
+            raise consumer_removed(self.name, consumer)
         return [
             ClaimedMessage(StreamRecord(int(s), m, p, float(a)), int(n)) for s, n, m, p, a in rows
         ]

@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...codec import dumps, loads
+from ...errors import StateError
 from ..base import (
     ClaimedMessage,
     ConsumerStats,
@@ -27,7 +28,22 @@ from ..base import (
 )
 from .dialect import Dialect
 
-__all__ = ["FLOOR_SQL", "REC_SQL", "SQLStream", "list_streams", "record"]
+__all__ = ["FLOOR_SQL", "REC_SQL", "SQLStream", "consumer_removed", "list_streams", "record"]
+
+
+def consumer_removed(stream: str, consumer: str) -> StateError:
+    """The error of a claim by a consumer group ``remove_consumer`` forgot (every backend).
+
+    Its worker may still run: re-creating the group silently would redeliver every kept
+    message, acked ones included, so the claim is refused until the group is opened again.
+    """
+    return StateError(
+        f"consumer group {consumer!r} was removed from stream {stream!r} "
+        f"(remove_consumer); open it again with stream.consumer({consumer!r}) to start "
+        "from the stream's last message at that moment (nothing already appended is "
+        "redelivered)"
+    )
+
 
 REC_SQL = "SELECT seq, message_id, payload, appended_at FROM sf_stream WHERE stream = ?"
 
@@ -220,6 +236,8 @@ class SQLStream:
         return d.transaction(work)
 
     def register(self, consumer: str) -> None:
+        """A new group starts before the oldest kept message; one ``remove_consumer``
+        forgot starts after the last message appended (it must not redeliver acked work)."""
         d = self.d
         known = d.read(
             d.sql("SELECT 1 FROM sf_stream_cursor WHERE stream = ? AND consumer = ?"),
@@ -227,15 +245,44 @@ class SQLStream:
         )
         if known:  # a read, no write transaction: inspectors open known consumers often
             return
-        d.write(
-            d.sql(
-                "INSERT INTO sf_stream_cursor (stream, consumer, position) VALUES (?, ?, "
-                "COALESCE((SELECT MIN(seq) FROM sf_stream WHERE stream = ?), 1) - 1) "
-                "ON CONFLICT (stream, consumer) DO NOTHING"
-            ),
-            (self.name, consumer, self.name),
-            idempotent=True,
-        )
+        key = (self.name, consumer)
+        removed = d.sql("SELECT 1 FROM sf_stream_removed WHERE stream = ? AND consumer = ?")
+
+        def work(c: Any) -> None:
+            if c.execute(removed, key).fetchone() is None:
+                c.execute(
+                    d.sql(
+                        "INSERT INTO sf_stream_cursor (stream, consumer, position) VALUES "
+                        "(?, ?, COALESCE((SELECT MIN(seq) FROM sf_stream WHERE stream = ?), 1) "
+                        "- 1) ON CONFLICT (stream, consumer) DO NOTHING"
+                    ),
+                    (*key, self.name),
+                )
+                return
+            c.execute(
+                d.sql(
+                    "INSERT INTO sf_stream_cursor (stream, consumer, position) VALUES (?, ?, ?) "
+                    "ON CONFLICT (stream, consumer) DO NOTHING"
+                ),
+                (*key, self._last_in(c)),
+            )
+            c.execute(d.sql("DELETE FROM sf_stream_removed WHERE stream = ? AND consumer = ?"), key)
+
+        d.transaction(work, idempotent=True)
+
+    def _last_in(self, c: Any) -> int:
+        """The stream's last sequence number, read inside a transaction."""
+        raise NotImplementedError
+
+    def _check_not_removed(self, c: Any, consumer: str) -> None:
+        """Refuse a claim by a group ``remove_consumer`` forgot (its first claim, with no
+        cursor, would otherwise re-create it before the oldest kept message)."""
+        gone = c.execute(
+            self.d.sql("SELECT 1 FROM sf_stream_removed WHERE stream = ? AND consumer = ?"),
+            (self.name, consumer),
+        ).fetchone()
+        if gone is not None:
+            raise consumer_removed(self.name, consumer)
 
     def remove_consumer(self, consumer: str) -> bool:
         d = self.d
@@ -248,6 +295,14 @@ class SQLStream:
             m = c.execute(
                 d.sql("DELETE FROM sf_stream_cursor WHERE stream = ? AND consumer = ?"), key
             ).rowcount
+            if n or m:  # its worker may still claim: refuse that until it is opened again
+                c.execute(
+                    d.sql(
+                        "INSERT INTO sf_stream_removed (stream, consumer) VALUES (?, ?) "
+                        "ON CONFLICT (stream, consumer) DO NOTHING"
+                    ),
+                    key,
+                )
             return bool(n or m)
 
         return d.transaction(work, idempotent=True)

@@ -56,6 +56,12 @@ MIGRATIONS = [
     );
     CREATE INDEX sf_stream_ids_at ON sf_stream_ids (stream, appended_at)
     """,
+    # 3: consumer groups remove_consumer forgot (a claim by one is refused, not re-created).
+    """
+    CREATE TABLE sf_stream_removed (
+        stream TEXT NOT NULL, consumer TEXT NOT NULL, PRIMARY KEY (stream, consumer)
+    )
+    """,
 ]
 
 # The bare MAX() subquery reads one index entry (a MAX wrapped in an aggregate query with
@@ -185,6 +191,9 @@ class SQLiteStream(SQLStream):
                     version = now_version
                     break
 
+    def _last_in(self, c: Any) -> int:
+        return int(c.execute(_LAST, (self.name,)).fetchone()[0] or 0)
+
     def _claim_position(self, c: Any, consumer: str) -> int:
         # Under the write lock already: a plain read; the first claim registers the consumer.
         row = c.execute(
@@ -193,6 +202,7 @@ class SQLiteStream(SQLStream):
         ).fetchone()
         if row is not None:
             return int(row[0])
+        self._check_not_removed(c, consumer)
         row = c.execute(
             "INSERT INTO sf_stream_cursor (stream, consumer, position) VALUES (?, ?, "
             "COALESCE((SELECT MIN(seq) FROM sf_stream WHERE stream = ?), 1) - 1) "
