@@ -15,7 +15,8 @@ read every ``PEERS_EVERY`` seconds). The others claim at their next poll, and a 
 whose slots are all taken when it is picked claims as soon as one frees. Without this, a
 new run woke every idle worker and all of them claimed (80% of claims came back empty
 with 4 workers). On such a journal a freed slot claims at once only when the last claim
-filled every free slot (there may be more queued); otherwise new work is announced.
+filled every free slot (there may be more queued) or the run that freed it suspended (it
+may be due at once); otherwise new work is announced.
 
 Liveness: a serving worker holds a lock that dies with its process (a file locked with
 ``flock`` next to a SQLite database, a session-level advisory lock on PostgreSQL). An idle
@@ -57,6 +58,9 @@ LIVENESS_EVERY = 0.2
 
 PEERS_EVERY = 1.0
 """Seconds between a worker's reads of which workers serve now (for its wake-ups)."""
+
+# An execution that ended in one of these leaves nothing claimable behind it.
+_ENDED = frozenset({"succeeded", "failed", "cancelled", "needs_attention"})
 
 _SLICE = 0.5  # seconds: the longest a wait blocks before checking ``stop`` again
 
@@ -178,10 +182,17 @@ class Worker:
         for run_id, epoch in got:
             fut = app.executor.submit(run_id, epoch)
             fut.add_done_callback(_report)
-            fut.add_done_callback(lambda _f: self._freed.set())
+            fut.add_done_callback(self._ended)
             self._run_ids[fut] = run_id
             self._futures.add(fut)
         return len(got)
+
+    def _ended(self, fut: concurrent.futures.Future[str]) -> None:
+        """An execution ended: a slot is free. A run that suspended may be due at once (its
+        signal came while it ran): then the next claim must not wait for a notification."""
+        if fut.cancelled() or fut.exception() is not None or fut.result() not in _ENDED:
+            self._more = True
+        self._freed.set()
 
     def _claim_orphans(self, free: int) -> list[tuple[str, int]]:
         """Runs whose holder's process died, at most every ``LIVENESS_EVERY`` seconds."""
