@@ -16,7 +16,8 @@ All on one disk (a temporary folder under --dir), in one process run, side by si
 * memory: RSS added to a worker process by 10,000 runs suspended at a timer, and the
   threads / in-memory runs left while they sleep;
 * recovery: a worker SIGKILLed mid-run while a second worker (another id) stands by, lease
-  1 s: seconds from the kill to the standby's claim (median of ``--kills``); and, for
+  1 s: seconds from the kill to the standby's claim (median of ``--kills``; the standby
+  sees the holder's liveness lock free, so it does not wait for the lease); and, for
   reference, a worker restarted under the same id: seconds from starting it to its claim.
 
 Rounds interleave the cases so drift on a noisy machine hits all alike; medians are shown,
@@ -307,7 +308,7 @@ _RESUMER = textwrap.dedent(
         return n
 
     if main:
-        durable.Worker(app, concurrency=4).run()
+        durable.Worker(app, concurrency=16).run()  # room for every kill's takeover
     """
 )
 

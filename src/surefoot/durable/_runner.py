@@ -205,7 +205,11 @@ class Executor:
         """
         host = self.host
         if host.serving:
-            live_until = host.clock.now() + LIVE_LEASES * host.lease
+            now = host.clock.now()
+            hold = getattr(host.journal, "hold_liveness", None)
+            if hold is not None:  # before its first claim: see Worker (liveness)
+                hold(host.worker_id, now=now)
+            live_until = now + LIVE_LEASES * host.lease
             host.journal.register_worker(host.worker_id, self.registry.registered(), now=live_until)
 
     def withdraw(self) -> None:

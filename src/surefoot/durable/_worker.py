@@ -8,15 +8,32 @@ worker processes can share one SQLite file.
 
 While idle, a worker on a journal that offers ``wait_for_work`` (PostgreSQL's
 ``LISTEN/NOTIFY``) blocks on it instead of sleeping its poll interval; polling stays the
-fallback (timers, expired leases, a lost notification). When the journal is out of reach
-after it started (``StoreUnavailableError`` and other storage errors), the worker backs off with
-``surefoot.resilience.Backoff`` and keeps trying until it is stopped, logging once when the
-outage starts and once when it ends; the runs it held are fenced by their epoch as usual.
+fallback (timers, expired leases, a lost notification). Every notification names the run it
+made claimable, and every idle worker hears it; only one of them claims at once: the live
+worker that ranks first for that run id (rendezvous hashing over the workers serving now,
+read every ``PEERS_EVERY`` seconds). The others claim at their next poll, and a worker
+whose slots are all taken when it is picked claims as soon as one frees. Without this, a
+new run woke every idle worker and all of them claimed (80% of claims came back empty
+with 4 workers). On such a journal a freed slot claims at once only when the last claim
+filled every free slot (there may be more queued) or the run that freed it suspended (it
+may be due at once); otherwise new work is announced.
+
+Liveness: a serving worker holds a lock that dies with its process (a file locked with
+``flock`` next to a SQLite database, a session-level advisory lock on PostgreSQL). An idle
+worker looks every ``LIVENESS_EVERY`` seconds for runs whose lease is unexpired but whose holder's
+lock is free, and takes them over at once (``journal.claim_orphans``), fenced by the epoch
+as any takeover. A hung but living holder keeps its lock: its runs wait for the lease.
+
+When the journal is out of reach after it started (``StoreUnavailableError`` and other
+storage errors), the worker backs off with ``surefoot.resilience.Backoff`` and keeps trying
+until it is stopped, logging once when the outage starts and once when it ends; the runs it
+held are fenced by their epoch as usual.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
+import hashlib
 import logging
 import random
 import threading
@@ -35,6 +52,15 @@ log = logging.getLogger("surefoot.durable")
 
 OUTAGE_BACKOFF = Backoff(0.5, 30.0, "full")
 """The default back-off between claims while the journal is out of reach."""
+
+LIVENESS_EVERY = 0.2
+"""Seconds between an idle worker's looks for runs whose holder's process died."""
+
+PEERS_EVERY = 1.0
+"""Seconds between a worker's reads of which workers serve now (for its wake-ups)."""
+
+# An execution that ended in one of these leaves nothing claimable behind it.
+_ENDED = frozenset({"succeeded", "failed", "cancelled", "needs_attention"})
 
 _SLICE = 0.5  # seconds: the longest a wait blocks before checking ``stop`` again
 
@@ -63,6 +89,8 @@ class Worker:
 
     Attributes:
         completed: executions ``run_once`` waited out.
+        claims / empty_claims: claims this worker sent to the journal, and how many of
+            them took no run.
         outages: times the journal became unavailable (one log line each, and one when
             it came back). failed_claims: claims that failed during outages.
 
@@ -92,6 +120,12 @@ class Worker:
         self._run_ids: dict[concurrent.futures.Future[str], str] = {}
         self._recovered = False
         self._freed = threading.Event()  # an execution ended: a slot is free
+        self._looked = 0.0  # when this worker last looked for dead holders' runs
+        self.claims = 0
+        self.empty_claims = 0
+        self._more = True  # the last claim filled every free slot: more may be queued
+        self._peers: list[str] = []
+        self._peers_at = -PEERS_EVERY
         self.retention = retention
 
     def _recover_own(self) -> int:
@@ -140,14 +174,45 @@ class Worker:
             limit=free,
         )
         got += claim_queues(app, free - len(got))  # named queues, under their limits
+        got += self._claim_orphans(free - len(got))
+        self.claims += 1
+        self.empty_claims += not got
+        self._more = len(got) >= free
         app.plus.housekeep(self.retention)  # schedules' due ticks; retention
         for run_id, epoch in got:
             fut = app.executor.submit(run_id, epoch)
             fut.add_done_callback(_report)
-            fut.add_done_callback(lambda _f: self._freed.set())
+            fut.add_done_callback(self._ended)
             self._run_ids[fut] = run_id
             self._futures.add(fut)
         return len(got)
+
+    def _ended(self, fut: concurrent.futures.Future[str]) -> None:
+        """An execution ended: a slot is free. A run that suspended may be due at once (its
+        signal came while it ran): then the next claim must not wait for a notification."""
+        if fut.cancelled() or fut.exception() is not None or fut.result() not in _ENDED:
+            self._more = True
+        self._freed.set()
+
+    def _claim_orphans(self, free: int) -> list[tuple[str, int]]:
+        """Runs whose holder's process died, at most every ``LIVENESS_EVERY`` seconds."""
+        app = self.app
+        take = getattr(app.journal, "claim_orphans", None)
+        if take is None or free <= 0 or not app.serving:
+            return []
+        t = time.monotonic()
+        if t - self._looked < LIVENESS_EVERY:
+            return []
+        self._looked = t
+        now = app.clock.now()
+        got: list[tuple[str, int]] = take(
+            app.worker_id,
+            now=now,
+            lease_until=now + app.lease,
+            workflows=app.registered(),
+            limit=free,
+        )
+        return got
 
     def in_flight(self) -> list[str]:
         """The ids of the runs this worker claimed and is still executing, sorted.
@@ -239,7 +304,7 @@ class Worker:
                     idle_since = time.monotonic()
                 elif idle_exit is not None and time.monotonic() - idle_since >= idle_exit:
                     return
-                if got and len(self._futures) < self.concurrency:
+                if got and self._more and len(self._futures) < self.concurrency:
                     continue
                 self._pause(stop, wake)
         finally:
@@ -266,16 +331,54 @@ class Worker:
         noticed while the poll interval is long.
         """
         deadline = time.monotonic() + self.app.poll
-        while not stop.is_set() and not self._freed.is_set():
+        woken = getattr(self.app.journal, "woken_for", None) if wake is not None else None
+        while not stop.is_set():
+            if self._freed.is_set():
+                if wake is None or self._more:
+                    break  # a slot is free and there may be work queued
+                self._freed.clear()  # new work is announced: wait for it (or the poll)
             left = deadline - time.monotonic()
             if left <= 0:
                 break
             if wake is not None:
                 try:
-                    if wake(min(left, _SLICE)):
-                        break
+                    if wake(min(left, _SLICE)) and self._picked(woken):
+                        if len(self._futures) < self.concurrency:
+                            break
+                        self._more = True  # picked while full: claim when a slot frees
                 except _UNAVAILABLE:
                     wake = None  # the next claim finds out and backs off
             else:
                 self._freed.wait(min(left, 0.05))  # and look at ``stop`` again
         self._freed.clear()
+
+    def _picked(self, woken: Any) -> bool:
+        """Is this worker the one to claim at once for the runs just announced?
+
+        The live worker ranking first for a run id (the highest hash of worker id and run
+        id) claims it; with no ids to go by, every worker claims, as before.
+        """
+        ids = woken() if woken is not None else []
+        if not ids:
+            return True
+        t = time.monotonic()
+        app = self.app
+        if t - self._peers_at >= PEERS_EVERY:
+            self._peers_at = t
+            try:
+                now = app.clock.now()
+                mine = set(app.registered())
+                self._peers = [
+                    w.worker_id
+                    for w in app.journal.workers(now=now)
+                    if w.seen_at >= now and mine & set(w.workflows)
+                ]
+            except _UNAVAILABLE:
+                self._peers = []
+        peers = set(self._peers) | {app.worker_id}
+
+        def rank(worker_id: str, run_id: str) -> bytes:
+            return hashlib.blake2b(f"{worker_id}\0{run_id}".encode(), digest_size=8).digest()
+
+        me = app.worker_id
+        return any(max(peers, key=lambda w: rank(w, r)) == me for r in ids)

@@ -417,6 +417,7 @@ class Listener:
         self.channel = db.channel(name)
         self._conn: Any = None
         self.received = 0
+        self.payloads: list[str] = []  # of the notifications the last ``wait`` received
 
     def _connect(self) -> Any:
         if self._conn is None or self._conn.closed:
@@ -429,15 +430,18 @@ class Listener:
         return self._conn
 
     def wait(self, timeout: float) -> bool:
-        """Block up to ``timeout`` seconds for a notification; ``True`` if one came."""
+        """Block up to ``timeout`` seconds for a notification; ``True`` if one came (its
+        payload and those of any queued with it are in ``payloads``)."""
+        self.payloads = []
         try:
             conn = self._connect()
             got = False
-            for _ in conn.notifies(timeout=timeout, stop_after=1):
+            for n in conn.notifies(timeout=timeout, stop_after=1):
                 got = True
+                self.payloads.append(n.payload)
             # drain any others queued with it, without waiting
-            for _ in conn.notifies(timeout=0.0):
-                pass
+            for n in conn.notifies(timeout=0.0):
+                self.payloads.append(n.payload)
         except self.db.psycopg.Error:
             self.close()
             self.db.clock.sleep(timeout)

@@ -29,6 +29,7 @@ from ..sql.chunks import POSTGRES_MIGRATION
 from ..sql.journal import CHANNEL, RUN_COLS, RUN_MARKS, SQLJournal, row_params
 from ._db import Listener, PostgresDB
 from ._dialect import PostgresDialect
+from ._liveness import AdvisoryLiveness
 
 __all__ = ["CHANNEL", "MIGRATIONS", "PostgresJournal"]
 
@@ -136,6 +137,8 @@ MIGRATIONS = [
     """,
     # 5: large step results as content-addressed chunks; see storage/sql/chunks.py
     POSTGRES_MIGRATION,
+    # 6: the worker holds a liveness lock (``advisory``): see ._liveness
+    "ALTER TABLE durable_workers ADD COLUMN liveness TEXT",
 ]
 
 
@@ -154,6 +157,7 @@ class PostgresJournal(SQLJournal):
         self._listener: Listener | None = None
         db.migrate("durable", MIGRATIONS)
         super().__init__(PostgresDialect(db))
+        self.liveness = AdvisoryLiveness(db)
         self._create = self.d.sql(
             f"WITH ins AS (INSERT INTO durable_runs ({RUN_COLS}) VALUES ({RUN_MARKS}) "
             "ON CONFLICT (run_id) DO NOTHING RETURNING run_id, status), "
@@ -210,8 +214,15 @@ class PostgresJournal(SQLJournal):
             self._listener = self.db.listener(CHANNEL)
         return self._listener.wait(timeout)
 
+    def woken_for(self) -> list[str]:
+        """The run ids the notifications of the last ``wait_for_work`` named (each
+        ``NOTIFY`` of the journal carries the id of the run it made claimable)."""
+        return [] if self._listener is None else list(self._listener.payloads)
+
     def close(self) -> None:
-        """Close the wake-up listener's connection (the pool belongs to the storage)."""
+        """Close the wake-up listener's and the liveness lock's connections (the pool
+        belongs to the storage)."""
+        super().close()
         if self._listener is not None:
             self._listener.close()
             self._listener = None

@@ -8,7 +8,8 @@ indexed condition (``status``, ``workflow``, ``version``, ``created_at >= since`
 the ``(status, created_at)`` and ``created_at`` indexes), then reads those rows whole, so
 arguments and results of runs the page does not show are never read.
 
-Also here: the audit entry a claim writes in its own transaction (``claim_audit``).
+Also here: the audit entry a claim writes in its own transaction (``claim_audit``, and
+``orphan_audit`` for the takeover of a dead holder's run).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from ...errors import ConfigError
 from ..base import RUN_ORDERS, RunRow, WorkerRow
 from .dialect import ROWS, Dialect, Then
 
-__all__ = ["CLAIM_AUDIT", "SQLRunQueries", "claim_audit"]
+__all__ = ["CLAIM_AUDIT", "SQLRunQueries", "claim_audit", "orphan_audit"]
 
 _TAKEN = (
     "' finished or suspended: its worker died or stalled past its lease (or an operator "
@@ -48,6 +49,32 @@ def claim_audit(d: Dialect, owner: str, now: float) -> Then:
     return Then(
         d.sql(CLAIM_AUDIT),
         (float(now), owner, json.dumps(owner), repr(float(now))),
+        "durable_runs",
+        "run_id",
+    )
+
+
+_ORPHAN_AUDIT = (
+    "INSERT INTO durable_audit (run_id, at, actor, action, detail) SELECT run_id, ?, ?, "
+    """'taken_over', '{"worker":' || CAST(? AS TEXT) || ',"epoch":' || CAST(epoch AS TEXT) """
+    """|| ',"claims":' || CAST(claims AS TEXT) || ',"claimed_at":' || CAST(? AS TEXT) || """
+    """',"previous_epoch":' || CAST(epoch - 1 AS TEXT) || ',"why":"claimed again before """
+    """the execution at epoch ' || CAST(epoch - 1 AS TEXT) || ' finished or suspended: its """
+    """holder''s process is gone (its liveness lock was free) and its lease had not run """
+    f"""out","holder_dead":' || CAST(? AS TEXT) || '}}' FROM {ROWS}"""
+)
+
+
+def orphan_audit(
+    d: Dialect, owner: str, now: float, holder: str, lease_until: float, how: str
+) -> Then:
+    """The ``taken_over`` entry of a claim of a run whose holder's process died
+    (``claim_orphans``): as :func:`claim_audit`'s, plus ``holder_dead``: the ``holder``,
+    the ``lease_until`` not waited out, and ``how`` its death was seen."""
+    dead = json.dumps({"holder": holder, "lease_until": lease_until, "how": how})
+    return Then(
+        d.sql(_ORPHAN_AUDIT),
+        (float(now), owner, json.dumps(owner), repr(float(now)), dead),
         "durable_runs",
         "run_id",
     )

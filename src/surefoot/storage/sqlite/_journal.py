@@ -13,6 +13,7 @@ from ..sql.chunks import SQLITE_MIGRATION
 from ..sql.journal import AUDIT_SQL, RUN_COLS, RUN_MARKS, SEL, SQLJournal, row_params
 from ._db import SQLiteDB
 from ._dialect import SQLiteDialect
+from ._liveness import FileLiveness
 
 __all__ = ["MIGRATIONS", "SQLiteJournal"]
 
@@ -119,6 +120,8 @@ MIGRATIONS = [
     """,
     # 5: large step results as content-addressed chunks; see storage/sql/chunks.py
     SQLITE_MIGRATION,
+    # 6: the worker holds a liveness lock (``flock``): see ._liveness
+    "ALTER TABLE durable_workers ADD COLUMN liveness TEXT",
 ]
 
 
@@ -136,6 +139,8 @@ class SQLiteJournal(SQLJournal):
         self.db = db
         db.migrate("durable", MIGRATIONS)
         super().__init__(SQLiteDialect(db))
+        if FileLiveness.available(db.path):
+            self.liveness = FileLiveness(db.path)
 
     def create_run(self, row: RunRow) -> tuple[RunRow, bool]:
         """Insert ``row`` unless the run id exists; return (the stored row, created)."""
