@@ -220,6 +220,24 @@ class Stream:
         consumer group its position, pending, dead letters and lag (for inspectors, metrics)."""
         return self.log.stats()
 
+    def dead_letters(self, group: str) -> list[DeadLetter]:
+        """Group ``group``'s dead letters, oldest first, with reason and delivery history.
+
+        A read: unlike :meth:`consumer`, it registers nothing (an inspector may look at any
+        group without holding retention back); a group the stream does not have has none.
+        """
+        return [
+            DeadLetter(
+                d.record.seq,
+                d.record.message_id,
+                loads(d.record.payload),
+                d.reason,
+                d.attempts,
+                d.history,
+            )
+            for d in self.log.dead_letters(group)
+        ]
+
     def remove_consumer(self, name: str) -> bool:
         """Forget a consumer group (its position, pending deliveries and dead letters), so
         retention no longer keeps messages for it; False if it was unknown.
@@ -352,17 +370,7 @@ class Consumer:
 
     def dead_letters(self) -> list[DeadLetter]:
         """The dead letters of this group, oldest first, with reason and delivery history."""
-        return [
-            DeadLetter(
-                d.record.seq,
-                d.record.message_id,
-                loads(d.record.payload),
-                d.reason,
-                d.attempts,
-                d.history,
-            )
-            for d in self.stream.log.dead_letters(self.name)
-        ]
+        return self.stream.dead_letters(self.name)
 
     def redrive(self, seqs: list[int] | None = None) -> int:
         """Put dead letters (all, or those in ``seqs``) back for delivery with fresh attempts."""

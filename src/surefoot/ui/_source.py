@@ -12,9 +12,8 @@ the gap is filled here and marked ``API GAP`` so the real call can replace it:
 - streams and consumer groups: ``statebus.streams(url)`` lists the streams, one
   ``Stream.stats()`` per stream reads its counts and every group's position, pending, dead
   letters and lag. Looking registers nothing (``Stream.consumer(name)`` registers a group,
-  which holds retention back): a group's dead letters are read through a ``Consumer`` built
-  directly (API GAP: no read-only ``Stream.dead_letters(group)``), only for a group
-  ``stats()`` lists. Redrive, an action, opens the consumer.
+  which holds retention back): a group's dead letters come from ``Stream.dead_letters(group)``,
+  a read, for the groups ``stats()`` lists. Redrive, an action, opens the consumer.
 """
 
 from __future__ import annotations
@@ -379,7 +378,6 @@ class Inspector:
         if self.store_url is None:
             return StreamsPage([], [], False)
         from .. import storage as _storage
-        from ..statebus import Consumer
 
         st = _storage.open(self.store_url)
         try:
@@ -394,8 +392,7 @@ class Inspector:
                         c.pending,
                         c.dead,
                         c.lag,
-                        # a Consumer built directly reads without registering the group
-                        Consumer(s, c.name, 30.0, 1).dead_letters() if c.dead else [],
+                        s.dead_letters(c.name) if c.dead else [],
                     )
                     for c in stats.consumers
                 ]
