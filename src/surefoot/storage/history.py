@@ -10,12 +10,12 @@ drop changes older than an age; each key's latest change always stays.
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..errors import ConfigError
 from .base import TxnOp
 
-__all__ = ["change_kind", "check_policy", "compaction_victims", "txn_plan"]
+__all__ = ["Compaction", "change_kind", "check_policy", "compaction_victims", "txn_plan"]
 
 
 def change_kind(merge_op: str | None) -> str:
@@ -37,10 +37,19 @@ def check_policy(keep: int | None, before: float | None) -> None:
         raise ConfigError(f"compaction before must be a time in seconds, got {before!r}")
 
 
+class Compaction(NamedTuple):
+    """What a compaction removes: ``gone``, the revisions; ``marks``, per key touched, the
+    highest revision removed (the key's new compacted mark)."""
+
+    gone: set[int]
+    marks: dict[str, int]
+
+
 def compaction_victims(
     rows: list[tuple[str, int, float]], keep: int | None, before: float | None
-) -> set[int]:
-    """The revisions compaction removes from ``rows`` (key, revision, at), oldest first.
+) -> Compaction:
+    """The revisions compaction removes from ``rows`` (key, revision, at), with each key's
+    new compacted mark.
 
     Per key only a prefix by revision goes: the walk stops at the first change the policy
     keeps, so everything removed is older than everything kept even when writers' clocks
@@ -52,7 +61,8 @@ def compaction_victims(
     for key, revision, at in rows:
         by_key[key].append((revision, at))
     gone: set[int] = set()
-    for changes in by_key.values():
+    marks: dict[str, int] = {}
+    for key, changes in by_key.items():
         changes.sort()
         for i, (revision, at) in enumerate(changes[:-1]):  # the latest always stays
             if not (
@@ -61,7 +71,8 @@ def compaction_victims(
             ):
                 break
             gone.add(revision)
-    return gone
+            marks[key] = revision  # ascending, so the last one removed is the highest
+    return Compaction(gone, marks)
 
 
 def txn_plan(ops: list[TxnOp]) -> list[TxnOp]:

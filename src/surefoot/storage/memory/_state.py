@@ -179,16 +179,13 @@ class MemoryStateStore:
 
     def compact(self, *, keep: int | None, before: float | None) -> int:
         with self._lock:
-            gone = compaction_victims(
+            gone, marks = compaction_victims(
                 [(ch.key, ch.revision, ch.at) for ch in self._log], keep, before
             )
             if not gone:
                 return 0
-            for ch in self._log:
-                if ch.revision in gone:
-                    self._key_compacted[ch.key] = max(
-                        self._key_compacted.get(ch.key, 0), ch.revision
-                    )
+            for key, rev in marks.items():
+                self._key_compacted[key] = max(self._key_compacted.get(key, 0), rev)
             self._log = [ch for ch in self._log if ch.revision not in gone]
             self._compacted = max(self._compacted, max(gone))
             return len(gone)

@@ -668,13 +668,11 @@ class PostgresStateStore:
             rows = conn.execute(
                 "SELECT key, revision, at FROM sf_state_log WHERE ns = %s", (ns,)
             ).fetchall()
-            gone = compaction_victims([(r[0], int(r[1]), float(r[2])) for r in rows], keep, before)
+            gone, top = compaction_victims(
+                [(r[0], int(r[1]), float(r[2])) for r in rows], keep, before
+            )
             if not gone:
                 return 0
-            top: dict[str, int] = {}
-            for key, rev, _ in rows:
-                if rev in gone:
-                    top[key] = max(top.get(key, 0), int(rev))
             conn.execute(
                 "DELETE FROM sf_state_log WHERE ns = %s AND revision = ANY(%s)",
                 (ns, sorted(gone)),

@@ -502,13 +502,9 @@ class RedisStateStore:
 
     def compact(self, *, keep: int | None, before: float | None) -> int:
         rows = self._range(0)
-        gone = compaction_victims([(ch.key, ch.revision, ch.at) for ch in rows], keep, before)
+        gone, top = compaction_victims([(ch.key, ch.revision, ch.at) for ch in rows], keep, before)
         if not gone:
             return 0
-        top: dict[str, int] = {}
-        for ch in rows:
-            if ch.revision in gone:
-                top[ch.key] = max(top.get(ch.key, 0), ch.revision)
         args = [json.dumps(sorted(gone))]
         for key, rev in top.items():
             args += [key, str(rev)]

@@ -437,13 +437,11 @@ class SQLiteStateStore:
             rows = c.execute(
                 "SELECT key, revision, at FROM sf_state_log WHERE ns = ?", (ns,)
             ).fetchall()
-            gone = compaction_victims([(r[0], int(r[1]), float(r[2])) for r in rows], keep, before)
+            gone, top = compaction_victims(
+                [(r[0], int(r[1]), float(r[2])) for r in rows], keep, before
+            )
             if not gone:
                 return 0
-            top: dict[str, int] = {}
-            for key, rev, _ in rows:
-                if rev in gone:
-                    top[key] = max(top.get(key, 0), int(rev))
             c.executemany(
                 "DELETE FROM sf_state_log WHERE ns = ? AND revision = ?",
                 [(ns, r) for r in sorted(gone)],
