@@ -39,6 +39,7 @@ from ._capabilities import (
     kind_of,
     label_output,
 )
+from ._entry import TRUST_LEVELS, AgentSpec, Endorsement, Entry, Lease, LostUpdate
 from ._history import Change, TxnResult, Watch
 from ._merge import Contribution
 from ._quarantine import (
@@ -51,16 +52,8 @@ from ._quarantine import (
     make_plan,
 )
 from ._resolvers import ChatClient, Proposal, Resolution, judge, priority, vote
-from ._store import (
-    TRUST_LEVELS,
-    AgentSession,
-    AgentSpec,
-    Endorsement,
-    Entry,
-    Lease,
-    LostUpdate,
-    Store,
-)
+from ._session import AgentSession
+from ._store import Store
 from ._stream import (
     Consumer,
     ConsumerStats,

@@ -23,7 +23,8 @@ from ..storage.merges import LIST_OPS, OPS, Reducer
 if TYPE_CHECKING:
     from ..resilience import RetryPolicy
     from ..storage.base import StateRecord
-    from ._store import Entry, Store
+    from ._entry import Entry
+    from ._store import Store
 
 __all__ = ["Contribution", "MergeRule", "contributions", "find_rule", "make_rule", "update"]
 

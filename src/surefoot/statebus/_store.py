@@ -10,207 +10,39 @@ import fnmatch
 import threading
 import uuid
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .. import storage as _storage
 from ..clock import Clock, SystemClock
 from ..codec import dumps, loads
-from ..errors import ConfigError, ConflictError, ScopeError
-from ..storage.base import MergeOutcome, StateRecord, StateStore, check_text
+from ..errors import ConfigError, ConflictError
+from ..storage.base import MergeOutcome, StateStore, check_text
 from ..storage.history import check_policy
+from ._entry import (
+    AgentSpec,
+    Endorsement,
+    Entry,
+    Lease,
+    LostUpdate,
+    basis_of,
+    check_expect,
+    check_key,
+    entry_of,
+)
 from ._history import HIDDEN, Change, TxnResult, Watch, change, txn_result
-from ._merge import Contribution, MergeRule, contributions, find_rule, make_rule, update
-from ._trust import Endorser, Label, Labeled, label_of
+from ._merge import MergeRule, find_rule, make_rule, update
+from ._session import AgentSession
+from ._trust import Labeled
 
 if TYPE_CHECKING:
     from ..resilience import RetryPolicy
 
-__all__ = [
-    "TRUST_LEVELS",
-    "AgentSession",
-    "AgentSpec",
-    "Endorsement",
-    "Entry",
-    "Lease",
-    "LostUpdate",
-    "Store",
-]
+__all__ = ["Store"]
 
-TRUST_LEVELS = ("system", "trusted", "untrusted")
 LEASE_PREFIX = "_lease/"
 ENDORSEMENT_PREFIX = "_endorsement/"
 _HIDDEN = HIDDEN
 assert _HIDDEN == (LEASE_PREFIX, ENDORSEMENT_PREFIX)
-
-
-@dataclass(frozen=True, slots=True)
-class Entry:
-    """One key's current value and labels.
-
-    Attributes:
-        key: the key.
-        value: the decoded value.
-        version: writes to this key so far (1 for the first write).
-        revision: the store's global revision at this write.
-        author: who wrote it (an agent name, or ``system``); set by the runtime.
-        trust: ``system``, ``trusted`` or ``untrusted``; set by the runtime.
-        written_at: the store clock's time of the write.
-        label: the provenance stored with the value (``write_labeled``, or a session that
-            had read untrusted data), or None; :func:`label_of` joins it with the author's.
-        lineage: how many versions this value descends from, itself included (``version``
-            when no version of the key was lost); None for an entry not read from a store.
-        merged_by: the merge a merge key's value is made by (``append``, ``add``, ...);
-            None for a plain key.
-        contributions: a merge key's contributions, oldest first, each with its author,
-            trust, time and id.
-        expires_at: when a key written with ``ttl=`` expires (store clock); None: never.
-    """
-
-    key: str
-    value: Any
-    version: int
-    revision: int
-    author: str
-    trust: str
-    written_at: float
-    label: Label | None = None
-    lineage: int | None = None
-    merged_by: str | None = None
-    contributions: tuple[Contribution, ...] = ()
-    expires_at: float | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Endorsement:
-    """The audit record of one endorsement: who vouched for which write, and why.
-
-    Attributes:
-        principal: who endorsed (``human:alice``). writer: the session that wrote.
-        key / version: the entry written with the endorsement.
-        sources: the untrusted sources whose taint was lifted. reason: as given.
-        at: the store clock's time.
-    """
-
-    principal: str
-    writer: str
-    key: str
-    version: int
-    sources: tuple[str, ...]
-    reason: str
-    at: float
-
-
-@dataclass(frozen=True, slots=True)
-class AgentSpec:
-    """A registered agent: its trust level and the key patterns it may read and write."""
-
-    name: str
-    trust: str
-    read: tuple[str, ...]
-    write: tuple[str, ...]
-
-    def may(self, action: str, key: str) -> bool:
-        patterns = self.read if action == "read" else self.write
-        return any(fnmatch.fnmatchcase(key, p) for p in patterns)
-
-
-@dataclass(frozen=True, slots=True)
-class Lease:
-    """A lease on a name. ``epoch`` is the fencing token: writes fenced by this lease succeed
-    only while nobody has taken the lease over (or released it) since."""
-
-    name: str
-    key: str
-    holder: str
-    epoch: int
-    expires_at: float
-
-
-@dataclass(frozen=True, slots=True)
-class LostUpdate:
-    """A last-writer-wins write by ``overwritten_by``, based on version ``seen`` of ``key``,
-    landed over version ``version``: the ``versions`` versions after ``seen`` (up to
-    ``version``) are not in what it wrote, so their changes are gone, silently, unless a
-    later write based on one of them brings it back."""
-
-    key: str
-    version: int
-    overwritten_by: str
-    seen: int
-    versions: int = 1
-
-
-def _entry(rec: StateRecord) -> Entry:
-    value = loads(rec.value)
-    label = None
-    if isinstance(value, Labeled):  # the envelope is provenance, not part of the value
-        value, label = value.value, value.label
-    return Entry(
-        rec.key,
-        value,
-        rec.version,
-        rec.revision,
-        rec.author,
-        rec.trust,
-        rec.written_at,
-        label,
-        rec.lineage,
-        rec.merge_op,
-        contributions(rec, value),
-        rec.expires_at,
-    )
-
-
-def _basis(key: str, seen: Any) -> tuple[int, int] | None:
-    """``seen`` as (version, lineage): an Entry read, a pair, or a version (taken as having
-    lost nothing before it)."""
-    if seen is None:
-        return None
-    if isinstance(seen, Entry):
-        return (seen.version, seen.lineage if seen.lineage is not None else seen.version)
-    if isinstance(seen, tuple) and len(seen) == 2:
-        version, lineage = seen
-    else:
-        version = lineage = seen
-    for n in (version, lineage):
-        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
-            raise ConfigError(
-                f"seen for key {key!r} must be the Entry you read (or its version, >= 0), "
-                f"got {seen!r}"
-            )
-    if lineage > version:
-        raise ConfigError(
-            f"seen for key {key!r}: lineage {lineage} exceeds version {version}; pass the "
-            "Entry you read"
-        )
-    return (version, lineage)
-
-
-def _seen(e: Entry | None) -> tuple[int, int]:
-    """What a session remembers of an entry it saw: (version, lineage)."""
-    if e is None:
-        return (0, 0)
-    return (e.version, e.lineage if e.lineage is not None else e.version)
-
-
-def _check_key(key: Any) -> str:
-    if not isinstance(key, str) or not key or len(key) > 512:
-        raise ConfigError(
-            f"a key must be a non-empty string of at most 512 characters, got {key!r}"
-        )
-    return check_text("key", key)
-
-
-def _check_expect(key: str, expect: Any) -> int | None:
-    if expect is None:
-        return None
-    if isinstance(expect, bool) or not isinstance(expect, int) or expect < 0:
-        raise ConfigError(
-            f"expect for key {key!r} must be a version number >= 0 (0 = create only) or None, "
-            f"got {expect!r}; pass the version of the Entry you read"
-        )
-    return expect
 
 
 class Store:
@@ -358,14 +190,14 @@ class Store:
 
     def read(self, key: str) -> Entry | None:
         """The key's current entry, or None (never written, deleted, or expired)."""
-        rec = self.state.read(_check_key(key), self.clock.now())
-        return _entry(rec) if rec is not None else None
+        rec = self.state.read(check_key(key), self.clock.now())
+        return entry_of(rec) if rec is not None else None
 
     def snapshot(self) -> dict[str, Entry]:
         """Every key's current entry (leases and endorsement records excluded), by key."""
         now = self.clock.now()
         return {
-            k: _entry(r) for k, r in self.state.snapshot(now).items() if not k.startswith(_HIDDEN)
+            k: entry_of(r) for k, r in self.state.snapshot(now).items() if not k.startswith(_HIDDEN)
         }
 
     # -- history, deletes, expiry, watches, transactions ----------------------------------
@@ -373,7 +205,7 @@ class Store:
     def history(self, key: str) -> list[Change]:
         """The key's kept versions, oldest first, each with its author and trust label
         (deletes and expiries are versions too, with no value)."""
-        return [change(c) for c in self.state.history(_check_key(key))]
+        return [change(c) for c in self.state.history(check_key(key))]
 
     def read_at(self, key: str, revision: int) -> Change | None:
         """The key as it was at ``revision`` (its last change at or before it), or None
@@ -384,7 +216,7 @@ class Store:
         """
         if isinstance(revision, bool) or not isinstance(revision, int) or revision < 0:
             raise ConfigError(f"revision must be a whole number >= 0, got {revision!r}")
-        ch = self.state.read_at(_check_key(key), revision)
+        ch = self.state.read_at(check_key(key), revision)
         return change(ch) if ch is not None else None
 
     def delete(
@@ -402,8 +234,8 @@ class Store:
             ConflictError: ``expect`` (or the fence) did not match: a stale delete conflicts
                 like a stale write; nothing was deleted.
         """
-        key = _check_key(key)
-        expect = _check_expect(key, expect)
+        key = check_key(key)
+        expect = check_expect(key, expect)
         try:
             ch = self.state.delete(
                 key,
@@ -491,8 +323,8 @@ class Store:
             raise ConfigError(f"txn compare is a dict {{key: version}}, got {compare!r}")
         cmp = {}
         for key, version in compare.items():
-            key = _check_key(key)
-            cmp[key] = _check_expect(key, version)
+            key = check_key(key)
+            cmp[key] = check_expect(key, version)
             if cmp[key] is None:
                 raise ConfigError(f"txn compare for key {key!r} needs a version (0: absent)")
         trust = self._trust_of(author)
@@ -518,7 +350,7 @@ class Store:
                 raise ConfigError(
                     f"a txn operation is ('put', key, value[, ttl]) or ('delete', key), got {op!r}"
                 )
-            key = _check_key(op[1])
+            key = check_key(op[1])
             rule = find_rule(self._merges, key)
             if rule is not None:
                 raise ConfigError(
@@ -611,9 +443,9 @@ class Store:
             SchemaViolationError: the value fails its key's schema; nothing was written.
             ConfigError: a bad key, a bad ``expect``, or an unregistered author.
         """
-        key = _check_key(key)
-        expect = _check_expect(key, expect)
-        basis = _basis(key, seen)
+        key = check_key(key)
+        expect = check_expect(key, expect)
+        basis = basis_of(key, seen)
         rule = find_rule(self._merges, key)
         if rule is not None:
             raise ConfigError(
@@ -657,7 +489,7 @@ class Store:
             if expect is None and basis is not None and basis[0] < rec.version - 1:
                 dropped = rec.version - 1 - basis[0]
                 self.lost.append(LostUpdate(key, rec.version - 1, author, basis[0], dropped))
-        return _entry(rec)
+        return entry_of(rec)
 
     def merge(
         self, key: str, value: Any, *, author: str = "system", id: str | None = None
@@ -680,7 +512,7 @@ class Store:
     def _merge(
         self, key: str, value: Any, author: str, id: str | None, *, tainted: bool
     ) -> MergeOutcome:
-        key = _check_key(key)
+        key = check_key(key)
         rule = find_rule(self._merges, key)
         if rule is None:
             raise ConfigError(
@@ -785,223 +617,3 @@ class Store:
 
     def __repr__(self) -> str:
         return f"Store({getattr(self.storage, 'url', self.state)!r}, namespace={self.namespace!r})"
-
-
-class AgentSession:
-    """What one agent uses: reads limited to its read scope, writes labelled with its identity.
-
-    The session remembers the version (and lineage) of each key it last saw, so a
-    last-writer-wins write that overwrites versions it never saw is counted in
-    ``Store.lost_updates``.
-
-    It also remembers what it read: ``context`` is the join of the labels of every entry
-    this session has read. Once that includes untrusted, unendorsed data, every write of the
-    session carries the taint (the value is stored with that label), so a trusted agent that
-    relays untrusted text cannot launder it; its merges are recorded as untrusted
-    contributions. To lift the taint of one write, have a trusted
-    principal endorse it: ``write(key, value, endorsed_by=Endorser("human:alice"),
-    reason="…")`` records who endorsed what (``Store.endorsements()``).
-    """
-
-    def __init__(self, store: Store, spec: AgentSpec) -> None:
-        self.store = store
-        self.spec = spec
-        self.name = spec.name
-        self.trust = spec.trust
-        self.seen: dict[str, tuple[int, int]] = {}
-        self.context: Label = Label()
-
-    @property
-    def tainted(self) -> bool:
-        """True once this session has read untrusted data that nobody endorsed."""
-        return bool(self.context.tainted)
-
-    def read(self, key: str) -> Entry | None:
-        """The key's entry, or None.
-
-        Raises:
-            ScopeError: the key is outside this agent's read scope.
-        """
-        if not self.spec.may("read", key):
-            raise ScopeError(self.name, key, "read", list(self.spec.read))
-        e = self.store.read(key)
-        self.seen[key] = _seen(e)
-        if e is not None:
-            self.context = self.context.join(label_of(e))
-        return e
-
-    def snapshot(self) -> dict[str, Entry]:
-        """Every entry this agent may read (keys outside its read scope are left out)."""
-        out = {k: e for k, e in self.store.snapshot().items() if self.spec.may("read", k)}
-        for k, e in out.items():
-            self.seen[k] = _seen(e)
-        self.context = self.context.join(*(label_of(e) for e in out.values()))
-        return out
-
-    def labeled(self, value: Any) -> Labeled[Any]:
-        """``value`` with the label a write by this session would give it."""
-        if isinstance(value, Labeled):
-            return Labeled(value.value, _carry(value.label, self.context))
-        return Labeled(value, self.context)
-
-    def _prepare(
-        self, key: str, value: Any, endorsed_by: Endorser | None, reason: str | None
-    ) -> tuple[Any, Endorsement | None]:
-        if not self.spec.may("write", key):
-            raise ScopeError(self.name, key, "write", list(self.spec.write))
-        if endorsed_by is None:
-            if reason is not None:
-                raise ConfigError(
-                    f"{self.name}: reason={reason!r} was given for {key!r} without endorsed_by; "
-                    "pass endorsed_by=Endorser('human:...') to endorse the write"
-                )
-            item = self.labeled(value)
-            # nothing untrusted read and no envelope given: store the value as it is
-            if not item.label.untrusted and not isinstance(value, Labeled):
-                return value, None
-            return item, None
-        if not isinstance(endorsed_by, Endorser):
-            raise ConfigError(
-                f"endorsed_by must be an Endorser (a trusted principal), got {endorsed_by!r}"
-            )
-        item = self.labeled(value)
-        lifted = tuple(sorted(item.label.tainted))
-        done = endorsed_by.endorse(item, reason=reason or "")
-        record = Endorsement(
-            endorsed_by.principal, self.name, key, 0, lifted, reason or "", self.store.clock.now()
-        )
-        return done, record
-
-    def _finish(self, e: Entry, record: Endorsement | None) -> Entry:
-        self.seen[e.key] = _seen(e)
-        if record is not None:
-            self.store._record_endorsement(
-                Endorsement(
-                    record.principal,
-                    record.writer,
-                    e.key,
-                    e.version,
-                    record.sources,
-                    record.reason,
-                    record.at,
-                )
-            )
-        return e
-
-    def write(
-        self,
-        key: str,
-        value: Any,
-        *,
-        expect: int | None = None,
-        endorsed_by: Endorser | None = None,
-        reason: str | None = None,
-    ) -> Entry:
-        """Write as this agent (author and trust come from its registration, not the value).
-
-        If this session has read untrusted data, the value is stored with the session's
-        label (``Entry.label``), so readers see it as tainted.
-
-        Args:
-            endorsed_by: a trusted principal vouching for this write: the taint is lifted
-                (the label keeps its sources and names the endorser) and the endorsement is
-                recorded in the store (``Store.endorsements()``).
-            reason: why it is endorsed (required with ``endorsed_by``).
-
-        Raises:
-            ScopeError: the key is outside this agent's write scope.
-            ConflictError, SchemaViolationError, ConfigError: as ``Store.write``.
-        """
-        stored, record = self._prepare(key, value, endorsed_by, reason)
-        e = self.store.write(key, stored, author=self.name, expect=expect, seen=self.seen.get(key))
-        return self._finish(e, record)
-
-    def delete(self, key: str, *, expect: int | None = None) -> Change | None:
-        """Delete as this agent (see ``Store.delete``): the tombstone carries its name.
-
-        Raises:
-            ScopeError: the key is outside this agent's write scope.
-            ConflictError: ``expect`` did not match; nothing was deleted.
-        """
-        if not self.spec.may("write", key):
-            raise ScopeError(self.name, key, "write", list(self.spec.write))
-        return self.store.delete(key, author=self.name, expect=expect)
-
-    def history(self, key: str) -> list[Change]:
-        """The key's kept versions (see ``Store.history``); reading them taints the session
-        like reading the value does.
-
-        Raises:
-            ScopeError: the key is outside this agent's read scope.
-        """
-        if not self.spec.may("read", key):
-            raise ScopeError(self.name, key, "read", list(self.spec.read))
-        changes = self.store.history(key)
-        self.context = self.context.join(
-            *(Label.of(c.author, c.trust).join(c.label or Label()) for c in changes)
-        )
-        return changes
-
-    def merge(self, key: str, value: Any, *, id: str | None = None) -> MergeOutcome:
-        """Contribute to a merge key as this agent (see ``Store.merge``); never conflicts.
-
-        Raises:
-            ScopeError: the key is outside this agent's write scope.
-        """
-        if not self.spec.may("write", key):
-            raise ScopeError(self.name, key, "write", list(self.spec.write))
-        if isinstance(value, Labeled):
-            raise ConfigError(
-                f"{self.name}: merge {key!r} takes a plain value; a contribution's labels are "
-                "its author's trust (untrusted once this session read untrusted data)"
-            )
-        return self.store._merge(key, value, self.name, id, tainted=self.tainted)
-
-    def update(
-        self, key: str, fn: Callable[[Any], Any], *, policy: RetryPolicy | None = None
-    ) -> Entry:
-        """``Store.update`` as this agent: reads in its read scope, writes in its write scope."""
-        if not self.spec.may("read", key):
-            raise ScopeError(self.name, key, "read", list(self.spec.read))
-        if not self.spec.may("write", key):
-            raise ScopeError(self.name, key, "write", list(self.spec.write))
-
-        def write(k: str, v: Any, version: int) -> Entry:
-            stored, record = self._prepare(k, v, None, None)  # labelled like write()
-            e = self.store.write(k, stored, author=self.name, expect=version)
-            return self._finish(e, record)
-
-        return update(self.store, key, fn, read=self.read, write=write, policy=policy)
-
-    def acquire(self, name: str, ttl: float) -> Lease | None:
-        """Take the lease ``name`` as this agent (see ``Store.acquire``)."""
-        return self.store.acquire(name, self.name, ttl)
-
-    def write_fenced(
-        self,
-        key: str,
-        value: Any,
-        lease: Lease,
-        *,
-        expect: int | None = None,
-        endorsed_by: Endorser | None = None,
-        reason: str | None = None,
-    ) -> Entry:
-        """Write only while ``lease`` is still held (fencing by its epoch); labels as ``write``."""
-        stored, record = self._prepare(key, value, endorsed_by, reason)
-        e = self.store.write(
-            key, stored, author=self.name, expect=expect, seen=self.seen.get(key), fence=lease
-        )
-        return self._finish(e, record)
-
-    def __repr__(self) -> str:
-        return f"AgentSession({self.name!r}, trust={self.trust!r})"
-
-
-def _carry(own: Label, context: Label) -> Label:
-    """``own`` joined with the session's ``context``: a session adds what it read, always.
-
-    Only ``write(..., endorsed_by=...)`` lifts the session's taint, so every lift is audited;
-    an envelope endorsed elsewhere is re-tainted by what this session read.
-    """
-    return own.join(context)
