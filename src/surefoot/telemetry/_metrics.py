@@ -237,22 +237,27 @@ def _read_stats(streams: Iterable[Any], consumers: Iterable[Any]) -> list[Any]:
 
     from ..storage.base import ConsumerStats
 
-    out: list[Any] = [s.stats() if callable(getattr(s, "stats", None)) else s for s in streams]
-    seen = {st.name for st in out}
+    out: list[Any] = []
+    seen: set[str] = set()
+    for s in streams:  # a stream passed twice is read and emitted once (one series per name)
+        if str(s.name) in seen:
+            continue
+        out.append(s.stats() if callable(getattr(s, "stats", None)) else s)
+        seen.add(str(s.name))
     by_stream: dict[int, tuple[Any, list[str]]] = {}
     for c in consumers:
         names = by_stream.setdefault(id(c.stream), (c.stream, []))[1]
         if str(c.name) not in names:
             names.append(str(c.name))
     for stream, names in by_stream.values():
-        if stream.name in seen:
+        if str(stream.name) in seen:
             continue
         st = stream.stats()
         have = {g.name: g for g in st.consumers}
         # a group passed that holds no row yet: nothing pending or dead, all still to hand out
         groups = tuple(have.get(n) or ConsumerStats(n, 0, 0, 0, st.last_seq) for n in names)
         out.append(replace(st, consumers=groups))
-        seen.add(st.name)
+        seen.add(str(st.name))
     return out
 
 

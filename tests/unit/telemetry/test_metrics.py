@@ -141,6 +141,30 @@ def test_stream_gauges_read_one_stats_call_per_stream(tmp_path: Path) -> None:
         odd.close()
 
 
+def test_a_stream_passed_twice_is_one_series(tmp_path: Path) -> None:
+    """streams=[s, s] (or s and its name's other handle): one stats() call and one series per
+    stream name; Prometheus refuses a scrape that repeats a series."""
+    url = f"sqlite:///{tmp_path / 'bus.db'}"
+    a, again = Stream(url, "jobs"), Stream(url, "jobs")
+    try:
+        a.append(1, message_id="m1")
+        calls: list[str] = []
+        for s in (a, again):
+            read = s.stats
+
+            def counted(read: Any = read, name: str = s.name) -> Any:
+                calls.append(name)
+                return read()
+
+            s.stats = counted  # type: ignore[method-assign]
+        text = telemetry.prometheus_text(streams=[a, again, a])
+        assert calls == ["jobs"]
+        assert text.splitlines().count('surefoot_stream_messages{stream="jobs"} 1') == 1
+    finally:
+        a.close()
+        again.close()
+
+
 def test_consumers_of_one_stream_share_one_stats_call(tmp_path: Path) -> None:
     """consumers=[a, b] of one stream: one stats() call, only those two groups counted."""
     s = Stream(f"sqlite:///{tmp_path / 'bus.db'}", "findings")
