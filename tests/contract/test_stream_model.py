@@ -1,8 +1,10 @@
 """A Hypothesis state machine drives a bounded stream on every backend against a plain
 model: appends with ids (retries and reused ids), trims by length and age, the dedup window,
 claims by workers that crash (never ack) and redelivery after the visibility timeout, acks,
-rejects, dead letters, registrations and removals. After every step the kept messages, the
-stats and each consumer's counts must agree with the model."""
+nacks (with a delay), rejects, dead letters (by max_attempts and by reject) and their redrive,
+registrations and removals. After every step the kept messages, the stats, each consumer's
+counts and its dead letters (the whole message, reason and attempts) must agree with the
+model."""
 
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ import hypothesis.strategies as hs
 import pytest
 from _backends import BACKENDS, backend_url
 from hypothesis import settings
-from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 from surefoot import storage
 from surefoot.errors import DuplicateMessageError, StateError
@@ -30,7 +32,7 @@ MAX_ATTEMPTS = 2
 class _C:
     position: int
     pending: dict[int, list[float]] = field(default_factory=dict)  # seq -> [attempts, visible]
-    dead: set[int] = field(default_factory=set)
+    dead: dict[int, tuple[str, int]] = field(default_factory=dict)  # seq -> (reason, attempts)
 
 
 class StreamVsModel(RuleBasedStateMachine):
@@ -83,6 +85,14 @@ class StreamVsModel(RuleBasedStateMachine):
 
     ids = hs.sampled_from([f"m{i}" for i in range(6)])
     names = hs.sampled_from(["c1", "c2"])
+
+    @initialize()
+    def start(self) -> None:
+        """A group and three messages to start from, so the claim, dead-letter and redrive
+        rules have something to work on within a short run."""
+        self.register("c1")
+        for mid in ("m0", "m1", "m2"):
+            self.append(mid, '"a"')
 
     @rule(mid=ids, body=hs.sampled_from(['"a"', '"b"']))
     def append(self, mid: str, body: str) -> None:
@@ -153,7 +163,7 @@ class StreamVsModel(RuleBasedStateMachine):
                 continue
             if attempts >= MAX_ATTEMPTS:
                 del c.pending[seq]
-                c.dead.add(seq)
+                c.dead[seq] = ("max_attempts", int(attempts))
                 continue
             c.pending[seq] = [attempts + 1, self.now + VIS]
             want.append((seq, int(attempts) + 1))
@@ -167,19 +177,75 @@ class StreamVsModel(RuleBasedStateMachine):
         for m in got:
             assert (m.record.message_id, m.record.payload) == self.kept[m.record.seq][:2]
 
-    @rule(name=names, seq=hs.integers(1, 12))
-    def ack(self, name: str, seq: int) -> None:
+    def _seq(self, name: str, pick: int, dead: bool = False) -> int:
+        """Mostly one of the consumer's pending (or dead) messages, else any seq: rules on
+        messages nobody holds would rarely reach the interesting states."""
+        c = self.cons.get(name)
+        pool = sorted((c.dead if dead else c.pending) if c is not None else ())
+        return pool[pick % len(pool)] if pool and pick < 8 else pick + 1
+
+    picks = hs.integers(0, 11)
+
+    @rule(name=names, pick=picks)
+    def ack(self, name: str, pick: int) -> None:
+        seq = self._seq(name, pick)
         c = self.cons.get(name)
         expected = c is not None and c.pending.pop(seq, None) is not None
         assert self.log.ack(name, seq) == expected
 
-    @rule(name=names, seq=hs.integers(1, 12))
-    def reject(self, name: str, seq: int) -> None:
+    @rule(name=names, pick=picks, delay=hs.sampled_from([0.0, 5.0, 15.0]))
+    def nack(self, name: str, pick: int, delay: float) -> None:
+        """A worker hands a message back: visible again after ``delay``, attempts unchanged."""
+        seq = self._seq(name, pick)
         c = self.cons.get(name)
-        expected = c is not None and c.pending.pop(seq, None) is not None
-        if expected and c is not None:
-            c.dead.add(seq)
-        assert self.log.reject(name, seq, reason="poison", now=self.now) == expected
+        p = c.pending.get(seq) if c is not None else None
+        if p is not None:
+            p[1] = self.now + delay
+        assert self.log.nack(name, seq, now=self.now, delay=delay) == (p is not None)
+
+    @rule(name=names, pick=picks)
+    def reject(self, name: str, pick: int) -> None:
+        seq = self._seq(name, pick)
+        c = self.cons.get(name)
+        p = c.pending.pop(seq, None) if c is not None else None
+        if p is not None and c is not None:
+            c.dead[seq] = ("poison", int(p[0]))
+        assert self.log.reject(name, seq, reason="poison", now=self.now) == (p is not None)
+
+    @rule(name=names, picks=hs.one_of(hs.none(), hs.lists(picks, max_size=3)))
+    def redrive(self, name: str, picks: list[int] | None) -> None:
+        """Dead letters go back once, due now, their attempts counted from 0 again."""
+        seqs = None if picks is None else [self._seq(name, p, dead=True) for p in picks]
+        c = self.cons.get(name)
+        chosen = [] if c is None else sorted(c.dead if seqs is None else set(seqs) & set(c.dead))
+        for seq in chosen:
+            assert c is not None
+            del c.dead[seq]
+            c.pending[seq] = [0, self.now]
+        assert self.log.redrive(name, seqs, now=self.now) == len(chosen)
+
+    @rule(name=names)
+    def poison_then_redrive(self, name: str) -> None:
+        """A worker rejects what it claimed, an operator redrives every dead letter, and the
+        next claim hands them out again from attempt 1 (the rules above, in one step)."""
+        self.claim(name, 1, "w1")
+        if name in self.cons and self.cons[name].pending:
+            self.reject(name, 0)
+            self.redrive(name, None)
+            self.claim(name, 3, "w2")
+
+    @rule(name=names, delay=hs.sampled_from([0.0, 5.0]))
+    def nack_until_dead(self, name: str, delay: float) -> None:
+        """A worker that hands every message back, due again after ``delay`` (and the clock
+        moves exactly that far): after ``max_attempts`` deliveries the next claim moves it
+        to the dead letters, whole."""
+        for _ in range(MAX_ATTEMPTS + 1):
+            self.claim(name, 1, "w1")
+            if name not in self.cons:
+                return
+            for pick in range(len(self.cons[name].pending)):
+                self.nack(name, pick, delay)
+            self.advance(delay)
 
     @invariant()
     def agrees(self) -> None:
@@ -194,6 +260,13 @@ class StreamVsModel(RuleBasedStateMachine):
             for n, c in self.cons.items()
         }
         assert {c.name: (c.position, c.pending, c.dead, c.lag) for c in s.consumers} == want
+        # a dead letter keeps the whole message, its reason and its attempts
+        for n, c in self.cons.items():
+            dead = [
+                (d.record.seq, d.record.message_id, d.record.payload, d.reason, d.attempts)
+                for d in self.log.dead_letters(n)
+            ]
+            assert dead == [(s, *self.kept[s][:2], *c.dead[s]) for s in sorted(c.dead)]
         # every unsettled message of a known consumer is still readable in full
         for c in self.cons.values():
             assert all(seq in self.kept for seq in (*c.pending, *c.dead))
@@ -207,8 +280,8 @@ class StreamVsModel(RuleBasedStateMachine):
 def test_state_machine_stream_agrees_with_a_model(
     kind: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
-    """Any sequence of appends, retries, trims, claims by crashing workers, acks, rejects,
-    registrations and removals agrees with the model on this backend."""
+    """Any sequence of appends, retries, trims, claims by crashing workers, acks, nacks,
+    rejects, redrives, registrations and removals agrees with the model on this backend."""
     url = backend_url(kind, tmp_path, request, "model")
     machine = type(f"StreamVsModel_{kind}", (StreamVsModel,), {"url": url})
     machine.TestCase.settings = settings(max_examples=25, stateful_step_count=30, deadline=None)

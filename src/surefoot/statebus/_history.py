@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -113,6 +114,10 @@ class Watch:
     ``PRAGMA data_version``, ``LISTEN``, ``XREAD BLOCK``) for at most ``poll`` seconds,
     then sweeps expired keys (so expiries reach it) and looks again.
 
+    A watch opened by an ``AgentSession`` passes ``scope`` (which keys it may see: the
+    others are skipped before their value is decoded) and ``delivered`` (called with each
+    change as it is handed out: the session joins its label into what it has read).
+
     Raises (while iterating):
         CompactedError: a change after ``after_revision`` was removed by compaction.
     """
@@ -126,6 +131,8 @@ class Watch:
         timeout: float | None,
         poll: float,
         batch: int,
+        scope: Callable[[str], bool] | None = None,
+        delivered: Callable[[Change], None] | None = None,
     ) -> None:
         if isinstance(after_revision, bool) or not isinstance(after_revision, int):
             raise ConfigError(f"after_revision must be a revision >= 0, got {after_revision!r}")
@@ -140,26 +147,57 @@ class Watch:
         self.timeout = timeout
         self.poll = poll
         self.batch = batch
+        self._scope = scope
+        self._delivered = delivered
         self._scanned = after_revision
+        self._caught_up = False
         self._buffer: deque[Change] = deque()
         make = getattr(store.state, "waiter", None)  # a backend that keeps a connection
         self._waiter: Any = make() if make is not None else None
 
     def _fill(self) -> bool:
-        """Look once (then wait once): True if changes are buffered."""
-        state = self.store.state
-        state.expire(self.store.clock.now())
-        head = state.revision()
-        got = state.changes(self._scanned, prefix=self.prefix, limit=self.batch, upto=head)
-        self._scanned = got[-1].revision if len(got) == self.batch else max(head, self._scanned)
+        """Look (until something is shown or the log is read to its head): True if changes
+        are buffered."""
         skip = () if self.prefix.startswith(HIDDEN) else HIDDEN  # leases, endorsements
-        shown = [change(c) for c in got if not (skip and c.key.startswith(skip))]
-        self._buffer.extend(shown)
-        return bool(shown)
+        scope = self._scope
+        while True:
+            got = self._read()
+            shown = [
+                change(c)  # decoded once it passed the checks: out of scope is never read
+                for c in got
+                if not (skip and c.key.startswith(skip)) and (scope is None or scope(c.key))
+            ]
+            self._buffer.extend(shown)
+            if shown or len(got) < self.batch:  # a full batch all skipped: read on
+                # read to the head: once these are delivered, wait before reading again
+                self._caught_up = bool(shown) and len(got) < self.batch
+                return bool(shown)
+
+    def _read(self) -> list[StateChange]:
+        """The next batch of changes under the prefix, after sweeping due expiries; moves
+        ``_scanned`` to the revision the log was read up to."""
+        state = self.store.state
+        now = self.store.clock.now()
+        after = self._scanned
+        read = getattr(state, "watch_read", None)  # one round trip, where a backend folds it
+        if read is not None:
+            got, scanned, due = read(after, prefix=self.prefix, limit=self.batch, now=now)
+            if due:  # keys expired: sweep, so their expiries reach this watch, and read again
+                state.expire(now)
+                got, scanned, _ = read(after, prefix=self.prefix, limit=self.batch, now=now)
+            self._scanned = scanned
+            return list(got)
+        state.expire(now)
+        head = state.revision()
+        got = state.changes(after, prefix=self.prefix, limit=self.batch, upto=head)
+        self._scanned = got[-1].revision if len(got) == self.batch else max(head, after)
+        return got
 
     def _next(self, deadline: float | None) -> Change | None:
         while not self._buffer:
-            if self._fill():
+            if self._caught_up:  # nothing new since the last read unless the wait says so
+                self._caught_up = False
+            elif self._fill():
                 break
             left = self.poll if deadline is None else min(self.poll, deadline - time.monotonic())
             if left <= 0:
@@ -169,8 +207,13 @@ class Watch:
                 self._waiter.wait(self._scanned, left)
             else:
                 self.store.state.wait(self._scanned, left)
+        return self._deliver()
+
+    def _deliver(self) -> Change:
         ch = self._buffer.popleft()
         self.revision = ch.revision
+        if self._delivered is not None:
+            self._delivered(ch)
         return ch
 
     def _deadline(self) -> float | None:
@@ -190,9 +233,7 @@ class Watch:
 
     async def __anext__(self) -> Change:
         if self._buffer:
-            ch = self._buffer.popleft()
-            self.revision = ch.revision
-            return ch
+            return self._deliver()
         got = await asyncio.to_thread(self._next, self._deadline())
         if got is None:
             raise StopAsyncIteration

@@ -4,13 +4,15 @@ its write scope, labelled with its registered identity and with the taint of wha
 
 from __future__ import annotations
 
+import fnmatch
+import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ConfigError, ScopeError
+from ..errors import ConfigError, ConflictError, ScopeError
 from ..storage.base import MergeOutcome
 from ._entry import AgentSpec, Endorsement, Entry, Lease, seen_of
-from ._history import Change
+from ._history import Change, TxnResult, Watch
 from ._merge import update
 from ._trust import Endorser, Label, Labeled, label_of
 
@@ -147,7 +149,13 @@ class AgentSession:
             ConflictError, SchemaViolationError, ConfigError: as ``Store.write``.
         """
         stored, record = self._prepare(key, value, endorsed_by, reason)
-        e = self.store.write(key, stored, author=self.name, expect=expect, seen=self.seen.get(key))
+        try:
+            e = self.store.write(
+                key, stored, author=self.name, expect=expect, seen=self.seen.get(key)
+            )
+        except ConflictError as exc:
+            self._saw_conflict(exc)
+            raise
         return self._finish(e, record)
 
     def delete(self, key: str, *, expect: int | None = None) -> Change | None:
@@ -159,7 +167,11 @@ class AgentSession:
         """
         if not self.spec.may("write", key):
             raise ScopeError(self.name, key, "write", list(self.spec.write))
-        return self.store.delete(key, author=self.name, expect=expect)
+        try:
+            return self.store.delete(key, author=self.name, expect=expect)
+        except ConflictError as exc:
+            self._saw_conflict(exc)
+            raise
 
     def history(self, key: str) -> list[Change]:
         """The key's kept versions (see ``Store.history``); reading them taints the session
@@ -171,10 +183,121 @@ class AgentSession:
         if not self.spec.may("read", key):
             raise ScopeError(self.name, key, "read", list(self.spec.read))
         changes = self.store.history(key)
-        self.context = self.context.join(
-            *(Label.of(c.author, c.trust).join(c.label or Label()) for c in changes)
-        )
+        self.context = self.context.join(*(_change_label(c) for c in changes))
         return changes
+
+    def watch(
+        self,
+        prefix: str = "",
+        *,
+        after_revision: int = 0,
+        timeout: float | None = None,
+        poll: float = 0.5,
+        batch: int = 100,
+    ) -> Watch:
+        """``Store.watch`` as this agent: only changes of keys in its read scope.
+
+        Changes of keys under ``prefix`` that the read scope does not cover are skipped
+        (their values are never decoded); each change delivered joins its label into
+        ``context`` as reading it would, so watching an untrusted agent's writes taints the
+        session (a delete or an expiry too: its author chose when it happened). Resume with
+        ``after_revision=watch.revision``: nothing in scope is missed or repeated.
+
+        Raises:
+            ScopeError: no key under ``prefix`` is in this agent's read scope.
+            ConfigError: a bad prefix, revision, ``poll`` or ``batch``.
+        """
+        if not isinstance(prefix, str):
+            raise ConfigError(f"watch prefix must be a string, got {prefix!r}")
+        if not any(_glob_reaches(p, prefix) for p in self.spec.read):
+            exc = ScopeError(self.name, prefix, "read", list(self.spec.read))
+            exc.args = (
+                f"agent {self.name!r} may not watch prefix {prefix!r}: no key under it is in "
+                f"its read scope {list(self.spec.read)}. Watch a prefix the scope covers, or "
+                f"widen it with Store.register_agent({self.name!r}, read=[...]) if that is "
+                "intended.",
+            )
+            raise exc
+
+        def delivered(c: Change) -> None:
+            self.context = self.context.join(_change_label(c))
+
+        return Watch(
+            self.store,
+            prefix,
+            after_revision,
+            timeout=timeout,
+            poll=poll,
+            batch=batch,
+            scope=lambda key: self.spec.may("read", key),
+            delivered=delivered,
+        )
+
+    def txn(
+        self,
+        compare: dict[str, int],
+        success: list[tuple[Any, ...]],
+        failure: list[tuple[Any, ...]] | None = None,
+    ) -> TxnResult:
+        """``Store.txn`` as this agent: its scopes checked, its puts labelled like ``write``.
+
+        Every ``compare`` key must be in the read scope (a compare reads its version, and a
+        failed one reports the current value); every key a branch puts or deletes must be in
+        the write scope, whichever branch runs. Puts carry this session's label, so a
+        tainted session's values are stored tainted; the changes carry its name and
+        registered trust. The session remembers the versions it wrote (as ``write`` does),
+        and a failed compare's reported value joins its label into ``context``. To lift a
+        taint, write with ``endorsed_by`` instead.
+
+        Raises:
+            ScopeError: naming the first key outside its scope; nothing was written.
+            ConfigError, SchemaViolationError: as ``Store.txn``; nothing was written.
+        """
+        if not isinstance(compare, dict):
+            raise ConfigError(f"txn compare is a dict {{key: version}}, got {compare!r}")
+        for key in compare:
+            if isinstance(key, str) and not self.spec.may("read", key):
+                raise ScopeError(self.name, key, "read", list(self.spec.read))
+        branches = [self._txn_ops(success), self._txn_ops(failure or [])]
+        result = self.store.txn(compare, branches[0], branches[1], author=self.name)
+        for c in result.changes:
+            before = self.seen.get(c.key)
+            # its lineage is known when this session had seen the version it replaced;
+            # otherwise it counts as a version that lost nothing before it
+            lineage = before[1] + 1 if before and before[0] == c.version - 1 else c.version
+            self.seen[c.key] = (c.version, lineage)
+        if result.conflict is not None:
+            self._saw_conflict(result.conflict)
+        return result
+
+    def _txn_ops(self, ops: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+        """The operations with write scope checked and puts labelled; malformed ones pass
+        through unchanged for ``Store.txn`` to refuse."""
+        if not isinstance(ops, list):
+            return ops
+        out: list[tuple[Any, ...]] = []
+        for op in ops:
+            if not (isinstance(op, tuple) and len(op) >= 2 and isinstance(op[1], str)):
+                out.append(op)
+                continue
+            if not self.spec.may("write", op[1]):
+                raise ScopeError(self.name, op[1], "write", list(self.spec.write))
+            if op[0] == "put" and len(op) in (3, 4):
+                stored, _ = self._prepare(op[1], op[2], None, None)
+                out.append((op[0], op[1], stored, *op[3:]))
+            else:
+                out.append(op)
+        return out
+
+    def _saw_conflict(self, exc: ConflictError) -> None:
+        """A refused change showed this session the key's current value: join its label
+        (an author registered in another process counts as untrusted)."""
+        spec = self.store.agents.get(exc.author)
+        trust = "system" if exc.author == "system" else spec.trust if spec else "untrusted"
+        label = Label.of(exc.author, trust)
+        if isinstance(exc.value, Labeled):
+            label = label.join(exc.value.label)
+        self.context = self.context.join(label)
 
     def merge(self, key: str, value: Any, *, id: str | None = None) -> MergeOutcome:
         """Contribute to a merge key as this agent (see ``Store.merge``); never conflicts.
@@ -202,7 +325,11 @@ class AgentSession:
 
         def write(k: str, v: Any, version: int) -> Entry:
             stored, record = self._prepare(k, v, None, None)  # labelled like write()
-            e = self.store.write(k, stored, author=self.name, expect=version)
+            try:
+                e = self.store.write(k, stored, author=self.name, expect=version)
+            except ConflictError as exc:
+                self._saw_conflict(exc)
+                raise
             return self._finish(e, record)
 
         return update(self.store, key, fn, read=self.read, write=write, policy=policy)
@@ -223,13 +350,83 @@ class AgentSession:
     ) -> Entry:
         """Write only while ``lease`` is still held (fencing by its epoch); labels as ``write``."""
         stored, record = self._prepare(key, value, endorsed_by, reason)
-        e = self.store.write(
-            key, stored, author=self.name, expect=expect, seen=self.seen.get(key), fence=lease
-        )
+        try:
+            e = self.store.write(
+                key, stored, author=self.name, expect=expect, seen=self.seen.get(key), fence=lease
+            )
+        except ConflictError as exc:
+            self._saw_conflict(exc)
+            raise
         return self._finish(e, record)
 
     def __repr__(self) -> str:
         return f"AgentSession({self.name!r}, trust={self.trust!r})"
+
+
+def _change_label(c: Change) -> Label:
+    """The label of a logged change, as ``label_of`` gives an entry's."""
+    return Label.of(c.author, c.trust).join(c.label or Label())
+
+
+def _glob_reaches(pattern: str, prefix: str) -> bool:
+    """Whether some key starting with ``prefix`` matches the glob ``pattern`` (as
+    ``fnmatch.fnmatchcase`` reads it): the pattern is walked over the prefix as an
+    automaton, and any state left over can still be completed."""
+    tokens = _glob_tokens(pattern)
+    states = _closure(tokens, {0})
+    for ch in prefix:
+        step = set()
+        for i in states:
+            if i == len(tokens):
+                continue
+            tok = tokens[i]
+            if tok is None:  # '*' takes the character and stays
+                step.add(i)
+            elif tok.fullmatch(ch):
+                step.add(i + 1)
+        states = _closure(tokens, step)
+        if not states:
+            return False
+    return True
+
+
+def _closure(tokens: list[re.Pattern[str] | None], states: set[int]) -> set[int]:
+    """``states`` with every '*' also skipped (it matches the empty string)."""
+    out, todo = set(states), list(states)
+    while todo:
+        i = todo.pop()
+        if i < len(tokens) and tokens[i] is None and i + 1 not in out:
+            out.add(i + 1)
+            todo.append(i + 1)
+    return out
+
+
+def _glob_tokens(pattern: str) -> list[re.Pattern[str] | None]:
+    """The glob as one single-character pattern per position (None for '*'), split as
+    ``fnmatch`` splits it."""
+    out: list[re.Pattern[str] | None] = []
+    i, n = 0, len(pattern)
+    while i < n:
+        c = pattern[i]
+        i += 1
+        if c == "*":
+            out.append(None)
+        elif c == "?":
+            out.append(re.compile(".", re.DOTALL))
+        elif c == "[" and (j := _class_end(pattern, i)) > 0:
+            out.append(re.compile(fnmatch.translate(pattern[i - 1 : j + 1])))
+            i = j + 1
+        else:  # a literal, or a '[' with no closing bracket
+            out.append(re.compile(re.escape(c)))
+    return out
+
+
+def _class_end(pattern: str, i: int) -> int:
+    """Where the character class opened just before ``i`` closes (-1: it does not)."""
+    n = len(pattern)
+    j = i + 1 if i < n and pattern[i] == "!" else i
+    j = j + 1 if j < n and pattern[j] == "]" else j
+    return pattern.find("]", j)
 
 
 def _carry(own: Label, context: Label) -> Label:

@@ -5,6 +5,11 @@ keyed by the revision it took, in the same transaction (statement, script) as th
 itself. The log answers ``history(key)``, ``read_at(key, revision)`` and watches
 (``changes(after)``); compaction trims it by a policy: keep the last N changes of each key,
 drop changes older than an age; each key's latest change always stays.
+
+A backend whose reads cost a round trip may also offer ``watch_read(after, *, prefix, limit,
+now) -> WatchRead``: what a watch needs per look (the changes, how far the log was read, and
+whether expiries are due) in one round trip, so a watch's wake-up costs one read instead of
+the four of ``expire`` + ``revision`` + ``changes`` (with its compaction mark).
 """
 
 from __future__ import annotations
@@ -13,9 +18,36 @@ from collections import defaultdict
 from typing import Any, NamedTuple
 
 from ..errors import ConfigError
-from .base import TxnOp
+from .base import StateChange, TxnOp
 
-__all__ = ["Compaction", "change_kind", "check_policy", "compaction_victims", "txn_plan"]
+__all__ = [
+    "Compaction",
+    "WatchRead",
+    "change_kind",
+    "check_policy",
+    "compaction_victims",
+    "txn_plan",
+]
+
+
+class WatchRead(NamedTuple):
+    """One look of a watch (``StateStore.watch_read``), read from one snapshot.
+
+    Attributes:
+        changes: the changes of keys under the prefix after the revision asked, oldest
+            first, at most ``limit``.
+        scanned: the revision the log was read up to: every change under the prefix up to
+            it is in ``changes``. Fewer than ``limit`` changes: the namespace's revision.
+        due: some key's TTL had run out at ``now``; sweep (``expire``) and read again, so
+            the expiry reaches the watcher in revision order.
+
+    Raises (from ``watch_read``):
+        CompactedError: a change after the revision asked was removed by compaction.
+    """
+
+    changes: list[StateChange]
+    scanned: int
+    due: bool
 
 
 def change_kind(merge_op: str | None) -> str:

@@ -51,3 +51,16 @@ def test_trust_examples_run_and_show_what_their_comments_say(
         2,
     )
     assert rec.sources == ("web-reader",) and rec.reason == "checked the page"
+
+
+def test_session_watch_and_txn_example_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    """The sessions example skips the out-of-scope key, is tainted by the watched note and
+    stores its transaction's value tainted."""
+    section = DOC.read_text().split("**Sessions watch and transact in their scopes.**", 1)[1]
+    block = re.findall(r"```python\n(.*?)```", section, flags=re.S)[0]
+    exec(compile(block, str(DOC), "exec"), {"__name__": "docs_statebus_sessions"})
+    assert capsys.readouterr().out.splitlines() == [
+        "['notes/page']",
+        "True",
+        "frozenset({'web'})",
+    ]

@@ -62,8 +62,9 @@ def test_prefixes_isolate_and_delete_prefix_cleans_up(rs: RedisStorage, redis_ur
         other.statestore("ns").write("k", '"b"', author="y", trust="t", expect=None, now=1.0)
         rec = rs.statestore("ns").read("k")
         assert rec is not None and rec.value == '"a"'
-        # the hash, its revision counter, its change log and log mark, the layout mark
-        assert rs.db.delete_prefix() == 5
+        # the hash, its revision counter, its change log, its index and their marks, the
+        # layout mark
+        assert rs.db.delete_prefix() == 6
         assert rs.statestore("ns").read("k") is None
         kept = other.statestore("ns").read("k")
         assert kept is not None and kept.value == '"b"'

@@ -17,7 +17,7 @@ from ..base import (
     next_lineage,
     write_conflict,
 )
-from ..history import change_kind, compaction_victims, txn_plan
+from ..history import WatchRead, change_kind, compaction_victims, txn_plan
 from ..merges import apply, log_entry, lower_trust
 
 __all__ = ["MemoryStateStore"]
@@ -142,18 +142,27 @@ class MemoryStateStore:
         self, after: int, *, prefix: str = "", limit: int = 100, upto: int | None = None
     ) -> list[StateChange]:
         with self._lock:
-            if after < self._compacted:
-                raise CompactedError(
-                    f"namespace {self.namespace!r}", after + 1, self._oldest_kept()
-                )
-            out: list[StateChange] = []
-            for ch in self._log:  # kept in revision order
-                if ch.revision <= after or not ch.key.startswith(prefix):
-                    continue
-                if (upto is not None and ch.revision > upto) or len(out) >= limit:
-                    break
-                out.append(ch)
-            return out
+            return self._scan(after, prefix, limit, upto)
+
+    def watch_read(
+        self, after: int, *, prefix: str = "", limit: int = 100, now: float
+    ) -> WatchRead:
+        with self._lock:
+            out = self._scan(after, prefix, limit, None)
+            scanned = out[-1].revision if len(out) >= limit else max(self._revision, after)
+            return WatchRead(out, scanned, any(at <= now for at in self._ttl.values()))
+
+    def _scan(self, after: int, prefix: str, limit: int, upto: int | None) -> list[StateChange]:
+        if after < self._compacted:
+            raise CompactedError(f"namespace {self.namespace!r}", after + 1, self._oldest_kept())
+        out: list[StateChange] = []
+        for ch in self._log:  # kept in revision order
+            if ch.revision <= after or not ch.key.startswith(prefix):
+                continue
+            if (upto is not None and ch.revision > upto) or len(out) >= limit:
+                break
+            out.append(ch)
+        return out
 
     def _oldest_kept(self) -> int:
         return self._log[0].revision if self._log else self._revision + 1

@@ -417,6 +417,7 @@ class Listener:
         self.channel = db.channel(name)
         self._conn: Any = None
         self.received = 0
+        self.connections = 0  # LISTENs made: a new one missed what was sent before it
         self.payloads: list[str] = []  # of the notifications the last ``wait`` received
 
     def _connect(self) -> Any:
@@ -427,6 +428,7 @@ class Listener:
             )
             conn.execute(psycopg.sql.SQL("LISTEN {}").format(psycopg.sql.Identifier(self.channel)))
             self._conn = conn
+            self.connections += 1
         return self._conn
 
     def wait(self, timeout: float) -> bool:

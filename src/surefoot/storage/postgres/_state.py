@@ -10,6 +10,7 @@ gaps and no duplicates, and a failed condition writes nothing and returns the cu
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from ...errors import CompactedError, ConflictError, ValueTooLargeError
@@ -22,7 +23,7 @@ from ..base import (
     expires_at,
     write_conflict,
 )
-from ..history import compaction_victims, txn_plan
+from ..history import WatchRead, compaction_victims, txn_plan
 from ..merges import check_contribution, log_entry, merge_refused
 from ._db import Listener, PostgresDB
 
@@ -519,6 +520,25 @@ _LOCK = (
     "INSERT INTO sf_state_ns AS n (ns, revision) VALUES (%s, 0) "
     "ON CONFLICT (ns) DO UPDATE SET revision = n.revision"
 )
+# What a watch needs per look, in one statement (one snapshot, one round trip): the
+# namespace's revision and compaction mark, whether a key's TTL ran out, the oldest kept
+# revision (only when the watcher is behind the mark), and the changes themselves.
+_WATCH_READ = f"""
+SELECT n.revision, n.compacted,
+       EXISTS (SELECT 1 FROM sf_state WHERE ns = q.ns AND expires_at <= %(now)s),
+       CASE WHEN %(after)s < n.compacted
+            THEN (SELECT MIN(revision) FROM sf_state_log WHERE ns = q.ns) END,
+       {", ".join("l." + c for c in _LOG_COLS.split(", "))}
+FROM (SELECT %(ns)s::text AS ns) q
+LEFT JOIN sf_state_ns n ON n.ns = q.ns
+LEFT JOIN LATERAL (
+    SELECT {_LOG_COLS} FROM sf_state_log
+    WHERE ns = q.ns AND revision > %(after)s AND revision <= n.revision
+      AND left(key, %(n)s) = %(prefix)s
+    ORDER BY revision LIMIT %(limit)s
+) l ON true
+ORDER BY l.revision
+"""
 
 
 def _change(row: tuple[Any, ...]) -> StateChange:
@@ -627,6 +647,30 @@ class PostgresStateStore:
             )
         return [_change(r) for r in rows]
 
+    def watch_read(
+        self, after: int, *, prefix: str = "", limit: int = 100, now: float
+    ) -> WatchRead:
+        rows = self.db.execute(
+            _WATCH_READ,
+            {
+                "ns": self.namespace,
+                "after": after,
+                "now": now,
+                "n": len(prefix),
+                "prefix": prefix,
+                "limit": limit,
+            },
+            write=False,
+        )
+        head, compacted, due, oldest = rows[0][:4]
+        if after < int(compacted or 0):
+            raise CompactedError(
+                f"namespace {self.namespace!r}", after + 1, int(oldest or int(head) + 1)
+            )
+        got = [_change(r[4:]) for r in rows if r[4] is not None]
+        scanned = got[-1].revision if len(got) >= limit else max(int(head or 0), after)
+        return WatchRead(got, scanned, bool(due))
+
     def history(self, key: str) -> list[StateChange]:
         rows = self.db.execute(
             f"SELECT {_LOG_COLS} FROM sf_state_log WHERE ns = %s AND key = %s ORDER BY revision",
@@ -695,7 +739,7 @@ class PostgresStateStore:
         """LISTEN on the schema's ``state`` channel (the log's trigger NOTIFYs it at
         commit), on a connection opened for this wait; a watch keeps one open instead
         (:meth:`waiter`)."""
-        waiter = self.waiter()
+        waiter = _Waiter(self, probe=True)
         try:
             return waiter.wait(after, timeout)
         finally:
@@ -933,21 +977,38 @@ def _shown(row: tuple[Any, ...] | None) -> tuple[int, str | None, str] | None:
 
 
 class _Waiter:
-    """Waits on the ``state`` channel. The listening connection is opened before the
-    revision is looked at, so a commit in between still wakes it."""
+    """Waits on the ``state`` channel, whose payload is the namespace that changed.
 
-    def __init__(self, store: PostgresStateStore) -> None:
+    A notification for this namespace is the wake-up; no query runs for it (a watch's next
+    read, ``watch_read``, is its one round trip). A commit made before the connection
+    listened is not announced to it, so a fresh LISTEN connection (the first wait, or one
+    after the connection was lost) returns at once for the caller to read again; with
+    ``probe`` it looks at the revision instead (a one-off ``wait`` reads nothing after).
+    """
+
+    def __init__(self, store: PostgresStateStore, *, probe: bool = False) -> None:
         self.store = store
+        self.probe = probe
         self.listener: Listener | None = None
+        self._connections = 0
 
     def wait(self, after: int, timeout: float) -> bool:
         if self.listener is None:
             self.listener = self.store.db.listener("state")
-            self.listener.wait(0.0)  # connect and LISTEN now
-        if self.store.revision() > after:
-            return True
-        self.listener.wait(timeout)
-        return self.store.revision() > after
+        listener = self.listener
+        deadline = time.monotonic() + timeout
+        left = 0.0  # first take what is queued (and connect), without blocking
+        while True:
+            got = listener.wait(left)
+            if listener.connections != self._connections:  # listening since just now
+                self._connections = listener.connections
+                if not self.probe or self.store.revision() > after:
+                    return True
+            elif got and self.store.namespace in listener.payloads:
+                return True
+            left = deadline - time.monotonic()
+            if left <= 0:  # nothing, or only other namespaces changed
+                return False
 
     def close(self) -> None:
         listener, self.listener = self.listener, None

@@ -36,12 +36,19 @@ OPTIONS = {
 }
 
 #: The key layout this surefoot writes, marked in ``P:layout`` on first open. A prefix marked
-#: with a higher number was written by a newer surefoot and is refused, untouched.
-LAYOUT = 1
-# Set the mark if absent and return it: one idempotent round trip (it also checks the server).
+#: with a higher number was written by a newer surefoot and is refused, untouched; one marked
+#: lower is upgraded (each part migrates in place when opened). 2: every state namespace keeps
+#: an index of its change log by key, which an older surefoot would not maintain.
+LAYOUT = 2
+
+# Set the mark if absent (or older) and return it: one idempotent round trip (it also checks
+# the server).
 _LAYOUT_SCRIPT = """
 local v = redis.call('GET', KEYS[1])
-if not v then redis.call('SET', KEYS[1], ARGV[1]) return ARGV[1] end
+if (not v) or (tonumber(v) and tonumber(v) < tonumber(ARGV[1])) then
+  redis.call('SET', KEYS[1], ARGV[1])
+  return ARGV[1]
+end
 return v
 """
 
@@ -132,7 +139,7 @@ class RedisDB:
             # A server that is not answering yet (restarting) is waited for, within
             # reconnect_timeout, like a lost connection; wrong credentials fail at once.
             mark = self.key("layout")
-            layout = self.script("layout", _LAYOUT_SCRIPT)
+            layout = self.script("layout_v2", _LAYOUT_SCRIPT)
             found = self.call(lambda c: layout(keys=[mark], args=[LAYOUT], client=c), write=False)
         except self.redis.RedisError as exc:
             raise self.unavailable(exc) from exc
