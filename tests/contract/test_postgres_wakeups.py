@@ -129,8 +129,8 @@ def _serve(
         t.start()
     try:
         end = time.monotonic() + 60
-        while not set(served) <= _live(client):
-            assert time.monotonic() < end, "the workers did not start"
+        while not set(served) <= _live(client) or not all(x.claims for x in workers.values()):
+            assert time.monotonic() < end, "the workers did not start"  # (and claimed once)
             time.sleep(0.02)
         before = {w: (x.claims, x.empty_claims) for w, x in workers.items()}
         _claimed_one_by_one(client, names)

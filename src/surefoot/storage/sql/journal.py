@@ -23,7 +23,7 @@ import json
 from typing import Any
 
 from ...errors import ConfigError, RunConflictError, UnknownRunError
-from ..base import AuditRow, RunRow, RunWrite, StepRow, StepWrite, check_size
+from ..base import AuditRow, ChildWrite, Record, RunRow, RunWrite, StepRow, StepWrite, check_size
 from .chunks import ChunkStore, ChunkWrite
 from .dialect import Dialect
 from .journal_plus import PLUS_COLS, JournalPlus
@@ -163,7 +163,7 @@ class SQLJournal(JournalPlus, SQLRunQueries, ChunkStore, JournalLiveness):
         """Insert ``row`` unless the run id exists; return (the stored row, created)."""
         raise NotImplementedError
 
-    def _check_values(self, records: list[StepWrite | RunWrite] | list[StepWrite]) -> None:
+    def _check_values(self, records: list[Record] | list[StepWrite]) -> None:
         """Refuse step and run results over the store's ``max_value_bytes``.
 
         Raises:
@@ -171,6 +171,9 @@ class SQLJournal(JournalPlus, SQLRunQueries, ChunkStore, JournalLiveness):
         """
         limit = self.d.max_value_bytes
         for r in records:
+            if isinstance(r, ChildWrite):  # a new child: its arguments, and the parent's step
+                self._check_run(r.child)
+                r = r.step
             if isinstance(r, StepWrite):
                 what = f"the result of step {r.pos} ({r.name!r}) of run {r.run_id!r}"
             else:
@@ -214,9 +217,7 @@ class SQLJournal(JournalPlus, SQLRunQueries, ChunkStore, JournalLiveness):
 
     # -- the hot path ------------------------------------------------------------------
 
-    def commit(
-        self, records: list[StepWrite | RunWrite], chunks: list[ChunkWrite] | None = None
-    ) -> list[bool]:
+    def commit(self, records: list[Record], chunks: list[ChunkWrite] | None = None) -> list[bool]:
         """Apply ``records`` in one transaction; per record, was the writer's epoch current?
 
         One step without a signal to consume is one statement; a batch is one transaction
@@ -257,8 +258,10 @@ class SQLJournal(JournalPlus, SQLRunQueries, ChunkStore, JournalLiveness):
                     counted[i] = ex(self._step, step_params(r))
                     if r.consume_signal is not None:
                         ex(self._consume, (r.pos, r.consume_signal, r.run_id, r.epoch))
-                else:
-                    counted[i] = self._run_write(c, r)  # type: ignore[arg-type]
+                elif type(r) is RunWrite:
+                    counted[i] = self._run_write(c, r)
+                else:  # a child run and its parent's step (journal_plus)
+                    counted[i] = self.write_child(c, r)  # type: ignore[arg-type]
             if chunks:  # chunked values' nodes, fenced by epoch; run rows already locked
                 self.put_chunks(c, chunks)
             return counted

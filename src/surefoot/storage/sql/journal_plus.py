@@ -6,16 +6,9 @@ from migration 4 of each backend.
 
 * **Queues** (:mod:`.queues`): a run with a ``queue`` is claimed only by
   :meth:`~.queues.JournalQueues.claim_queue`, under the queue's limits, in one transaction.
-* **Children**: when a child run ends, the same transaction that ends it queues the signal
-  ``child:<id>`` for its parent and wakes the parent if it sleeps waiting for it (the
-  parent's sleep sees an already-queued signal, as for any signal, so nothing is lost in
-  between). Cancelling a run cancels its unfinished descendants in one transaction.
-  Lock order (PostgreSQL): every transaction that locks several run rows locks them in
-  run-id byte order (``COLLATE "C"``), as heartbeats and group commits do. A child's id
-  sorts after its parent's (``<parent>:<pos>``), so a batch that ends a child, and a
-  cancelled tree, first lock all the rows they will touch, parents included, in that
-  order (:meth:`JournalPlus.lock_first`); without it, a child's finish (child, then parent)
-  and a heartbeat or a cancel holding the parent (parent, then child) could deadlock.
+* **Children** (:mod:`.children`): created in the same transaction as the parent's step
+  that names them, only while the parent runs; ended together with the parent's wake-up;
+  cancelled with their whole tree.
 * **Schedules**: a schedule's ``next_at`` moves forward by compare-and-set in the same
   transaction that creates the tick's runs (whose ids are keyed by the tick), so a tick
   starts exactly one run however many workers fire it.
@@ -26,11 +19,11 @@ from migration 4 of each backend.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from ...errors import RunConflictError, UnknownRunError
-from ..base import RunRow, RunWrite
+from ...errors import RunConflictError
+from ..base import RunRow
+from .children import DONE_STATUSES, JournalChildren
 from .queues import JournalQueues, QueueLimits
 
 if TYPE_CHECKING:
@@ -40,18 +33,14 @@ __all__ = ["DONE_STATUSES", "PLUS_COLS", "JournalPlus", "QueueLimits"]
 
 #: Run columns of issue 13 that are written at creation (``started_at`` is set by a queue).
 PLUS_COLS = "queue, priority, dedup_id, parent_id, deadline_at"
-DONE_STATUSES = ("succeeded", "failed", "cancelled")
 _DONE_SQL = "('succeeded', 'failed', 'cancelled')"
-_OPEN = ("pending", "running", "sleeping", "needs_attention")
-_TEXT = "CAST(? AS TEXT)"
-_F8 = "CAST(? AS DOUBLE PRECISION)"
 
 
 def _plus_params(row: RunRow) -> tuple[Any, ...]:
     return (row.queue, row.priority, row.dedup_id, row.parent_id, row.deadline_at)
 
 
-class JournalPlus(JournalQueues):
+class JournalPlus(JournalQueues, JournalChildren):
     """Queues, children, schedules and retention on the journal's tables (a mixin)."""
 
     d: Dialect
@@ -73,43 +62,8 @@ class JournalPlus(JournalQueues):
             f"SELECT {SEL} FROM durable_runs WHERE queue = ? AND dedup_id = ? "
             f"AND status NOT IN {_DONE_SQL}"
         )
-        # a child's end key-share-locks its parent's row, as ``signal`` does (no lost wake-up)
-        self._lock_parent = d.sql("SELECT 1 FROM durable_runs WHERE run_id = ?" + d.key_share)
-        self._child_signal = d.sql(
-            "INSERT INTO durable_signals (run_id, name, payload, signal_id, sent_at) "
-            f"SELECT {_TEXT}, {_TEXT}, {_TEXT}, {_TEXT}, {_F8} WHERE EXISTS (SELECT 1 FROM "
-            "durable_runs WHERE run_id = ? AND epoch = ? AND status = ?) "
-            "ON CONFLICT (run_id, signal_id) DO NOTHING"
-        )
-        self._wake_parent = d.sql(
-            "UPDATE durable_runs SET wake_at = ? WHERE run_id = ? AND status = 'sleeping' "
-            f"AND {d.member('waiting_for', _TEXT)} AND EXISTS (SELECT 1 FROM durable_runs c "
-            "WHERE c.run_id = ? AND c.epoch = ? AND c.status = ?)"
-        )
         self._queue_claims = {}
-        self._lock_rows = d.sql(
-            f"SELECT run_id FROM durable_runs WHERE {d.any_of('run_id')} "
-            f"ORDER BY run_id{d.order_c} FOR NO KEY UPDATE"
-        )
-
-    def lock_first(self, records: Sequence[Any]) -> list[str] | None:
-        """PostgreSQL: the run ids a batch locks first (in run-id order, see the module
-        docs) because one of ``records`` ends a child and so updates its parent; else None.
-        """
-        if not self.d.row_lock:
-            return None  # SQLite: the whole file is locked
-        parents = [
-            r.parent
-            for r in records
-            if type(r) is RunWrite and r.parent is not None and r.status in DONE_STATUSES
-        ]
-        if not parents:
-            return None
-        return sorted({*parents, *(r.run_id for r in records)}, key=str.encode)
-
-    def lock_rows(self, c: Any, run_ids: list[str]) -> None:
-        """In ``c``'s transaction, lock the rows of ``run_ids`` in run-id order."""
-        c.execute(self._lock_rows, (self.d.array(run_ids),))
+        self._children_init(RUN_COLS, PLUS_COLS)
 
     # -- runs with queue, dedup, parent or deadline --------------------------------------
 
@@ -149,76 +103,6 @@ class JournalPlus(JournalQueues):
                     "holder finished meanwhile; enqueue it again",
                 )
             return RunRow(*found), False
-
-        return d.transaction(work)
-
-    def _tell_parent(self, c: Any, r: RunWrite) -> None:
-        """In ``r``'s transaction: signal its parent that the child ended, and wake it."""
-        if r.status not in DONE_STATUSES or r.parent is None:
-            return
-        name = f"child:{r.run_id}"
-        if self.d.key_share:
-            c.execute(self._lock_parent, (r.parent,))
-        c.execute(
-            self._child_signal, (r.parent, name, "null", name, r.now, r.run_id, r.epoch, r.status)
-        )
-        c.execute(self._wake_parent, (r.now, r.parent, name, r.run_id, r.epoch, r.status))
-        self.d.notify_run(c, self._channel, r.parent)
-
-    def children(self, run_id: str) -> list[RunRow]:
-        """The runs started by ``run_id`` as children, oldest first."""
-        rows = self.d.read(
-            self.d.sql(
-                f"SELECT {self._sel} FROM durable_runs WHERE parent_id = ? "
-                f"ORDER BY created_at, run_id{self.d.order_c}"
-            ),
-            (run_id,),
-        )
-        return [RunRow(*r) for r in rows]
-
-    def cancel_tree(self, run_id: str, *, now: float, actor: str, detail: str) -> list[str]:
-        """Cancel ``run_id`` and its unfinished descendants in one transaction.
-
-        Each cancelled run's epoch goes up (a worker running it is fenced off) and gets an
-        audit entry ``cancel`` (descendants: with ``{"parent_cancelled": <root>}``). If the
-        root is itself a child, its parent is signalled as when a child ends. Returns the
-        ids cancelled (empty when the root had already ended).
-
-        Raises:
-            UnknownRunError: no such run.
-        """
-        d = self.d
-        tree = d.sql(
-            f"WITH RECURSIVE tree(id) AS (SELECT {_TEXT} UNION SELECT r.run_id FROM "
-            "durable_runs r JOIN tree ON r.parent_id = tree.id) SELECT id FROM tree"
-        )
-        move = d.sql(
-            "UPDATE durable_runs SET status = 'cancelled', epoch = epoch + 1, owner = NULL, "
-            "claims = 0, lease_until = NULL, wake_at = NULL, waiting_for = NULL, "
-            f"updated_at = ? WHERE run_id = ? AND {d.any_of('status')} "
-            "RETURNING run_id, epoch, parent_id"
-        )
-
-        def work(c: Any) -> list[str]:
-            top = c.execute(self._get, (run_id,)).fetchone()
-            if not top:
-                raise UnknownRunError(run_id, self.url)
-            ids = [str(r[0]) for r in c.execute(tree, (run_id,)).fetchall()]
-            if d.row_lock:  # the tree and the root's parent, in run-id order
-                parent = RunRow(*top).parent_id
-                self.lock_rows(c, sorted({*ids, *([parent] if parent else [])}, key=str.encode))
-            done: list[str] = []
-            for i in ids:
-                got = c.execute(move, (now, i, d.array(_OPEN))).fetchone()
-                if got is None:
-                    continue
-                done.append(i)
-                text = detail if i == run_id else json.dumps({"parent_cancelled": run_id})
-                c.execute(self._audit, (i, now, actor, "cancel", text))
-                if i == run_id and got[2] is not None:
-                    w = RunWrite(i, int(got[1]), "cancelled", now, actor, parent=str(got[2]))
-                    self._tell_parent(c, w)
-            return done
 
         return d.transaction(work)
 
