@@ -245,7 +245,7 @@ class SQLJournal(JournalPlus, SQLRunQueries, ChunkStore, JournalLiveness):
             if self.d.row_lock
             else range(n)
         )
-        first = self.lock_first(records)  # a child's end updates its parent: see journal_plus
+        first = self.lock_first(records)  # a child's end updates its parent: see .children
 
         def batch(c: Any) -> list[Any]:
             counted: list[Any] = [None] * n
@@ -260,7 +260,7 @@ class SQLJournal(JournalPlus, SQLRunQueries, ChunkStore, JournalLiveness):
                         ex(self._consume, (r.pos, r.consume_signal, r.run_id, r.epoch))
                 elif type(r) is RunWrite:
                     counted[i] = self._run_write(c, r)
-                else:  # a child run and its parent's step (journal_plus)
+                else:  # a child run and its parent's step (.children)
                     counted[i] = self.write_child(c, r)  # type: ignore[arg-type]
             if chunks:  # chunked values' nodes, fenced by epoch; run rows already locked
                 self.put_chunks(c, chunks)
