@@ -46,7 +46,7 @@ def ledger(kind: str, name: str) -> None:
 @app.step
 async def send(i: int) -> int:
     ledger("enter", f"send{i}")
-    await asyncio.sleep(0.4)
+    await asyncio.sleep(1.0)  # long enough that the test kills a worker inside it
     ledger("exit", f"send{i}")
     return i
 

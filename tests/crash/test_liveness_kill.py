@@ -174,14 +174,15 @@ def _calls() -> list[tuple[int, str, str, int]]:
             return []
 
 
-def _in_flight(calls: list[tuple[int, str, str, int]]) -> set[tuple[str, int]]:
-    active: set[tuple[str, int]] = set()
-    for _, kind, name, pid in calls:
+def _latest_in_flight(calls: list[tuple[int, str, str, int]]) -> tuple[str, int]:
+    """The call in flight that entered last (the most time left before it ends)."""
+    active: dict[tuple[str, int], int] = {}
+    for i, kind, name, pid in calls:
         if kind == "enter":
-            active.add((name, pid))
+            active[name, pid] = i
         else:
-            active.discard((name, pid))
-    return active
+            active.pop((name, pid), None)
+    return max(active, key=lambda a: active[a])
 
 
 def _peaks(calls: list[tuple[int, str, str, int]], killed: int, kill_id: int) -> tuple[int, int]:
@@ -217,7 +218,7 @@ def test_a_killed_workers_queued_run_moves_at_once_within_the_queues_limits(
     _wait(lambda: _serving(app, ids), "the workers to serve")
     handles = [app.enqueue(mod.mailer, i, queue="mail", run_id=f"m{i}") for i in range(10)]
     _wait(lambda: sum(1 for c in _calls() if c[1] == "enter") >= 3, "3 calls at the service")
-    name, pid = sorted(_in_flight(_calls()))[0]
+    name, pid = _latest_in_flight(_calls())
     victim = next(w for w, p in procs.items() if p.pid == pid)
     run_id = "m" + name.removeprefix("send")
     before = app.show(run_id).run
@@ -226,6 +227,7 @@ def test_a_killed_workers_queued_run_moves_at_once_within_the_queues_limits(
     killed_at = time.time()
     procs[victim].wait(timeout=10)
     kill_id = max(c[0] for c in _calls())
+    assert ("exit", name, pid) not in [c[1:] for c in _calls()]  # killed inside the call
     _wait(lambda: sum(h.status() == "succeeded" for h in handles) == 8, "8 runs to succeed")
     assert sorted(h.status() for h in handles) == ["pending"] * 2 + ["succeeded"] * 8
     after = app.show(run_id)
