@@ -176,6 +176,42 @@ def test_a_killed_parent_never_starts_its_child_twice(
 
 
 @pytest.mark.parametrize(
+    ("crash", "runs", "steps"),
+    [
+        ("before_step:1:exit", ["p"], []),  # nothing of the child committed: neither
+        ("after_journal:1:exit", ["p", "p:1"], [("child:kid", "waiting")]),  # both at once
+    ],
+)
+def test_a_parent_killed_around_its_childs_creation_starts_it_once(
+    setup: tuple[ModuleType, str, Path],
+    workers: Workers,
+    crash: str,
+    runs: list[str],
+    steps: list[tuple[str, str]],
+) -> None:
+    """The worker dies just before or just after the commit that creates the child with
+    the parent's step (one transaction, through the group-commit writer): the journal
+    holds both or neither, and the parent resumed by another worker has one child, whose
+    step ran once, and gets its result."""
+    mod, _, ledger = setup
+    app = mod.app
+    h = app.enqueue("parent", 4, run_id="p")
+    first = workers.start("w1", crash=crash)
+    first.wait(timeout=60)
+    assert first.returncode == 137
+    assert sorted(r.run_id for r in app.list_runs()) == runs
+    assert [(s.name, s.status) for s in app.show("p").steps] == steps
+    workers.start("w2")
+    _wait(lambda: h.status() == "succeeded", 60, "the parent to succeed")
+    assert h.result(timeout=1) == 13
+    assert sorted(r.run_id for r in app.list_runs()) == ["p", "p:1"]
+    assert [e.action for e in app.show("p:1").audit].count("created") == 1
+    kinds = [kind for _, kind, _, _ in _calls(ledger)]
+    assert kinds.count("kid") == 1
+    assert kinds.count("parent") == 1
+
+
+@pytest.mark.parametrize(
     ("crash", "journalled"),
     [
         ("before_step:new_tax:exit", []),  # the marker is still in the writer: lost

@@ -8,11 +8,19 @@
 The child is a run of its own (its own journal, lease and retries), created pending with
 ``parent_id`` set; any worker executes it (or this process, when no worker serves here).
 The parent journals the child's id at the awaiting step's position (``child:<workflow>``,
-status ``waiting``), and the id is derived from that position (``<parent id>:<pos>``)
-unless given: a parent resumed after a crash at any point finds the same child and never
-starts a second one. The parent suspends (no worker held) until the child ends: the
-transaction that ends the child also queues the signal ``child:<id>`` for the parent and
-wakes it (see ``surefoot.storage.sql.journal_plus``).
+status ``waiting``) in the same transaction that creates the child (a ``ChildWrite``),
+and the id is derived from that position (``<parent id>:<pos>``) unless given: a parent
+resumed after a crash at any point finds the same child and never starts a second one.
+The child is created only while the parent still runs under its epoch, so a parent
+cancelled (with its tree) or taken over meanwhile creates none. The parent suspends (no
+worker held) until the child ends: the transaction that ends the child also queues the
+signal ``child:<id>`` for the parent and wakes it (see ``surefoot.storage.sql.children``).
+
+In an async workflow, every commit here (the child with the parent's step, the child's
+result or error in the parent's journal) goes through the group-commit writer, as a
+step's does: the loop keeps running the worker's other runs meanwhile, and children
+created together share one commit. A sync workflow (in its own thread) commits at once.
+The decisions are one flow (``_flow``) that asks for each commit; two drivers do them.
 
 What the parent gets: the child's result, read back by the child workflow's return
 annotation (a ``-> Report`` child gives a ``Report``, also to a parent resumed after a
@@ -29,11 +37,14 @@ Cancelling a run cancels all its unfinished descendants in the same transaction.
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Generator
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .. import codec
-from ..errors import DeadlineExceededError, RunFailedError
-from ..storage.base import StepWrite
+from ..errors import DeadlineExceededError, LeaseLostError, RunFailedError
+from ..storage.base import ChildWrite, Record, StepWrite
 from ..storage.sql.journal_plus import DONE_STATUSES
 from ._context import DOWN, STEP_CODES, JournalDown, RunState, Suspend, current
 from ._deadlines import check_deadline
@@ -45,6 +56,23 @@ if TYPE_CHECKING:
     from ._versions import Workflow
 
 __all__ = ["child_step"]
+
+
+@dataclass(frozen=True, slots=True)
+class _Commit:
+    """Commit ``rec`` in the run's journal; the driver answers whether it was applied."""
+
+    rec: Record
+
+
+@dataclass(frozen=True, slots=True)
+class _Cancel:
+    """Cancel the tree of child run ``run_id`` (its wait timed out)."""
+
+    run_id: str
+
+
+Flow = Generator[_Commit | _Cancel, bool | None, Any]
 
 
 def _row(run: RunState, pos: str, name: str, status: str, started: float, **kw: Any) -> StepWrite:
@@ -63,7 +91,14 @@ def _row(run: RunState, pos: str, name: str, status: str, started: float, **kw: 
     )
 
 
-def _child(
+def _held(run: RunState, ok: bool | None) -> None:
+    """A record of this run was refused: another holder has it now (a zombie stops)."""
+    if not ok:
+        run.lost = True
+        raise LeaseLostError(run.run_id, run.epoch)
+
+
+def _flow(
     app: Any,
     run: RunState,
     pos: str,
@@ -72,7 +107,8 @@ def _child(
     kwargs: dict[str, Any],
     run_id: str | None,
     timeout: float | None,
-) -> Any:
+) -> Flow:
+    """Start (once) and await the child: the decisions, asking the driver for each commit."""
     name = f"child:{wf.name}"
     where = f"the result of child run {pos} {wf.name!r} (run {run.run_id!r})"
     row = recorded(run, pos, name)
@@ -81,37 +117,41 @@ def _child(
     if row is not None and row.status == "error":
         raise codec.loads(row.error or "null")
     now = run.clock.now()
-    try:
-        if row is None:
-            cid = run_id if run_id is not None else f"{run.run_id}:{pos}"
-            deadline = None if timeout is None else now + timeout
-            child, _ = app.plus.create_child(wf, args, kwargs, cid, parent=run.run_id)
-            started = now
-        else:
-            meta = codec.loads(row.result or "null")
-            cid, deadline, started = str(meta["child"]), meta["deadline"], row.started_at
+    if row is None:
+        cid = run_id if run_id is not None else f"{run.run_id}:{pos}"
+        deadline = None if timeout is None else now + timeout
+        child, text = app.plus.child_row(wf, args, kwargs, cid, parent=run.run_id)
+        meta = codec.dumps({"child": cid, "deadline": deadline})
+        wait = _row(run, pos, name, "waiting", now, result=meta)
+        run.crash_point("before_step", pos, name)
+        if not (yield _Commit(ChildWrite(wait, child))):  # the child, and the parent's step
+            child = _refused(app, run, child, wf, text)
+            _held(run, (yield _Commit(wait)))  # it is ours after all: the step alone
+        run.crash_point("after_journal", pos, name)
+        started = now
+    else:
+        meta = codec.loads(row.result or "null")
+        cid, deadline, started = str(meta["child"]), meta["deadline"], row.started_at
+        try:
             child = app.journal.get_run(cid)
-    except DOWN as exc:
-        raise JournalDown(exc) from exc
+        except DOWN as exc:
+            raise JournalDown(exc) from exc
     if child is not None and child.status in DONE_STATUSES:
         if child.status == "succeeded":
             value = read(child.result, wf.returns, where)  # refused before it is journalled
-            run.write_sync(_row(run, pos, name, "done", started, result=child.result))
+            _held(run, (yield _Commit(_row(run, pos, name, "done", started, result=child.result))))
             return value
         if child.status == "failed" and child.error is not None:
             err = child.error
         else:
             err = codec.dumps(codec.error_to_data(RunFailedError(cid, child.status)))
-        run.write_sync(_row(run, pos, name, "error", started, error=err))
+        _held(run, (yield _Commit(_row(run, pos, name, "error", started, error=err))))
         raise codec.loads(err)
     if deadline is not None and now >= deadline:
-        app.journal_plus.cancel_tree(
-            cid, now=now, actor=run.actor, detail=codec.dumps({"reason": "parent's timeout"})
-        )
+        yield _Cancel(cid)
         late = DeadlineExceededError(run.run_id, deadline, f"child run {cid!r}")
-        run.write_sync(
-            _row(run, pos, name, "error", started, error=codec.dumps(codec.error_to_data(late)))
-        )
+        err = codec.dumps(codec.error_to_data(late))
+        _held(run, (yield _Commit(_row(run, pos, name, "error", started, error=err))))
         raise late
     check_deadline(run)
     wake = deadline
@@ -126,11 +166,23 @@ def _child(
         again = _look_again(app, child, now)
         if again is not None:
             wake = again if wake is None else min(wake, again)
-    rec = None
-    if row is None:
-        meta_text = codec.dumps({"child": cid, "deadline": deadline})
-        rec = _row(run, pos, name, "waiting", started, result=meta_text)
-    raise suspend(run, Suspend(wake, f"child:{cid}", rec))
+    raise suspend(run, Suspend(wake, f"child:{cid}", None))
+
+
+def _refused(app: Any, run: RunState, child: Any, wf: Workflow, text: str) -> Any:
+    """The child and the parent's step were not written: say why (a rare path, so it
+    reads): the parent lost its run (``LeaseLostError``), or the id is another run's
+    (``RunConflictError``). Returns the stored child when it is this parent's after all
+    (its arguments were stored in another spelling, e.g. by an encrypting codec)."""
+    try:
+        mine = app.journal.get_run(run.run_id)
+        stored = app.journal.get_run(child.run_id)
+    except DOWN as exc:
+        raise JournalDown(exc) from exc
+    if mine is None or mine.epoch != run.epoch or mine.status != "running" or stored is None:
+        _held(run, False)
+    app.plus.check_child(stored, wf, text, parent=run.run_id)
+    return stored
 
 
 def _look_again(app: Any, child: Any, now: float) -> float | None:
@@ -144,8 +196,45 @@ def _look_again(app: Any, child: Any, now: float) -> float | None:
     return None
 
 
-async def _achild(*a: Any) -> Any:
-    return _child(*a)
+def _cancel(app: Any, run: RunState, req: _Cancel) -> None:
+    detail = codec.dumps({"reason": "parent's timeout"})
+    try:
+        app.journal_plus.cancel_tree(
+            req.run_id, now=run.clock.now(), actor=run.actor, detail=detail
+        )
+    except DOWN as exc:
+        raise JournalDown(exc) from exc
+
+
+def _child(app: Any, run: RunState, *a: Any) -> Any:
+    """The sync driver: each commit at once, in the workflow's own thread."""
+    flow = _flow(app, run, *a)
+    try:
+        req = next(flow)
+        while True:
+            if isinstance(req, _Commit):
+                req = flow.send(run.commit_sync(req.rec))
+            else:
+                _cancel(app, run, req)
+                req = flow.send(None)
+    except StopIteration as done:
+        return done.value
+
+
+async def _achild(app: Any, run: RunState, *a: Any) -> Any:
+    """The async driver: each commit through the group-commit writer, the cancel of a
+    timed-out child in a thread: the loop runs other runs meanwhile."""
+    flow = _flow(app, run, *a)
+    try:
+        req = next(flow)
+        while True:
+            if isinstance(req, _Commit):
+                req = flow.send(await run.commit(req.rec))
+            else:
+                await asyncio.to_thread(_cancel, app, run, req)
+                req = flow.send(None)
+    except StopIteration as done:
+        return done.value
 
 
 STEP_CODES.add(_achild.__code__)

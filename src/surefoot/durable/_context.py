@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..clock import Clock
 from ..errors import LeaseLostError, StoreError
-from ..storage.base import Journal, RunWrite, StepRow, StepWrite
+from ..storage.base import Journal, Record, RunWrite, StepRow, StepWrite
 from ._crash import CrashPlan
 
 if TYPE_CHECKING:
@@ -140,6 +140,28 @@ class RunState:
         if not ok:
             self.lost = True
             raise LeaseLostError(self.run_id, self.epoch)
+
+    # ``write``/``write_sync`` stay as they are (every step passes there); these two are for
+    # a record whose refusal the caller tells apart itself (a child run, _children.py).
+
+    def commit_sync(self, rec: Record) -> bool:
+        """Commit one record now (sync code); whether it was applied."""
+        self._check_released()
+        try:
+            return self.journal.commit([rec])[0]
+        except DOWN as exc:
+            raise JournalDown(exc) from exc
+
+    async def commit(self, rec: Record) -> bool:
+        """Commit one record through the group-commit writer (async code); whether it was
+        applied. The loop runs other runs while the writer's thread commits."""
+        self._check_released()
+        try:
+            if self.writer is None or self.writer.alone():
+                return self.journal.commit([rec])[0]
+            return await self.writer.submit(rec)
+        except DOWN as exc:
+            raise JournalDown(exc) from exc
 
     def _check_released(self) -> None:
         """A run its stopping worker let go records nothing more (not even a failure)."""

@@ -31,7 +31,7 @@ import zlib
 from typing import Any, Protocol, runtime_checkable
 
 from ..errors import ConfigError
-from ..storage.base import RunRow, RunWrite, StepRow, StepWrite, check_size
+from ..storage.base import ChildWrite, Record, RunRow, StepRow, StepWrite, check_size
 from ..storage.sql.chunks import ChunkStore, ChunkWrite
 from ._chunks import is_ref, join_all, split
 
@@ -250,7 +250,9 @@ class CodedJournal:
     def _step_in(self, w: StepWrite) -> StepWrite:
         return dataclasses.replace(w, result=self.enc(w.result), error=self.enc(w.error))
 
-    def _record_in(self, r: StepWrite | RunWrite, chunks: list[ChunkWrite]) -> Any:
+    def _record_in(self, r: Record, chunks: list[ChunkWrite]) -> Any:
+        if isinstance(r, ChildWrite):  # a new child's arguments, its parent's step
+            return ChildWrite(self._step_in(r.step), self._run_in(r.child))
         if type(r) is StepWrite:
             res = r.result
             if self._chunk_at and res is not None and len(res) >= self._chunk_at:
@@ -288,13 +290,12 @@ class CodedJournal:
     def steps(self, run_id: str) -> list[StepRow]:
         return self._resolve(self._j.steps(run_id))
 
-    def commit(self, records: list[StepWrite | RunWrite]) -> list[bool]:
+    def commit(self, records: list[Record]) -> list[bool]:
         out: list[bool]
         if self._codec is None:  # the hot path: pass through unless a value is large
             at = self._chunk_at or 1 << 62
             for r in records:
-                res = r.result
-                if res is not None and len(res) >= at and type(r) is StepWrite:
+                if type(r) is StepWrite and r.result is not None and len(r.result) >= at:
                     break
             else:
                 out = self._j.commit(records)

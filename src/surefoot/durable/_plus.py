@@ -157,18 +157,31 @@ class Plus:
         refuse_another_run(stored, wf.name, text)
         return stored, False
 
-    def create_child(
+    def child_row(
         self, wf: Workflow, args: Any, kwargs: Any, run_id: str, *, parent: str
-    ) -> tuple[RunRow, bool]:
-        """Create (once) the child run ``run_id`` of ``parent``."""
-        stored, created = self.create(wf, args, kwargs, run_id, parent=parent)
-        if not created and stored.parent_id != parent:
+    ) -> tuple[RunRow, str]:
+        """The row of child run ``run_id`` of ``parent`` (not stored yet: it is created
+        with the parent's step, see ``_children``), and its arguments' codec text.
+
+        Raises:
+            ConfigError / EncodeError: as for any new run (see :meth:`row`).
+        """
+        return self.row(wf, args, kwargs, run_id, parent=parent)
+
+    def check_child(self, stored: RunRow, wf: Workflow, text: str, *, parent: str) -> None:
+        """Refuse ``stored`` as child ``wf(text)`` of ``parent`` unless it is that run.
+
+        Raises:
+            RunConflictError: the run id is another run's, or the child of another
+                workflow or with other arguments.
+        """
+        if stored.parent_id != parent:
             raise RunConflictError(
-                run_id,
-                f"run id {run_id!r} exists and is not a child of run {parent!r}; give the "
-                "child another run_id (or none: it is derived from the parent's position)",
+                stored.run_id,
+                f"run id {stored.run_id!r} exists and is not a child of run {parent!r}; give "
+                "the child another run_id (or none: it is derived from the parent's position)",
             )
-        return stored, created
+        refuse_another_run(stored, wf.name, text)
 
 
 class PlusApi:

@@ -9,10 +9,13 @@ worker processes can share one SQLite file.
 While idle, a worker on a journal that offers ``wait_for_work`` (PostgreSQL's
 ``LISTEN/NOTIFY``) blocks on it instead of sleeping its poll interval; polling stays the
 fallback (timers, expired leases, a lost notification). Every notification names the run it
-made claimable, and every idle worker hears it; only one of them claims at once: the live
-worker that ranks first for that run id (rendezvous hashing over the workers serving now,
-read every ``PEERS_EVERY`` seconds). The others claim at their next poll, and a worker
-whose slots are all taken when it is picked claims as soon as one frees. Without this, a
+made claimable, with its workflow version and queue, and every idle worker hears it;
+only one of them claims at once: of the live workers that serve that workflow version
+(read every ``PEERS_EVERY`` seconds; live: advertised, and holding its liveness lock), the
+one that ranks first for that run id (rendezvous hashing). A worker that does not serve
+the run (another workflow, or a queue it does not declare) never claims for it. The others
+claim at their next poll, and a worker whose slots are all taken when it is picked claims
+as soon as one frees. Without this, a
 new run woke every idle worker and all of them claimed (80% of claims came back empty
 with 4 workers). On such a journal a freed slot claims at once only when the last claim
 filled every free slot (there may be more queued) or the run that freed it suspended (it
@@ -22,7 +25,9 @@ Liveness: a serving worker holds a lock that dies with its process (a file locke
 ``flock`` next to a SQLite database, a session-level advisory lock on PostgreSQL). An idle
 worker looks every ``LIVENESS_EVERY`` seconds for runs whose lease is unexpired but whose holder's
 lock is free, and takes them over at once (``journal.claim_orphans``), fenced by the epoch
-as any takeover. A hung but living holder keeps its lock: its runs wait for the lease.
+as any takeover; runs in the named queues it declares through the queue's claim, which
+counts them as executing nowhere and keeps the queue's limits. A hung but living holder
+keeps its lock: its runs wait for the lease.
 
 When the journal is out of reach after it started (``StoreUnavailableError`` and other
 storage errors), the worker backs off with ``surefoot.resilience.Backoff`` and keeps trying
@@ -42,6 +47,7 @@ from typing import Any
 
 from ..errors import ConfigError, StoreUnavailableError
 from ..resilience import Backoff
+from ..storage.sql.liveness import Wake
 from ._app import App
 from ._queues import claim_queues
 from ._retention import Retention
@@ -124,7 +130,7 @@ class Worker:
         self.claims = 0
         self.empty_claims = 0
         self._more = True  # the last claim filled every free slot: more may be queued
-        self._peers: list[str] = []
+        self._peers: dict[str, set[tuple[str, str]]] = {}
         self._peers_at = -PEERS_EVERY
         self.retention = retention
 
@@ -211,6 +217,7 @@ class Worker:
             lease_until=now + app.lease,
             workflows=app.registered(),
             limit=free,
+            queues={q.name: q.worker_concurrency for q in app.plus.queues.values()},
         )
         return got
 
@@ -355,30 +362,44 @@ class Worker:
     def _picked(self, woken: Any) -> bool:
         """Is this worker the one to claim at once for the runs just announced?
 
-        The live worker ranking first for a run id (the highest hash of worker id and run
-        id) claims it; with no ids to go by, every worker claims, as before.
+        For each run named, the candidates are the live workers that serve its workflow
+        version (``journal.serving_workers``: advertised, and holding their liveness lock);
+        the one ranking first (the highest hash of worker id and run id) claims it. A run
+        this worker does not serve (another workflow, or a queue it does not declare) is
+        never its to claim. A run named without its workflow (an older surefoot's
+        notification) ranks the workers sharing a workflow with this one; with no run
+        named at all, every worker claims, as before.
         """
-        ids = woken() if woken is not None else []
+        ids: list[Wake] = woken() if woken is not None else []
         if not ids:
             return True
-        t = time.monotonic()
         app = self.app
+        t = time.monotonic()
         if t - self._peers_at >= PEERS_EVERY:
             self._peers_at = t
+            journal: Any = app.journal
             try:
-                now = app.clock.now()
-                mine = set(app.registered())
-                self._peers = [
-                    w.worker_id
-                    for w in app.journal.workers(now=now)
-                    if w.seen_at >= now and mine & set(w.workflows)
-                ]
+                self._peers = journal.serving_workers(now=app.clock.now())
             except _UNAVAILABLE:
-                self._peers = []
-        peers = set(self._peers) | {app.worker_id}
-
-        def rank(worker_id: str, run_id: str) -> bytes:
-            return hashlib.blake2b(f"{worker_id}\0{run_id}".encode(), digest_size=8).digest()
-
+                self._peers = {}
         me = app.worker_id
-        return any(max(peers, key=lambda w: rank(w, r)) == me for r in ids)
+        mine = set(app.registered())
+        for run_id, workflow, queue in ids:
+            if workflow is not None and workflow not in mine:
+                continue  # another workflow's run: its workers are told too
+            if queue is not None and queue not in app.plus.queues:
+                continue  # a queue whose limits this worker does not take part in
+            peers = {
+                w
+                for w, served in self._peers.items()
+                if (workflow in served if workflow is not None else served & mine)
+            }
+            peers.add(me)
+            if max(peers, key=lambda w: _rank(w, run_id)) == me:
+                return True
+        return False
+
+
+def _rank(worker_id: str, run_id: str) -> bytes:
+    """Rendezvous hashing: the worker with the highest rank for a run claims it."""
+    return hashlib.blake2b(f"{worker_id}\0{run_id}".encode(), digest_size=8).digest()

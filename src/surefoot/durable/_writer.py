@@ -19,19 +19,17 @@ import asyncio
 import concurrent.futures
 from collections.abc import Callable, Sized
 
-from ..storage.base import RunWrite, StepWrite
+from ..storage.base import Record
 
 __all__ = ["Writer"]
 
-Batch = list[tuple[StepWrite | RunWrite, asyncio.Future[bool]]]
+Batch = list[tuple[Record, asyncio.Future[bool]]]
 
 
 class Writer:
     """Group commit: records submitted while a commit is in flight share the next one."""
 
-    def __init__(
-        self, commit: Callable[[list[StepWrite | RunWrite]], list[bool]], active: Sized
-    ) -> None:
+    def __init__(self, commit: Callable[[list[Record]], list[bool]], active: Sized) -> None:
         self._commit = commit
         self._active = active
         self.starting = 0  # runs handed to the loop whose execution has not begun yet
@@ -50,7 +48,7 @@ class Writer:
             and not self._inflight
         )
 
-    def submit(self, rec: StepWrite | RunWrite) -> asyncio.Future[bool]:
+    def submit(self, rec: Record) -> asyncio.Future[bool]:
         """Queue ``rec`` for the next commit on the running loop; the future says if it held."""
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[bool] = loop.create_future()

@@ -26,6 +26,7 @@ __all__ = [
     "DEFAULT_MAX_VALUE_BYTES",
     "TXN_OPS",
     "AuditRow",
+    "ChildWrite",
     "ClaimedMessage",
     "ConsumerStats",
     "DeadRecord",
@@ -33,6 +34,7 @@ __all__ = [
     "KeyRecord",
     "KeyStore",
     "MergeOutcome",
+    "Record",
     "Retention",
     "RunRow",
     "RunWrite",
@@ -823,6 +825,34 @@ class RunWrite:
 
 
 @dataclass(slots=True)
+class ChildWrite:
+    """Create run ``child`` as a child of the writer's run and journal the writer's step
+    ``step`` (its ``run_id`` and ``epoch`` are the writer's), in one transaction.
+
+    The child is created only while the writer's run is ``running`` at ``step.epoch`` (a
+    parent cancelled or taken over meanwhile creates nothing); a child that exists already
+    is kept as it is. ``step`` is journalled, and the record applied, only if the child
+    then exists as the writer's child, of the same workflow with the same arguments.
+    """
+
+    step: StepWrite
+    child: RunRow
+
+    @property
+    def run_id(self) -> str:
+        """The writer's run (a batch orders and fences its records by it)."""
+        return self.step.run_id
+
+    @property
+    def epoch(self) -> int:
+        return self.step.epoch
+
+
+Record = StepWrite | RunWrite | ChildWrite
+"""What the journal's ``commit`` writes in one transaction."""
+
+
+@dataclass(slots=True)
 class AuditRow:
     """One audit-log entry: who did what to a run, and when. ``detail`` is codec JSON."""
 
@@ -870,7 +900,7 @@ class Journal(Protocol):
         self, *, status: str | None = None, workflow: str | None = None, limit: int = 100
     ) -> list[RunRow]: ...
     def steps(self, run_id: str) -> list[StepRow]: ...
-    def commit(self, records: list[StepWrite | RunWrite]) -> list[bool]: ...
+    def commit(self, records: list[Record]) -> list[bool]: ...
     def claim(
         self,
         owner: str,

@@ -177,3 +177,71 @@ def test_a_childs_end_locks_its_parent_before_itself(pg_schema_url: str, pg_url:
         stop.set()
         t.join(timeout=10)
         app.close()
+
+
+def test_a_child_committed_while_its_tree_is_cancelled_is_cancelled_with_it(
+    pg_schema_url: str,
+) -> None:
+    """A child's creation holds its parent's row (share) as an operator cancels the parent:
+    the cancel, which read the tree before the child existed, waits for that row, then
+    reads the tree again and cancels the child too (before: it cancelled the parent only,
+    and the child, committed meanwhile, ran on)."""
+    from surefoot.storage.base import ChildWrite, StepWrite
+
+    app = App(pg_schema_url, poll=0.005, worker_id="w", lease=30.0)
+
+    @app.workflow
+    def kid() -> int:
+        return 1
+
+    @app.workflow
+    def parent() -> int:
+        return 0
+
+    try:
+        journal: Any = app.journal
+        app.enqueue(parent, run_id="p")
+        now = time.time()
+        ((_, epoch),) = journal.claim("w", now=now, lease_until=now + 30, workflows=[],
+                                      limit=1, run_id="p")  # fmt: skip
+        child, _ = app.plus.child_row(kid, (), {}, "p:1", parent="p")
+        wait = StepWrite("p", epoch, "1", "child:kid", "child", "waiting", "{}", None, 1, now, None)
+        inside, go = threading.Event(), threading.Event()
+        pid: list[int] = []
+        applied: list[int] = []
+
+        def create(c: Any) -> None:
+            applied.append(journal.write_child(c, ChildWrite(wait, child)).rowcount)
+            pid.append(c.execute("SELECT pg_backend_pid()").fetchone()[0])
+            inside.set()
+            go.wait(30)
+
+        creator = threading.Thread(target=journal.d.transaction, args=(create,))
+        creator.start()
+        assert inside.wait(30)
+        cancelled: list[list[str]] = []
+        canceller = threading.Thread(
+            target=lambda: cancelled.append(
+                journal.cancel_tree("p", now=time.time(), actor="operator", detail="{}")
+            )
+        )
+        canceller.start()
+        end = time.monotonic() + 30
+        while not journal.d.read(
+            "SELECT 1 FROM pg_stat_activity WHERE %s = ANY(pg_blocking_pids(pid))", (pid[0],)
+        ):
+            assert time.monotonic() < end, "the cancel never waited for the child's creation"
+            time.sleep(0.01)
+        go.set()
+        creator.join(timeout=30)
+        canceller.join(timeout=30)
+        assert applied == [1]
+        assert cancelled == [["p", "p:1"]]
+        assert {r.run_id: r.status for r in app.list_runs()} == {
+            "p": "cancelled",
+            "p:1": "cancelled",
+        }
+        (entry,) = [a for a in app.show("p:1").audit if a.action == "cancel"]
+        assert entry.detail == {"parent_cancelled": "p"}
+    finally:
+        app.close()

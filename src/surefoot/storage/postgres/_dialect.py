@@ -93,3 +93,10 @@ class PostgresDialect:
 
     def notify(self, conn: Any, channel: str, payload: str) -> None:
         conn.execute("SELECT pg_notify(%s, %s)", (self.db.channel(channel), payload))
+
+    def notify_run(self, conn: Any, channel: str, run_id: str) -> None:
+        conn.execute(
+            "SELECT pg_notify(%s, json_build_array(run_id, workflow, version, queue)::TEXT) "
+            "FROM durable_runs WHERE run_id = %s",
+            (self.db.channel(channel), run_id),
+        )

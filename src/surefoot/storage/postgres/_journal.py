@@ -27,6 +27,7 @@ from ...errors import UnknownRunError
 from ..base import RunRow
 from ..sql.chunks import POSTGRES_MIGRATION
 from ..sql.journal import CHANNEL, RUN_COLS, RUN_MARKS, SQLJournal, row_params
+from ..sql.liveness import Wake, wake_of
 from ._db import Listener, PostgresDB
 from ._dialect import PostgresDialect
 from ._liveness import AdvisoryLiveness
@@ -160,10 +161,11 @@ class PostgresJournal(SQLJournal):
         self.liveness = AdvisoryLiveness(db)
         self._create = self.d.sql(
             f"WITH ins AS (INSERT INTO durable_runs ({RUN_COLS}) VALUES ({RUN_MARKS}) "
-            "ON CONFLICT (run_id) DO NOTHING RETURNING run_id, status), "
+            "ON CONFLICT (run_id) DO NOTHING RETURNING run_id, status, workflow, version), "
             "aud AS (INSERT INTO durable_audit (run_id, at, actor, action, detail) "
             "SELECT run_id, ?, ?, 'created', '{}' FROM ins) "
-            "SELECT run_id, CASE WHEN status = 'pending' THEN pg_notify(?, run_id) END FROM ins"
+            "SELECT run_id, CASE WHEN status = 'pending' THEN pg_notify(?, "
+            "json_build_array(run_id, workflow, version, NULL)::TEXT) END FROM ins"
         )
 
     def create_run(self, row: RunRow) -> tuple[RunRow, bool]:
@@ -214,10 +216,12 @@ class PostgresJournal(SQLJournal):
             self._listener = self.db.listener(CHANNEL)
         return self._listener.wait(timeout)
 
-    def woken_for(self) -> list[str]:
-        """The run ids the notifications of the last ``wait_for_work`` named (each
-        ``NOTIFY`` of the journal carries the id of the run it made claimable)."""
-        return [] if self._listener is None else list(self._listener.payloads)
+    def woken_for(self) -> list[Wake]:
+        """The runs the notifications of the last ``wait_for_work`` named: each ``NOTIFY``
+        of the journal carries the run it made claimable, with its workflow, version and
+        queue (``[run_id, workflow, version, queue]``; a bare run id from an older
+        surefoot gives ``(run_id, None, None)``)."""
+        return [] if self._listener is None else [wake_of(p) for p in self._listener.payloads]
 
     def close(self) -> None:
         """Close the wake-up listener's and the liveness lock's connections (the pool

@@ -75,6 +75,10 @@ class AdvisoryLiveness:
         )
         return {str(r[0]) for r in rows} - self._held
 
+    def sweep(self, running: Any, only: set[str] | None = None) -> list[str]:
+        """Nothing to sweep: the server drops a dead session's lock with the session."""
+        return []
+
     def close(self) -> None:
         """Close the connection: the server releases the lock with the session."""
         conn, self._conn = self._conn, None

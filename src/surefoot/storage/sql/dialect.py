@@ -130,3 +130,9 @@ class Dialect(Protocol):
     def notify(self, conn: Any, channel: str, payload: str) -> None:
         """Wake listeners of ``channel`` when ``conn``'s transaction commits (or do nothing)."""
         ...
+
+    def notify_run(self, conn: Any, channel: str, run_id: str) -> None:
+        """Like :meth:`notify`, for run ``run_id`` of ``durable_runs``: the payload is the
+        JSON list ``[run_id, workflow, version, queue]`` read from its row, so a listener
+        can tell who serves the run without asking (or do nothing)."""
+        ...

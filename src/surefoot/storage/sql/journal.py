@@ -23,11 +23,12 @@ import json
 from typing import Any
 
 from ...errors import ConfigError, RunConflictError, UnknownRunError
-from ..base import AuditRow, RunRow, RunWrite, StepRow, StepWrite, check_size
+from ..base import AuditRow, ChildWrite, Record, RunRow, RunWrite, StepRow, StepWrite, check_size
 from .chunks import ChunkStore, ChunkWrite
 from .dialect import Dialect
 from .journal_plus import PLUS_COLS, JournalPlus
-from .runs import SQLRunQueries, claim_audit, orphan_audit
+from .liveness import JournalLiveness
+from .runs import SQLRunQueries, claim_audit
 
 __all__ = [
     "AUDIT_SQL",
@@ -99,17 +100,6 @@ _CLAIMABLE = (
 )
 
 
-# Running runs with an unexpired lease whose holder said it holds a liveness lock
-# (``durable_workers.liveness``): the candidates of ``claim_orphans``. Runs in a named queue
-# are left to ``claim_queue`` and its limits.
-_ORPHANS_SQL = (
-    "SELECT r.run_id, r.epoch, r.owner, r.workflow, r.version, r.lease_until "
-    "FROM durable_runs r JOIN durable_workers w ON w.worker_id = r.owner "
-    "WHERE r.status = 'running' AND r.lease_until >= ? AND r.owner <> ? AND r.queue IS NULL "
-    "AND w.liveness IS NOT NULL ORDER BY r.lease_until LIMIT 1000"
-)
-
-
 def step_params(r: StepWrite) -> tuple[Any, ...]:
     """The parameters of :data:`STEP_SQL` for ``r``."""
     return (
@@ -131,7 +121,7 @@ def _workflows_text(workflows: list[tuple[str, str]]) -> str:
     return ";".join(f"{n}@{v}" for n, v in sorted(workflows))
 
 
-class SQLJournal(JournalPlus, SQLRunQueries, ChunkStore):
+class SQLJournal(JournalPlus, SQLRunQueries, ChunkStore, JournalLiveness):
     """The ``Journal`` protocol in SQL, on one backend's :class:`Dialect`.
 
     Subclasses run their migrations, then call ``super().__init__(dialect)``; they
@@ -164,9 +154,8 @@ class SQLJournal(JournalPlus, SQLRunQueries, ChunkStore):
         self._lock_run = d.sql("SELECT 1 FROM durable_runs WHERE run_id = ?" + d.row_lock)
         self._limit = d.max_value_bytes
         self._claims: dict[tuple[str, int], tuple[str, str | None]] = {}
-        self._orphans = d.sql(_ORPHANS_SQL)
-        self._marked: set[str] = set()
         self._plus_init()
+        self._liveness_init()
 
     # -- runs --------------------------------------------------------------------------
 
@@ -174,7 +163,7 @@ class SQLJournal(JournalPlus, SQLRunQueries, ChunkStore):
         """Insert ``row`` unless the run id exists; return (the stored row, created)."""
         raise NotImplementedError
 
-    def _check_values(self, records: list[StepWrite | RunWrite] | list[StepWrite]) -> None:
+    def _check_values(self, records: list[Record] | list[StepWrite]) -> None:
         """Refuse step and run results over the store's ``max_value_bytes``.
 
         Raises:
@@ -182,6 +171,9 @@ class SQLJournal(JournalPlus, SQLRunQueries, ChunkStore):
         """
         limit = self.d.max_value_bytes
         for r in records:
+            if isinstance(r, ChildWrite):  # a new child: its arguments, and the parent's step
+                self._check_run(r.child)
+                r = r.step
             if isinstance(r, StepWrite):
                 what = f"the result of step {r.pos} ({r.name!r}) of run {r.run_id!r}"
             else:
@@ -225,9 +217,7 @@ class SQLJournal(JournalPlus, SQLRunQueries, ChunkStore):
 
     # -- the hot path ------------------------------------------------------------------
 
-    def commit(
-        self, records: list[StepWrite | RunWrite], chunks: list[ChunkWrite] | None = None
-    ) -> list[bool]:
+    def commit(self, records: list[Record], chunks: list[ChunkWrite] | None = None) -> list[bool]:
         """Apply ``records`` in one transaction; per record, was the writer's epoch current?
 
         One step without a signal to consume is one statement; a batch is one transaction
@@ -255,7 +245,7 @@ class SQLJournal(JournalPlus, SQLRunQueries, ChunkStore):
             if self.d.row_lock
             else range(n)
         )
-        first = self.lock_first(records)  # a child's end updates its parent: see journal_plus
+        first = self.lock_first(records)  # a child's end updates its parent: see .children
 
         def batch(c: Any) -> list[Any]:
             counted: list[Any] = [None] * n
@@ -268,8 +258,10 @@ class SQLJournal(JournalPlus, SQLRunQueries, ChunkStore):
                     counted[i] = ex(self._step, step_params(r))
                     if r.consume_signal is not None:
                         ex(self._consume, (r.pos, r.consume_signal, r.run_id, r.epoch))
-                else:
-                    counted[i] = self._run_write(c, r)  # type: ignore[arg-type]
+                elif type(r) is RunWrite:
+                    counted[i] = self._run_write(c, r)
+                else:  # a child run and its parent's step (.children)
+                    counted[i] = self.write_child(c, r)  # type: ignore[arg-type]
             if chunks:  # chunked values' nodes, fenced by epoch; run rows already locked
                 self.put_chunks(c, chunks)
             return counted
@@ -378,85 +370,6 @@ class SQLJournal(JournalPlus, SQLRunQueries, ChunkStore):
         """Extend the leases ``owner`` holds; return the run ids it no longer holds."""
         raise NotImplementedError
 
-    # -- liveness ----------------------------------------------------------------------
-
-    liveness: Any = None
-    """How this backend tells that a worker's process is gone (``hold``, ``dead``,
-    ``close``; ``kind`` names it): lock files on SQLite, advisory locks on PostgreSQL; None
-    when it cannot (``sqlite://``), and then only leases decide."""
-
-    def hold_liveness(self, worker_id: str, *, now: float) -> bool:
-        """Hold ``worker_id``'s liveness lock for as long as this journal is open, and say
-        so in its worker row (once); False when it cannot be held (leases still decide).
-
-        Called by a serving worker before it claims, and at every heartbeat (a lost
-        PostgreSQL connection is reconnected and the lock taken again).
-        """
-        lv = self.liveness
-        if lv is None or not lv.hold(worker_id):
-            return False
-        if worker_id not in self._marked:
-            self.d.write(
-                self.d.sql(
-                    "INSERT INTO durable_workers (worker_id, workflows, seen_at, liveness) "
-                    "VALUES (?, '', ?, ?) ON CONFLICT (worker_id) DO UPDATE "
-                    "SET liveness = excluded.liveness"
-                ),
-                (worker_id, float(now), lv.kind),
-                idempotent=True,
-            )
-            self._marked.add(worker_id)
-        return True
-
-    def claim_orphans(
-        self,
-        owner: str,
-        *,
-        now: float,
-        lease_until: float,
-        workflows: list[tuple[str, str]],
-        limit: int,
-    ) -> list[tuple[str, int]]:
-        """Take over up to ``limit`` running runs of ``workflows`` whose lease has not
-        expired but whose holder's process is gone (its liveness lock is free).
-
-        Each claim is fenced by the epoch the run had when it was looked at (a restarted
-        holder that took it back first wins); it is audited ``taken_over`` like any
-        claim of a run in flight, in the same transaction, its detail's ``holder_dead``
-        naming the holder, the lease not waited out and how. Returns (run_id, new epoch)
-        pairs.
-        """
-        lv = self.liveness
-        if lv is None or limit < 1 or not workflows:
-            return []
-        offered = set(workflows)
-        held = [
-            (str(r), int(e), str(o), float(until))
-            for r, e, o, w, v, until in self.d.read(self._orphans, (float(now), owner))
-            if (str(w), str(v)) in offered
-        ]
-        if not held:
-            return []
-        dead = lv.dead({o for _, _, o, _ in held})
-        update, _ = self._claims.get(("orphan", 0)) or self._claim_sql(("orphan", 0))
-        got: list[tuple[str, int]] = []
-        for run_id, epoch, holder, until in held:
-            if holder not in dead or len(got) >= limit:
-                continue
-            rows = self.d.poll_write(
-                update,
-                (owner, lease_until, now, run_id, epoch),
-                None,
-                orphan_audit(self.d, owner, now, holder, until, lv.kind),
-            )
-            got += [(str(r[0]), int(r[1])) for r in rows]
-        return got
-
-    def close(self) -> None:
-        """Let go of this journal's liveness lock (the storage owns the connections)."""
-        if self.liveness is not None:
-            self.liveness.close()
-
     # -- operators ---------------------------------------------------------------------
 
     def operator(
@@ -505,7 +418,7 @@ class SQLJournal(JournalPlus, SQLRunQueries, ChunkStore):
                 c.execute(self._step, step_params(moved))
             c.execute(self._audit, (run_id, now, actor, action, detail))
             if status == "pending":
-                d.notify(c, CHANNEL, run_id)
+                d.notify_run(c, CHANNEL, run_id)
             return RunRow(*row)
 
         return d.transaction(work)
@@ -541,7 +454,7 @@ class SQLJournal(JournalPlus, SQLRunQueries, ChunkStore):
             if c.execute(insert, (run_id, name, payload, signal_id, now)).rowcount != 1:
                 return False
             if c.execute(wake, (now, run_id, name)).rowcount:
-                d.notify(c, CHANNEL, run_id)
+                d.notify_run(c, CHANNEL, run_id)
             return True
 
         return d.transaction(work, idempotent=signal_id is not None)
@@ -620,7 +533,7 @@ class SQLJournal(JournalPlus, SQLRunQueries, ChunkStore):
             self.copy_chunks(c, run_id, new_run_id)  # the copied steps' chunked values
             forked = json.dumps({"from": run_id, "before": before_pos})
             c.execute(self._audit, (new_run_id, now, "operator", "forked", forked))
-            d.notify(c, CHANNEL, new_run_id)
+            d.notify_run(c, CHANNEL, new_run_id)
             return row
 
         return d.transaction(work)

@@ -4,23 +4,11 @@ A mixin of :class:`~.journal.SQLJournal` (it uses the journal's dialect ``self.d
 once for SQLite and PostgreSQL like the rest of the journal. Its tables and columns come
 from migration 4 of each backend.
 
-* **Queues**: a run with a ``queue`` is claimed only by :meth:`JournalPlus.claim_queue`,
-  never by the ordinary claim. A claim of a queue is one transaction that first locks the
-  queue's row (``FOR UPDATE`` on PostgreSQL; SQLite's write lock serializes it anyway),
-  then counts the queue's runs executing under a live lease (all workers, and this
-  worker's own), and the runs the queue started within the rate period, and takes only
-  what the limits leave. So any number of workers on any number of machines never exceed
-  a queue's limits: the limits are enforced by the journal, not by the workers' memory.
-* **Children**: when a child run ends, the same transaction that ends it queues the signal
-  ``child:<id>`` for its parent and wakes the parent if it sleeps waiting for it (the
-  parent's sleep sees an already-queued signal, as for any signal, so nothing is lost in
-  between). Cancelling a run cancels its unfinished descendants in one transaction.
-  Lock order (PostgreSQL): every transaction that locks several run rows locks them in
-  run-id byte order (``COLLATE "C"``), as heartbeats and group commits do. A child's id
-  sorts after its parent's (``<parent>:<pos>``), so a batch that ends a child, and a
-  cancelled tree, first lock all the rows they will touch, parents included, in that
-  order (:meth:`JournalPlus.lock_first`); without it, a child's finish (child, then parent)
-  and a heartbeat or a cancel holding the parent (parent, then child) could deadlock.
+* **Queues** (:mod:`.queues`): a run with a ``queue`` is claimed only by
+  :meth:`~.queues.JournalQueues.claim_queue`, under the queue's limits, in one transaction.
+* **Children** (:mod:`.children`): created in the same transaction as the parent's step
+  that names them, only while the parent runs; ended together with the parent's wake-up;
+  cancelled with their whole tree.
 * **Schedules**: a schedule's ``next_at`` moves forward by compare-and-set in the same
   transaction that creates the tick's runs (whose ids are keyed by the tick), so a tick
   starts exactly one run however many workers fire it.
@@ -31,13 +19,12 @@ from migration 4 of each backend.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from ...errors import RunConflictError, UnknownRunError
-from ..base import RunRow, RunWrite
-from .dialect import ROWS
-from .runs import CLAIM_AUDIT, claim_audit
+from ...errors import RunConflictError
+from ..base import RunRow
+from .children import DONE_STATUSES, JournalChildren
+from .queues import JournalQueues, QueueLimits
 
 if TYPE_CHECKING:
     from .dialect import Dialect
@@ -46,25 +33,14 @@ __all__ = ["DONE_STATUSES", "PLUS_COLS", "JournalPlus", "QueueLimits"]
 
 #: Run columns of issue 13 that are written at creation (``started_at`` is set by a queue).
 PLUS_COLS = "queue, priority, dedup_id, parent_id, deadline_at"
-DONE_STATUSES = ("succeeded", "failed", "cancelled")
 _DONE_SQL = "('succeeded', 'failed', 'cancelled')"
-_OPEN = ("pending", "running", "sleeping", "needs_attention")
-_TEXT = "CAST(? AS TEXT)"
-_F8 = "CAST(? AS DOUBLE PRECISION)"
-_RESUMABLE = (
-    "((status = 'sleeping' AND wake_at IS NOT NULL AND wake_at <= ?) "
-    "OR (status = 'running' AND (lease_until IS NULL OR lease_until < ?)))"
-)
-
-QueueLimits = tuple[int | None, int | None, int | None, float | None]
-"""(concurrency, worker_concurrency, rate_limit, rate_period) of one queue."""
 
 
 def _plus_params(row: RunRow) -> tuple[Any, ...]:
     return (row.queue, row.priority, row.dedup_id, row.parent_id, row.deadline_at)
 
 
-class JournalPlus:
+class JournalPlus(JournalQueues, JournalChildren):
     """Queues, children, schedules and retention on the journal's tables (a mixin)."""
 
     d: Dialect
@@ -86,43 +62,8 @@ class JournalPlus:
             f"SELECT {SEL} FROM durable_runs WHERE queue = ? AND dedup_id = ? "
             f"AND status NOT IN {_DONE_SQL}"
         )
-        # a child's end key-share-locks its parent's row, as ``signal`` does (no lost wake-up)
-        self._lock_parent = d.sql("SELECT 1 FROM durable_runs WHERE run_id = ?" + d.key_share)
-        self._child_signal = d.sql(
-            "INSERT INTO durable_signals (run_id, name, payload, signal_id, sent_at) "
-            f"SELECT {_TEXT}, {_TEXT}, {_TEXT}, {_TEXT}, {_F8} WHERE EXISTS (SELECT 1 FROM "
-            "durable_runs WHERE run_id = ? AND epoch = ? AND status = ?) "
-            "ON CONFLICT (run_id, signal_id) DO NOTHING"
-        )
-        self._wake_parent = d.sql(
-            "UPDATE durable_runs SET wake_at = ? WHERE run_id = ? AND status = 'sleeping' "
-            f"AND {d.member('waiting_for', _TEXT)} AND EXISTS (SELECT 1 FROM durable_runs c "
-            "WHERE c.run_id = ? AND c.epoch = ? AND c.status = ?)"
-        )
-        self._queue_claims: dict[tuple[str, int], tuple[str, str]] = {}
-        self._lock_rows = d.sql(
-            f"SELECT run_id FROM durable_runs WHERE {d.any_of('run_id')} "
-            f"ORDER BY run_id{d.order_c} FOR NO KEY UPDATE"
-        )
-
-    def lock_first(self, records: Sequence[Any]) -> list[str] | None:
-        """PostgreSQL: the run ids a batch locks first (in run-id order, see the module
-        docs) because one of ``records`` ends a child and so updates its parent; else None.
-        """
-        if not self.d.row_lock:
-            return None  # SQLite: the whole file is locked
-        parents = [
-            r.parent
-            for r in records
-            if type(r) is RunWrite and r.parent is not None and r.status in DONE_STATUSES
-        ]
-        if not parents:
-            return None
-        return sorted({*parents, *(r.run_id for r in records)}, key=str.encode)
-
-    def lock_rows(self, c: Any, run_ids: list[str]) -> None:
-        """In ``c``'s transaction, lock the rows of ``run_ids`` in run-id order."""
-        c.execute(self._lock_rows, (self.d.array(run_ids),))
+        self._queue_claims = {}
+        self._children_init(RUN_COLS, PLUS_COLS)
 
     # -- runs with queue, dedup, parent or deadline --------------------------------------
 
@@ -150,7 +91,7 @@ class JournalPlus:
                     (row.run_id, row.created_at, row.owner or "app", "created", detail),
                 )
                 if row.status == "pending":
-                    d.notify(c, self._channel, row.run_id)
+                    d.notify_run(c, self._channel, row.run_id)
                 return row, True
             found = c.execute(self._get, (row.run_id,)).fetchone()
             if found is None and row.dedup_id is not None:
@@ -162,204 +103,6 @@ class JournalPlus:
                     "holder finished meanwhile; enqueue it again",
                 )
             return RunRow(*found), False
-
-        return d.transaction(work)
-
-    def _tell_parent(self, c: Any, r: RunWrite) -> None:
-        """In ``r``'s transaction: signal its parent that the child ended, and wake it."""
-        if r.status not in DONE_STATUSES or r.parent is None:
-            return
-        name = f"child:{r.run_id}"
-        if self.d.key_share:
-            c.execute(self._lock_parent, (r.parent,))
-        c.execute(
-            self._child_signal, (r.parent, name, "null", name, r.now, r.run_id, r.epoch, r.status)
-        )
-        c.execute(self._wake_parent, (r.now, r.parent, name, r.run_id, r.epoch, r.status))
-        self.d.notify(c, self._channel, r.parent)
-
-    def children(self, run_id: str) -> list[RunRow]:
-        """The runs started by ``run_id`` as children, oldest first."""
-        rows = self.d.read(
-            self.d.sql(
-                f"SELECT {self._sel} FROM durable_runs WHERE parent_id = ? "
-                f"ORDER BY created_at, run_id{self.d.order_c}"
-            ),
-            (run_id,),
-        )
-        return [RunRow(*r) for r in rows]
-
-    def cancel_tree(self, run_id: str, *, now: float, actor: str, detail: str) -> list[str]:
-        """Cancel ``run_id`` and its unfinished descendants in one transaction.
-
-        Each cancelled run's epoch goes up (a worker running it is fenced off) and gets an
-        audit entry ``cancel`` (descendants: with ``{"parent_cancelled": <root>}``). If the
-        root is itself a child, its parent is signalled as when a child ends. Returns the
-        ids cancelled (empty when the root had already ended).
-
-        Raises:
-            UnknownRunError: no such run.
-        """
-        d = self.d
-        tree = d.sql(
-            f"WITH RECURSIVE tree(id) AS (SELECT {_TEXT} UNION SELECT r.run_id FROM "
-            "durable_runs r JOIN tree ON r.parent_id = tree.id) SELECT id FROM tree"
-        )
-        move = d.sql(
-            "UPDATE durable_runs SET status = 'cancelled', epoch = epoch + 1, owner = NULL, "
-            "claims = 0, lease_until = NULL, wake_at = NULL, waiting_for = NULL, "
-            f"updated_at = ? WHERE run_id = ? AND {d.any_of('status')} "
-            "RETURNING run_id, epoch, parent_id"
-        )
-
-        def work(c: Any) -> list[str]:
-            top = c.execute(self._get, (run_id,)).fetchone()
-            if not top:
-                raise UnknownRunError(run_id, self.url)
-            ids = [str(r[0]) for r in c.execute(tree, (run_id,)).fetchall()]
-            if d.row_lock:  # the tree and the root's parent, in run-id order
-                parent = RunRow(*top).parent_id
-                self.lock_rows(c, sorted({*ids, *([parent] if parent else [])}, key=str.encode))
-            done: list[str] = []
-            for i in ids:
-                got = c.execute(move, (now, i, d.array(_OPEN))).fetchone()
-                if got is None:
-                    continue
-                done.append(i)
-                text = detail if i == run_id else json.dumps({"parent_cancelled": run_id})
-                c.execute(self._audit, (i, now, actor, "cancel", text))
-                if i == run_id and got[2] is not None:
-                    w = RunWrite(i, int(got[1]), "cancelled", now, actor, parent=str(got[2]))
-                    self._tell_parent(c, w)
-            return done
-
-        return d.transaction(work)
-
-    # -- queues --------------------------------------------------------------------------
-
-    def put_queue(self, name: str, limits: QueueLimits, *, now: float) -> None:
-        """Record a queue's limits (the last app to declare it wins)."""
-        self.d.write(
-            self.d.sql(
-                "INSERT INTO durable_queues (name, concurrency, worker_concurrency, "
-                "rate_limit, rate_period, updated_at) VALUES (?, ?, ?, ?, ?, ?) "
-                "ON CONFLICT (name) DO UPDATE SET concurrency = excluded.concurrency, "
-                "worker_concurrency = excluded.worker_concurrency, "
-                "rate_limit = excluded.rate_limit, rate_period = excluded.rate_period, "
-                "updated_at = excluded.updated_at"
-            ),
-            (name, *limits, now),
-            idempotent=True,
-        )
-
-    def queue_limits(self) -> dict[str, QueueLimits]:
-        """Every queue recorded in the journal, with its limits."""
-        rows = self.d.read(
-            "SELECT name, concurrency, worker_concurrency, rate_limit, rate_period "
-            "FROM durable_queues ORDER BY name"
-        )
-        return {str(r[0]): (r[1], r[2], r[3], r[4]) for r in rows}
-
-    def queue_counts(self) -> dict[str, dict[str, int]]:
-        """Per queue, how many of its runs are in each status."""
-        rows = self.d.read(
-            "SELECT queue, status, COUNT(*) FROM durable_runs WHERE queue IS NOT NULL "
-            "GROUP BY queue, status"
-        )
-        out: dict[str, dict[str, int]] = {}
-        for q, status, n in rows:
-            out.setdefault(str(q), {})[str(status)] = int(n)
-        return out
-
-    def _queue_sql(self, n: int) -> tuple[str, str]:
-        """The claim of a queue's ``n`` workflows: (the UPDATE, the look-before-lock probe),
-        each with one ``{which}`` hole: resumable runs, or new (pending) runs."""
-        got = self._queue_claims.get(("q", n))
-        if got is not None:
-            return got
-        values = ", ".join("(?, ?)" for _ in range(n))
-        pick = (
-            "SELECT run_id FROM durable_runs WHERE queue = ? AND {which} AND "
-            f"(workflow, version) IN (VALUES {values}) ORDER BY priority, {{order}}"
-        )
-        update = (
-            "UPDATE durable_runs SET status = 'running', owner = ?, epoch = epoch + 1, "
-            "claims = claims + 1, lease_until = ?, updated_at = ?, "
-            "started_at = COALESCE(started_at, ?) "
-            f"WHERE run_id IN ({pick} LIMIT ?{self.d.skip_locked}) "
-            "RETURNING run_id, epoch, claims"
-        )
-        probe = (
-            f"SELECT 1 FROM durable_runs WHERE queue = ? AND (status = 'pending' OR "
-            f"{_RESUMABLE}) AND (workflow, version) IN (VALUES {values}) LIMIT 1"
-        )
-        self._queue_claims["q", n] = (update, probe)
-        return update, probe
-
-    def claim_queue(
-        self,
-        name: str,
-        owner: str,
-        *,
-        now: float,
-        lease_until: float,
-        workflows: Sequence[tuple[str, str]],
-        limit: int,
-        worker_concurrency: int | None = None,
-    ) -> list[tuple[str, int]]:
-        """Take up to ``limit`` runs of queue ``name`` that its limits allow now.
-
-        Runs the queue already started (due sleepers, expired leases) come first and count
-        against the concurrency limits only; new runs (pending, by priority then age) also
-        count against the rate limit. ``worker_concurrency`` (this worker's own limit)
-        overrides the one recorded for the queue. Returns (run_id, new epoch) pairs.
-        """
-        if not workflows or limit <= 0:
-            return []
-        d = self.d
-        update, probe = self._queue_sql(len(workflows))
-        wf: list[Any] = [x for pair in workflows for x in pair]
-        probe_sql = d.sql(probe)
-        if not d.read(probe_sql, (name, now, now, *wf)):
-            return []  # an idle poll takes no lock and commits nothing
-        lock = d.sql(
-            "SELECT concurrency, worker_concurrency, rate_limit, rate_period "
-            f"FROM durable_queues WHERE name = ?{d.row_lock}"
-        )
-        count = "SELECT COUNT(*) FROM durable_runs WHERE queue = ? AND "
-        live = d.sql(count + "status = 'running' AND lease_until >= ?")
-        mine = d.sql(count + "status = 'running' AND lease_until >= ? AND owner = ?")
-        recent = d.sql(count + "started_at > ?")
-        resume_sql = d.sql(update.format(which=_RESUMABLE, order="COALESCE(wake_at, created_at)"))
-        audit = claim_audit(d, owner, now).params
-        new_sql = d.sql(update.format(which="status = 'pending'", order="created_at"))
-
-        def work(c: Any) -> list[tuple[str, int]]:
-            cfg = c.execute(lock, (name,)).fetchone()
-            conc, wconc, rate, period = cfg if cfg is not None else (None, None, None, None)
-            if worker_concurrency is not None:
-                wconc = worker_concurrency
-            budget = limit
-            if conc is not None:
-                budget = min(budget, int(conc) - int(c.execute(live, (name, now)).fetchone()[0]))
-            if wconc is not None:
-                held = int(c.execute(mine, (name, now, owner)).fetchone()[0])
-                budget = min(budget, int(wconc) - held)
-            if budget <= 0:
-                return []
-            head = (owner, lease_until, now, now, name)
-            got = c.execute(resume_sql, (*head, now, now, *wf, budget)).fetchall()
-            budget -= len(got)
-            if rate is not None and period is not None:
-                started = int(c.execute(recent, (name, now - float(period))).fetchone()[0])
-                budget = min(budget, int(rate) - started)
-            if budget > 0:
-                got += c.execute(new_sql, (*head, *wf, budget)).fetchall()
-            if got:  # each claim's audit entry, in this transaction (no extra commit)
-                marks = ", ".join("?" for _ in got)
-                src = f"(SELECT * FROM durable_runs WHERE run_id IN ({marks})) AS claimed"
-                c.execute(d.sql(CLAIM_AUDIT.replace(ROWS, src)), (*audit, *(r[0] for r in got)))
-            return [(str(r[0]), int(r[1])) for r in got]
 
         return d.transaction(work)
 
@@ -425,7 +168,7 @@ class JournalPlus:
                     made += 1
                     detail = json.dumps({"schedule": name})
                     c.execute(self._audit, (row.run_id, now, "schedule", "created", detail))
-                    d.notify(c, self._channel, row.run_id)
+                    d.notify_run(c, self._channel, row.run_id)
             return made
 
         return d.transaction(work)

@@ -21,7 +21,7 @@ from ...errors import ConfigError
 from ..base import RUN_ORDERS, RunRow, WorkerRow
 from .dialect import ROWS, Dialect, Then
 
-__all__ = ["CLAIM_AUDIT", "SQLRunQueries", "claim_audit", "orphan_audit"]
+__all__ = ["CLAIM_AUDIT", "ORPHAN_AUDIT", "SQLRunQueries", "claim_audit", "orphan_audit"]
 
 _TAKEN = (
     "' finished or suspended: its worker died or stalled past its lease (or an operator "
@@ -54,7 +54,7 @@ def claim_audit(d: Dialect, owner: str, now: float) -> Then:
     )
 
 
-_ORPHAN_AUDIT = (
+ORPHAN_AUDIT = (
     "INSERT INTO durable_audit (run_id, at, actor, action, detail) SELECT run_id, ?, ?, "
     """'taken_over', '{"worker":' || CAST(? AS TEXT) || ',"epoch":' || CAST(epoch AS TEXT) """
     """|| ',"claims":' || CAST(claims AS TEXT) || ',"claimed_at":' || CAST(? AS TEXT) || """
@@ -73,7 +73,7 @@ def orphan_audit(
     the ``lease_until`` not waited out, and ``how`` its death was seen."""
     dead = json.dumps({"holder": holder, "lease_until": lease_until, "how": how})
     return Then(
-        d.sql(_ORPHAN_AUDIT),
+        d.sql(ORPHAN_AUDIT),
         (float(now), owner, json.dumps(owner), repr(float(now)), dead),
         "durable_runs",
         "run_id",

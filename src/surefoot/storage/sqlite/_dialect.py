@@ -83,3 +83,6 @@ class SQLiteDialect:
 
     def notify(self, conn: Any, channel: str, payload: str) -> None:
         """Nothing: SQLite has no notifications; workers poll."""
+
+    def notify_run(self, conn: Any, channel: str, run_id: str) -> None:
+        """Nothing: SQLite has no notifications; workers poll."""

@@ -1,0 +1,242 @@
+"""Liveness in the SQL journal: which workers' processes are gone, and taking their runs.
+
+A mixin of :class:`~.journal.SQLJournal`, written once for SQLite and PostgreSQL. The
+backend gives it a ``liveness`` object (lock files on SQLite, advisory locks on
+PostgreSQL; None when it has none) with ``kind``, ``hold(worker_id)``, ``dead(ids)``,
+``sweep(busy)`` and ``close()``.
+
+* A serving worker holds its lock for the life of its app and says so in its
+  ``durable_workers`` row (``liveness``), before its first claim.
+* An idle worker looks for running runs whose lease has not expired and whose holder's
+  lock is free (its process is gone), and takes them over at once, each fenced by the
+  epoch it had when it was looked at. Runs in a named queue are taken over by the queue's
+  own claim, which counts them as executing nowhere, so the queue's limits still hold
+  (:mod:`.queues`).
+* What a killed worker leaves behind (a lock file on SQLite) is swept once no run of
+  the dead worker is left running (:meth:`JournalLiveness.sweep_liveness`).
+* Wake-ups (PostgreSQL) rank the live workers serving a run's workflow
+  (:meth:`JournalLiveness.serving_workers`): a worker whose lock is free is not live.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from .runs import orphan_audit
+
+if TYPE_CHECKING:
+    from .dialect import Dialect
+
+__all__ = ["SWEEP_EVERY", "JournalLiveness", "Wake", "wake_of"]
+
+Wake = tuple[str, tuple[str, str] | None, str | None]
+"""What a wake-up names: (run id, its (workflow, version) or None when unknown, its queue)."""
+
+SWEEP_EVERY = 60.0
+"""Seconds between a journal's sweeps of what dead workers left (on top of the sweep when
+a worker starts and when it took a dead holder's last runs over)."""
+
+# Running runs with an unexpired lease whose holder said it holds a liveness lock
+# (``durable_workers.liveness``): the candidates of ``claim_orphans``.
+_ORPHANS_SQL = (
+    "SELECT r.run_id, r.epoch, r.owner, r.workflow, r.version, r.lease_until, r.queue "
+    "FROM durable_runs r JOIN durable_workers w ON w.worker_id = r.owner "
+    "WHERE r.status = 'running' AND r.lease_until >= ? AND r.owner <> ? "
+    "AND w.liveness IS NOT NULL ORDER BY r.lease_until LIMIT 1000"
+)
+
+
+def _pairs(text: str) -> set[tuple[str, str]]:
+    """The (workflow, version) pairs of a ``durable_workers.workflows`` text."""
+    out = set()
+    for item in str(text).split(";"):
+        if "@" in item:
+            n, _, v = item.rpartition("@")
+            out.add((n, v))
+    return out
+
+
+def wake_of(payload: str) -> Wake:
+    """The run a wake-up's payload names (``[run_id, workflow, version, queue]``, as
+    ``Dialect.notify_run`` sends it); a bare run id (an older surefoot) names only the run.
+    A payload is read as data only (anyone allowed to ``NOTIFY`` can send one)."""
+    try:
+        got = json.loads(payload)
+    except ValueError:
+        got = None
+    if isinstance(got, list) and len(got) == 4 and all(isinstance(x, str) for x in got[:3]):
+        queue = got[3] if isinstance(got[3], str) else None
+        return got[0], (got[1], got[2]), queue
+    return payload, None, None
+
+
+class JournalLiveness:
+    """Liveness locks, takeovers of dead holders' runs, and sweeping what they left."""
+
+    d: Dialect
+    liveness: Any = None
+    """How this backend tells that a worker's process is gone; None when it cannot
+    (``sqlite://``), and then only leases decide."""
+
+    _claim_sql: Callable[[tuple[str, int]], tuple[str, str | None]]
+    claim_queue: Callable[..., list[tuple[str, int]]]
+
+    def _liveness_init(self) -> None:
+        d = self.d
+        self._orphans = d.sql(_ORPHANS_SQL)
+        self._marked: set[str] = set()
+        self._swept_at: float | None = None
+        self._busy = d.sql(
+            "SELECT DISTINCT owner FROM durable_runs WHERE status = 'running' "
+            f"AND {d.any_of('owner')}"
+        )
+
+    def hold_liveness(self, worker_id: str, *, now: float) -> bool:
+        """Hold ``worker_id``'s liveness lock for as long as this journal is open, and say
+        so in its worker row (once); False when it cannot be held (leases still decide).
+
+        Called by a serving worker before it claims, and at every heartbeat (a lost
+        PostgreSQL connection is reconnected and the lock taken again). The first time,
+        it also sweeps what dead workers left.
+        """
+        lv = self.liveness
+        if lv is None or not lv.hold(worker_id):
+            return False
+        if worker_id not in self._marked:
+            self.d.write(
+                self.d.sql(
+                    "INSERT INTO durable_workers (worker_id, workflows, seen_at, liveness) "
+                    "VALUES (?, '', ?, ?) ON CONFLICT (worker_id) DO UPDATE "
+                    "SET liveness = excluded.liveness"
+                ),
+                (worker_id, float(now), lv.kind),
+                idempotent=True,
+            )
+            self._marked.add(worker_id)
+            self.sweep_liveness()
+        return True
+
+    def claim_orphans(
+        self,
+        owner: str,
+        *,
+        now: float,
+        lease_until: float,
+        workflows: list[tuple[str, str]],
+        limit: int,
+        queues: Mapping[str, int | None] | None = None,
+    ) -> list[tuple[str, int]]:
+        """Take over up to ``limit`` running runs of ``workflows`` whose lease has not
+        expired but whose holder's process is gone (its liveness lock is free).
+
+        Each claim is fenced by the epoch the run had when it was looked at (a restarted
+        holder that took it back first wins); it is audited ``taken_over`` like any
+        claim of a run in flight, in the same transaction, its detail's ``holder_dead``
+        naming the holder, the lease not waited out and how. Runs in a named queue are
+        taken only from ``queues`` (name -> this worker's ``worker_concurrency``), by
+        the queue's claim, which counts them as executing nowhere and keeps the queue's
+        limits. Returns (run_id, new epoch) pairs.
+        """
+        lv = self.liveness
+        if lv is None or limit < 1 or not workflows:
+            return []
+        self.sweep_liveness()  # at most every SWEEP_EVERY seconds
+        offered = set(workflows)
+        mine = queues or {}
+        held = [
+            (str(r), int(e), str(o), float(until), None if q is None else str(q))
+            for r, e, o, w, v, until, q in self.d.read(self._orphans, (float(now), owner))
+            if (str(w), str(v)) in offered and (q is None or str(q) in mine)
+        ]
+        if not held:
+            return []
+        dead = lv.dead({o for _, _, o, _, _ in held})
+        update, _ = self._claim_sql(("orphan", 0))
+        got: list[tuple[str, int]] = []
+        queued: dict[str, list[tuple[str, int, str, float]]] = {}
+        for run_id, epoch, holder, until, queue in held:
+            if holder not in dead:
+                continue
+            if queue is not None:
+                queued.setdefault(queue, []).append((run_id, epoch, holder, until))
+                continue
+            if len(got) >= limit:
+                continue
+            rows = self.d.poll_write(
+                update,
+                (owner, lease_until, now, run_id, epoch),
+                None,
+                orphan_audit(self.d, owner, now, holder, until, lv.kind),
+            )
+            got += [(str(r[0]), int(r[1])) for r in rows]
+        for queue, orphans in sorted(queued.items()):
+            if len(got) >= limit:
+                break
+            got += self.claim_queue(
+                queue,
+                owner,
+                now=now,
+                lease_until=lease_until,
+                workflows=workflows,
+                limit=limit - len(got),
+                worker_concurrency=mine[queue],
+                orphans=orphans,
+                how=lv.kind,
+            )
+        if got:
+            self.sweep_liveness(only=dead)  # their last runs may have moved: their leftovers
+        return got
+
+    def sweep_liveness(self, *, only: set[str] | None = None, force: bool = False) -> list[str]:
+        """Remove what dead workers left behind (SQLite's lock files) once none of their
+        runs is still running: a dead holder's runs need its lock file to be taken over
+        before their lease expires. ``only``: just these worker ids (now); otherwise
+        every worker, at most every :data:`SWEEP_EVERY` seconds unless ``force``.
+        Returns the worker ids whose leftovers were removed.
+        """
+        lv = self.liveness
+        if lv is None:
+            return []
+        if only is None:
+            t = time.monotonic()
+            if not force and self._swept_at is not None and t - self._swept_at < SWEEP_EVERY:
+                return []
+            self._swept_at = t
+        removed: list[str] = lv.sweep(self._running_owners, only)
+        return removed
+
+    def _running_owners(self, owners: Sequence[str]) -> set[str]:
+        """Those of ``owners`` that hold a running run (whatever its lease)."""
+        if not owners:
+            return set()
+        rows = self.d.read(self._busy, (self.d.array(sorted(owners)),))
+        return {str(r[0]) for r in rows}
+
+    def serving_workers(self, *, now: float) -> dict[str, set[tuple[str, str]]]:
+        """The workers serving now, each with the (workflow, version) pairs it serves.
+
+        Serving: its advertisement (``seen_at``) has not run out, and, for a worker that
+        said it holds a liveness lock, that lock is still held (a killed worker drops out
+        at once instead of three leases later).
+        """
+        rows = self.d.read(
+            self.d.sql(
+                "SELECT worker_id, workflows, liveness FROM durable_workers WHERE seen_at >= ?"
+            ),
+            (float(now),),
+        )
+        out = {str(w): _pairs(text) for w, text, _ in rows}
+        locked = {str(w) for w, _, how in rows if how is not None}
+        lv = self.liveness
+        if lv is not None and locked:
+            for gone in lv.dead(locked):
+                out.pop(gone, None)
+        return out
+
+    def close(self) -> None:
+        """Let go of this journal's liveness lock (the storage owns the connections)."""
+        if self.liveness is not None:
+            self.liveness.close()
