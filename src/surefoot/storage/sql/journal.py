@@ -36,6 +36,7 @@ __all__ = [
     "RUN_MARKS",
     "SEL",
     "STEP_SQL",
+    "STEP_TYPES",
     "SQLJournal",
     "row_params",
     "step_params",
@@ -65,6 +66,8 @@ STEP_SQL = (
     "result = excluded.result, error = excluded.error, attempts = excluded.attempts, "
     "epoch = excluded.epoch, finished_at = excluded.finished_at"
 )
+#: The SQL types of :data:`STEP_SQL`'s parameters (see ``Dialect.prepare``).
+STEP_TYPES = ("text",) * 7 + ("int4", "int8", "float8", "float8", "text", "int8")
 # Consumed only if the step's write went through (the run still has the writer's epoch).
 _CONSUME_SQL = (
     "UPDATE durable_signals SET consumed_pos = ? WHERE id = ? AND consumed_pos IS NULL "
@@ -144,6 +147,10 @@ class SQLJournal(JournalPlus, SQLRunQueries, ChunkStore):
         d = self.d = dialect
         self.url = dialect.url
         self._step = d.sql(STEP_SQL.format(share_lock=d.share_lock))
+        # the hot path: one step, one statement, prepared once per connection
+        self._write_step = d.prepare(
+            STEP_SQL.format(share_lock=d.share_lock), STEP_TYPES, idempotent=True
+        )
         self._consume = d.sql(_CONSUME_SQL)
         self._finish = d.sql(_FINISH_SQL)
         self._sleep = d.sql(_SLEEP_SQL.format(member=d.member(_TEXT, "name")))
@@ -243,7 +250,7 @@ class SQLJournal(JournalPlus, SQLRunQueries, ChunkStore):
                 if text is not None and limit and len(text) * 4 > limit:
                     self._check_values(records)  # only a long text can be over the limit
                 # Re-applying the same step row is harmless, so a lost reply may be retried.
-                return [self.d.write(self._step, step_params(only), idempotent=True) == 1]
+                return [self._write_step(step_params(only)) == 1]
         self._check_values(records)
 
         # PostgreSQL locks run rows in run-id order (a stable sort keeps each run's records
