@@ -18,6 +18,7 @@ statements of its own) is prepared again and sent again: it failed before it ran
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 import struct
@@ -74,12 +75,18 @@ class PreparedWrite:
         self._ready: weakref.WeakKeyDictionary[Any, tuple[Callable[[Any], bytes], ...]] = (
             weakref.WeakKeyDictionary()
         )
+        self._last: tuple[Any, tuple[Callable[[Any], bytes], ...]] = (None, ())
 
     def __call__(self, params: Sequence[Any]) -> int:
-        return self.db.run(lambda conn: self._send(conn, params), idempotent=self.idempotent)
+        return self.db.run(functools.partial(self._send, params), idempotent=self.idempotent)
 
-    def _send(self, conn: Any, params: Sequence[Any]) -> int:
-        encoders = self._ready.get(conn) or self._prepare(conn)
+    def _send(self, params: Sequence[Any], conn: Any) -> int:
+        last = self._last  # the lane's connection, nearly always: no weak-dict lookup
+        if last[0] is conn:
+            encoders = last[1]
+        else:
+            encoders = self._ready.get(conn) or self._prepare(conn)
+            self._last = (conn, encoders)
         values = [None if v is None else enc(v) for enc, v in zip(encoders, params, strict=True)]
         pg = conn.pgconn
         self.db.round_trips += 1
@@ -88,6 +95,7 @@ class PreparedWrite:
             if res.error_field(_SQLSTATE) != _NOT_PREPARED:
                 raise self._error(conn, res)
             del self._ready[conn]  # deallocated: it failed before it ran, so send it again
+            self._last = (None, ())
             self._prepare(conn)
             res = pg.exec_prepared(self.name, values, self._formats)
             if res.status != _COMMAND_OK:
