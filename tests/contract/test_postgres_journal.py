@@ -104,6 +104,24 @@ def test_one_step_is_one_statement_and_one_commit(pg1: PostgresStorage) -> None:
     assert [s.pos for s in j.steps("r")] == ["1", "2", "3", "4"]
 
 
+def test_a_runs_end_alone_is_one_prepared_statement(pg1: PostgresStorage) -> None:
+    """A run's end with no parent (its update and audit entries) is one prepared statement:
+    one round trip, one commit, nothing parsed once prepared."""
+    j = pg1.journal()
+    db = pg1.db
+    for run in ("a", "b"):
+        j.create_run(RunRow(run, "wf", "1", "h", "[]", "journal_keys", "running", 1.0, 1.0))
+    done = [("claimed", "{}"), ("finished", "{}")]
+    assert j.commit([RunWrite("a", 0, "succeeded", 5.0, "w", result="1", audit=done)]) == [True]
+    c0 = db.commits
+    with _wire(db) as sent:
+        end = RunWrite("b", 0, "failed", 5.0, "w", error='"e"', audit=done)
+        assert j.commit([end]) == [True]
+    assert sent.count("Sync") == 1 and sent.count("Execute") == 1 and "Parse" not in sent
+    assert db.commits - c0 == 1
+    assert [a.action for a in j.audit_log("b")] == ["created", "claimed", "finished"]
+
+
 def test_a_step_sent_during_a_takeover_waits_for_it_and_is_refused(pg: PostgresStorage) -> None:
     """A zombie's step that reaches the server while a takeover's UPDATE of the run is not
     yet committed waits for it (the step's FOR SHARE on the run row), then sees the new

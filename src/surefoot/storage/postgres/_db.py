@@ -50,6 +50,7 @@ OPTIONS = {
 
 _OK = 0  # psycopg.pq.ConnStatus.OK
 _IDLE = 0  # psycopg.pq.TransactionStatus.IDLE
+_TUPLES_OK = 2  # psycopg.pq.ExecStatus.TUPLES_OK: a statement that returned rows
 _LANE_TURN = 60.0  # seconds a connection stays the lane's before it goes back to the pool
 
 _SCHEMA_RE = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
@@ -389,7 +390,11 @@ class PostgresDB:
         def one(conn: Any) -> list[tuple[Any, ...]]:
             cur = conn.execute(sql, params)
             self.round_trips += 1
-            return list(cur.fetchall()) if cur.description else []
+            # Whether it returned rows, from the result's status: ``cur.description`` builds
+            # a Column per column (psycopg type lookups included), ~40% of the client's time
+            # reading a run row of 25 columns (cProfile, 2026-12-01).
+            res = cur.pgresult
+            return cur.fetchall() if res is not None and res.status == _TUPLES_OK else []
 
         return self.run(one, write=write, idempotent=idempotent)
 

@@ -41,6 +41,7 @@ TYPES: dict[str, tuple[int, Callable[[Any], bytes]]] = {
 }
 
 _COMMAND_OK = 1  # psycopg.pq.ExecStatus.COMMAND_OK
+_DONE = (_COMMAND_OK, 2)  # and TUPLES_OK: a statement that returns rows
 _SQLSTATE = ord("C")  # psycopg.pq.DiagnosticField.SQLSTATE
 _NOT_PREPARED = b"26000"  # invalid_sql_statement_name: the server does not know the name
 _ALREADY_PREPARED = b"42P05"  # duplicate_prepared_statement: prepared here before
@@ -56,7 +57,8 @@ class PreparedWrite:
         types: the SQL type of each placeholder, in order (keys of :data:`TYPES`).
         idempotent: sending it again after a lost reply leaves the same state.
 
-    Calling it with one value per placeholder (``None`` is NULL) returns the row count.
+    Calling it with one value per placeholder (``None`` is NULL) returns the row count
+    (the rows written, or returned by a statement that returns rows).
     """
 
     def __init__(self, db: PostgresDB, sql: str, types: Sequence[str], *, idempotent: bool) -> None:
@@ -91,14 +93,14 @@ class PreparedWrite:
         pg = conn.pgconn
         self.db.round_trips += 1
         res = pg.exec_prepared(self.name, values, self._formats)
-        if res.status != _COMMAND_OK:
+        if res.status not in _DONE:
             if res.error_field(_SQLSTATE) != _NOT_PREPARED:
                 raise self._error(conn, res)
             del self._ready[conn]  # deallocated: it failed before it ran, so send it again
             self._last = (None, ())
             self._prepare(conn)
             res = pg.exec_prepared(self.name, values, self._formats)
-            if res.status != _COMMAND_OK:
+            if res.status not in _DONE:
                 raise self._error(conn, res)
         return int(res.command_tuples or 0)
 

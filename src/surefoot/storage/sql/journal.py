@@ -32,6 +32,7 @@ from .runs import SQLRunQueries, claim_audit, orphan_audit
 __all__ = [
     "AUDIT_SQL",
     "CHANNEL",
+    "FINISH_SQL",
     "RUN_COLS",
     "RUN_MARKS",
     "SEL",
@@ -73,7 +74,8 @@ _CONSUME_SQL = (
     "UPDATE durable_signals SET consumed_pos = ? WHERE id = ? AND consumed_pos IS NULL "
     "AND EXISTS (SELECT 1 FROM durable_runs WHERE run_id = ? AND epoch = ?)"
 )
-_FINISH_SQL = (
+#: A run's end (not a sleep): ``status, result, error, updated_at, run_id, epoch``.
+FINISH_SQL = (
     f"UPDATE durable_runs SET status = ?, result = {_TEXT}, error = {_TEXT}, owner = NULL, "
     "lease_until = NULL, wake_at = NULL, waiting_for = NULL, updated_at = ? "
     "WHERE run_id = ? AND epoch = ?"
@@ -152,7 +154,7 @@ class SQLJournal(JournalPlus, SQLRunQueries, ChunkStore):
             STEP_SQL.format(share_lock=d.share_lock), STEP_TYPES, idempotent=True
         )
         self._consume = d.sql(_CONSUME_SQL)
-        self._finish = d.sql(_FINISH_SQL)
+        self._finish = d.sql(FINISH_SQL)
         self._sleep = d.sql(_SLEEP_SQL.format(member=d.member(_TEXT, "name")))
         self._audit = d.sql(AUDIT_SQL)
         self._audit_if = d.sql(_AUDIT_IF_SQL)
