@@ -104,6 +104,28 @@ def test_one_step_is_one_statement_and_one_commit(pg1: PostgresStorage) -> None:
     assert [s.pos for s in j.steps("r")] == ["1", "2", "3", "4"]
 
 
+def test_a_step_whose_session_was_killed_is_sent_again_on_a_new_one(
+    pg: PostgresStorage, pg_url: str
+) -> None:
+    """The server ends the session a step's statement is prepared on (a restart, a killed
+    backend): the next step reconnects, prepares it on the new session and is written."""
+    import psycopg
+
+    j, epoch = _claimed(pg)
+    assert j.commit([_step("r", epoch, "1")]) == [True]
+    # statements one after another share one session (the lane): step 1's, and this one's
+    ((pid, prepared),) = pg.db.execute(
+        "SELECT pg_backend_pid(), count(*) FROM pg_prepared_statements "
+        "WHERE statement LIKE 'INSERT INTO durable_steps%'",
+        write=False,
+    )
+    assert prepared == 1
+    with psycopg.connect(pg_url, autocommit=True) as admin:
+        admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+    assert j.commit([_step("r", epoch, "2")]) == [True]
+    assert [s.pos for s in j.steps("r")] == ["1", "2"]
+
+
 def test_a_runs_end_alone_is_one_prepared_statement(pg1: PostgresStorage) -> None:
     """A run's end with no parent (its update and audit entries) is one prepared statement:
     one round trip, one commit, nothing parsed once prepared."""
