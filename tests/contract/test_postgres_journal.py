@@ -126,6 +126,29 @@ def test_a_step_whose_session_was_killed_is_sent_again_on_a_new_one(
     assert [s.pos for s in j.steps("r")] == ["1", "2"]
 
 
+def test_a_step_is_sent_in_the_connections_client_encoding(pg_url: str) -> None:
+    """Text parameters travel in the session's client encoding (here LATIN1), as psycopg
+    sends them: a non-ASCII result reads back unchanged."""
+    st = storage.open(_url(pg_url) + "&client_encoding=LATIN1")
+    assert isinstance(st, PostgresStorage)
+    try:
+        j, epoch = _claimed(st)
+        step = StepWrite("r", epoch, "1", "s", "pure", "done", '"café"', None, 1, 3.0, 3.0)
+        assert j.commit([step]) == [True]
+        assert [s.result for s in j.steps("r")] == ['"café"']
+    finally:
+        st.db.drop_schema()
+        st.close()
+
+
+def test_prepared_types_must_fit_the_placeholders(pg: PostgresStorage) -> None:
+    """A prepared write given the wrong number (or an unknown kind) of types says so."""
+    with pytest.raises(ValueError, match="one type per"):
+        pg.db.prepared("INSERT INTO t VALUES (%s, %s)", ("text",), idempotent=True)
+    with pytest.raises(ValueError, match="int4, int8, float8"):
+        pg.db.prepared("INSERT INTO t VALUES (%s)", ("jsonb",), idempotent=True)
+
+
 def test_a_runs_end_alone_is_one_prepared_statement(pg1: PostgresStorage) -> None:
     """A run's end with no parent (its update and audit entries) is one prepared statement:
     one round trip, one commit, nothing parsed once prepared."""

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 __all__ = ["TYPES", "PreparedWrite"]
 
 #: The SQL types a prepared parameter may have: (type oid, how a Python value is sent in
-#: binary). Text is encoded in the connection's client encoding (see ``_encoders``).
+#: binary). Text is encoded in the connection's client encoding (see ``_encoder``).
 TYPES: dict[str, tuple[int, Callable[[Any], bytes]]] = {
     "text": (25, str.encode),
     "int4": (23, struct.Struct(">i").pack),
@@ -63,7 +63,10 @@ class PreparedWrite:
 
     def __init__(self, db: PostgresDB, sql: str, types: Sequence[str], *, idempotent: bool) -> None:
         if sql.count("%s") != len(types) or not set(types) <= TYPES.keys():
-            raise ValueError(f"types {types!r} do not fit the placeholders of {sql!r}")
+            raise ValueError(
+                f"types {types!r} do not fit the placeholders of {sql!r}: give one type per "
+                f"%s placeholder, each one of {', '.join(TYPES)}"
+            )
         n = iter(range(1, len(types) + 1))
         self.db = db
         self.sql = _PLACEHOLDER.sub(lambda _: f"${next(n)}", sql).encode()
