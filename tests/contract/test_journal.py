@@ -331,6 +331,27 @@ def test_a_batch_sent_twice_changes_nothing_the_second_time(st: Any) -> None:
     assert [a.action for a in j.audit_log("r")] == ["created", "claimed", "done"]
 
 
+def test_a_runs_end_alone_sent_twice_appends_its_audit_once(st: Any) -> None:
+    """A run's end committed by itself (the common finish) applies once: sent again after a
+    lost reply it changes nothing; its audit entries land in order, a repeated one once."""
+    j, epoch = _claimed(st)
+    audit = [("claimed", '{"w": "é"}'), ("done", '"\\u0000 \\"q\\""'), ("claimed", '{"w": "é"}')]
+    finish = RunWrite("r", epoch, "succeeded", 5.0, "w1", result='"z"', audit=audit)
+    c0 = st.db.commits
+    assert j.commit([finish]) == [True]
+    assert st.db.commits - c0 == 1
+    before = j.get_run("r")
+    assert j.commit([finish]) == [True]
+    assert j.get_run("r") == before
+    assert before is not None and (before.status, before.result, before.owner) == (
+        "succeeded",
+        '"z"',
+        None,
+    )
+    log = [(a.action, a.detail, a.actor, a.at) for a in j.audit_log("r")][-2:]
+    assert log == [("claimed", audit[0][1], "w1", 5.0), ("done", audit[1][1], "w1", 5.0)]
+
+
 def test_zombie_write_after_takeover_is_refused(st: Any) -> None:
     """Once another worker claims an expired lease, the old holder's writes change nothing."""
     j, old = _claimed(st)

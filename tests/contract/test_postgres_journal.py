@@ -1,12 +1,15 @@
-"""The PostgreSQL Journal, what only it does: one statement (one round trip) per journalled
-step and a pipelined batch, claims that skip a run whose step is in flight (SKIP LOCKED),
-and NOTIFY wake-ups. Everything both journal backends do is in ``test_journal.py``."""
+"""The PostgreSQL Journal, what only it does: one prepared statement (one round trip) per
+journalled step and a pipelined batch, the epoch fence of a step sent during a takeover,
+claims that skip a run whose step is in flight (SKIP LOCKED), and NOTIFY wake-ups.
+Everything both journal backends do is in ``test_journal.py``."""
 
 from __future__ import annotations
 
+import tempfile
 import threading
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -32,6 +35,16 @@ def pg(pg_url: str) -> Iterator[PostgresStorage]:
     st.close()
 
 
+@pytest.fixture
+def pg1(pg_url: str) -> Iterator[PostgresStorage]:
+    """The same with a pool of one connection: every statement meets the same session."""
+    st = storage.open(_url(pg_url) + "&pool_min=1&pool_max=1")
+    assert isinstance(st, PostgresStorage)
+    yield st
+    st.db.drop_schema()
+    st.close()
+
+
 def _claimed(pg: PostgresStorage, run: str = "r") -> tuple[Any, int]:
     j = pg.journal()
     j.create_run(RunRow(run, "wf", "1", "h", "[]", "journal_keys", "pending", 1.0, 1.0))
@@ -43,42 +56,149 @@ def _step(run: str, epoch: int, pos: str) -> StepWrite:
     return StepWrite(run, epoch, pos, "s", "pure", "done", '"x"', None, 1, 3.0, 3.0)
 
 
-def test_one_step_is_one_statement_and_one_commit(pg: PostgresStorage) -> None:
-    """Journalling a step costs one round trip and one commit; a batch costs one commit."""
-    j, epoch = _claimed(pg)
-    db = pg.db
-    c0 = db.commits
-    sent: list[str] = []  # every statement sent to the server
+@contextmanager
+def _wire(db: Any) -> Iterator[list[str]]:
+    """The frontend messages sent on the wire meanwhile (libpq's trace), by name: ``Parse``,
+    ``Bind``, ``Execute``, ``Sync`` (each Sync is one round trip) …"""
+    from psycopg import pq
+
+    sent: list[str] = []
     original = db.run
 
-    def counting(fn: Any, **kw: Any) -> Any:
+    def traced(fn: Any, **kw: Any) -> Any:
         def wrapped(conn: Any) -> Any:
-            real = conn.execute
-
-            def execute(sql: Any, *a: Any, **k: Any) -> Any:
-                sent.append(str(sql))
-                return real(sql, *a, **k)
-
-            conn.execute = execute
-            try:
-                return fn(conn)
-            finally:
-                del conn.execute
+            with tempfile.TemporaryFile("w+") as f:
+                conn.pgconn.trace(f.fileno())
+                conn.pgconn.set_trace_flags(pq.Trace.SUPPRESS_TIMESTAMPS)
+                try:
+                    return fn(conn)
+                finally:
+                    conn.pgconn.untrace()
+                    f.seek(0)
+                    sent.extend(line.split("\t")[2].strip() for line in f if line[0] == "F")
 
         return original(wrapped, **kw)
 
-    db.run = counting  # type: ignore[method-assign]
+    db.run = traced
     try:
-        assert j.commit([_step("r", epoch, "1")]) == [True]
-        assert len(sent) == 1 and sent[0].startswith("INSERT INTO durable_steps")
-        assert db.commits - c0 == 1
-        sent.clear()
-        assert j.commit([_step("r", epoch, "2"), _step("r", epoch, "3")]) == [True, True]
-        assert db.commits - c0 == 2
-        assert sent[0] == "BEGIN" and sent[-1] == "COMMIT" and len(sent) == 4
+        yield sent
     finally:
         del db.run
-    assert [s.pos for s in j.steps("r")] == ["1", "2", "3"]
+
+
+def test_one_step_is_one_statement_and_one_commit(pg1: PostgresStorage) -> None:
+    """Journalling a step costs one round trip (its prepared statement: no parse, no plan)
+    and one commit; a batch is one pipelined round trip and one commit."""
+    j, epoch = _claimed(pg1)
+    db = pg1.db
+    assert j.commit([_step("r", epoch, "1")]) == [True]  # prepares on its connection
+    c0 = db.commits
+    with _wire(db) as sent:
+        assert j.commit([_step("r", epoch, "2")]) == [True]
+    assert sent.count("Sync") == 1 and sent.count("Execute") == 1 and "Parse" not in sent
+    assert db.commits - c0 == 1
+    with _wire(db) as sent:
+        assert j.commit([_step("r", epoch, "3"), _step("r", epoch, "4")]) == [True, True]
+    assert db.commits - c0 == 2
+    assert sent.count("Sync") == 1 and sent.count("Execute") == 4  # BEGIN, 2 steps, COMMIT
+    assert [s.pos for s in j.steps("r")] == ["1", "2", "3", "4"]
+
+
+def test_a_step_whose_session_was_killed_is_sent_again_on_a_new_one(
+    pg: PostgresStorage, pg_url: str
+) -> None:
+    """The server ends the session a step's statement is prepared on (a restart, a killed
+    backend): the next step reconnects, prepares it on the new session and is written."""
+    import psycopg
+
+    j, epoch = _claimed(pg)
+    assert j.commit([_step("r", epoch, "1")]) == [True]
+    # statements one after another share one session (the lane): step 1's, and this one's
+    ((pid, prepared),) = pg.db.execute(
+        "SELECT pg_backend_pid(), count(*) FROM pg_prepared_statements "
+        "WHERE statement LIKE 'INSERT INTO durable_steps%'",
+        write=False,
+    )
+    assert prepared == 1
+    with psycopg.connect(pg_url, autocommit=True) as admin:
+        admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+    assert j.commit([_step("r", epoch, "2")]) == [True]
+    assert [s.pos for s in j.steps("r")] == ["1", "2"]
+
+
+def test_a_step_is_sent_in_the_connections_client_encoding(pg_url: str) -> None:
+    """Text parameters travel in the session's client encoding (here LATIN1), as psycopg
+    sends them: a non-ASCII result reads back unchanged."""
+    st = storage.open(_url(pg_url) + "&client_encoding=LATIN1")
+    assert isinstance(st, PostgresStorage)
+    try:
+        j, epoch = _claimed(st)
+        step = StepWrite("r", epoch, "1", "s", "pure", "done", '"café"', None, 1, 3.0, 3.0)
+        assert j.commit([step]) == [True]
+        assert [s.result for s in j.steps("r")] == ['"café"']
+    finally:
+        st.db.drop_schema()
+        st.close()
+
+
+def test_prepared_types_must_fit_the_placeholders(pg: PostgresStorage) -> None:
+    """A prepared write given the wrong number (or an unknown kind) of types says so."""
+    with pytest.raises(ValueError, match="one type per"):
+        pg.db.prepared("INSERT INTO t VALUES (%s, %s)", ("text",), idempotent=True)
+    with pytest.raises(ValueError, match="int4, int8, float8"):
+        pg.db.prepared("INSERT INTO t VALUES (%s)", ("jsonb",), idempotent=True)
+
+
+def test_a_runs_end_alone_is_one_prepared_statement(pg1: PostgresStorage) -> None:
+    """A run's end with no parent (its update and audit entries) is one prepared statement:
+    one round trip, one commit, nothing parsed once prepared."""
+    j = pg1.journal()
+    db = pg1.db
+    for run in ("a", "b"):
+        j.create_run(RunRow(run, "wf", "1", "h", "[]", "journal_keys", "running", 1.0, 1.0))
+    done = [("claimed", "{}"), ("finished", "{}")]
+    assert j.commit([RunWrite("a", 0, "succeeded", 5.0, "w", result="1", audit=done)]) == [True]
+    c0 = db.commits
+    with _wire(db) as sent:
+        end = RunWrite("b", 0, "failed", 5.0, "w", error='"e"', audit=done)
+        assert j.commit([end]) == [True]
+    assert sent.count("Sync") == 1 and sent.count("Execute") == 1 and "Parse" not in sent
+    assert db.commits - c0 == 1
+    assert [a.action for a in j.audit_log("b")] == ["created", "claimed", "finished"]
+
+
+def test_a_step_sent_during_a_takeover_waits_for_it_and_is_refused(pg: PostgresStorage) -> None:
+    """A zombie's step that reaches the server while a takeover's UPDATE of the run is not
+    yet committed waits for it (the step's FOR SHARE on the run row), then sees the new
+    epoch and inserts nothing: no row of the old epoch lands after the takeover."""
+    j, old = _claimed(pg)
+    assert j.commit([_step("r", old, "1")]) == [True]  # prepared on a connection already
+    got: list[list[bool]] = []
+    with pg.db.pool.connection() as conn:
+        with conn.transaction():
+            take = "UPDATE durable_runs SET epoch = epoch + 1, owner = 'w2' WHERE run_id = 'r'"
+            conn.execute(take)
+            t = threading.Thread(target=lambda: got.append(j.commit([_step("r", old, "2")])))
+            t.start()
+            t.join(0.5)
+            assert t.is_alive() and got == []  # the step waits for the takeover
+        t.join(10)
+    assert got == [[False]]
+    assert [(s.pos, s.epoch) for s in j.steps("r")] == [("1", old)]
+
+
+def test_a_step_is_prepared_again_after_psycopg_deallocates_everything(
+    pg1: PostgresStorage,
+) -> None:
+    """psycopg sends DEALLOCATE ALL when it rolls back a connection where it prepared
+    statements; the next step on that connection prepares its own again and is written."""
+    j, epoch = _claimed(pg1)
+    assert j.commit([_step("r", epoch, "1")]) == [True]
+    pg1.db.execute("DEALLOCATE ALL", write=False)  # on the one connection
+    with _wire(pg1.db) as sent:
+        assert j.commit([_step("r", epoch, "2")]) == [True]
+    assert sent.count("Parse") == 1 and sent.count("Execute") == 2  # refused, prepared, sent
+    assert [s.pos for s in j.steps("r")] == ["1", "2"]
 
 
 def test_claims_skip_a_run_whose_step_is_in_flight_and_fence_it_after(

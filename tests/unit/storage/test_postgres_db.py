@@ -328,3 +328,79 @@ def test_open_does_not_wait_for_a_wrong_database(pg_url: str) -> None:
     with pytest.raises(StoreUnavailableError, match="does not exist"):
         PostgresStorage(f"{base}/sf_no_such_db?reconnect_timeout=60", clock=clock)
     assert clock.sleeps == []
+
+
+def _pid(db: object) -> int:
+    rows = db.execute("SELECT pg_backend_pid()", write=False)  # type: ignore[attr-defined]
+    return int(rows[0][0])
+
+
+def test_statements_one_after_another_reuse_the_lane_not_the_pool(pg: PostgresStorage) -> None:
+    """Statements sent one after another take the lane's connection: one session, and no
+    connection asked of the pool after the first."""
+    db = pg.db
+    first = _pid(db)
+    asked = db.pool.get_stats()["requests_num"]
+    assert {_pid(db) for _ in range(20)} == {first}
+    assert db.pool.get_stats()["requests_num"] == asked
+
+
+def test_a_thread_that_finds_the_lane_busy_uses_the_pool(pg: PostgresStorage) -> None:
+    """While one thread holds the lane, another thread's statement runs on a pooled
+    connection (another session) instead of waiting for it."""
+    db = pg.db
+    lane = _pid(db)
+    inside, release = threading.Event(), threading.Event()
+
+    def hold(conn: object) -> int:
+        inside.set()
+        release.wait(10)
+        return int(conn.info.backend_pid)  # type: ignore[attr-defined]
+
+    held: list[int] = []
+    t = threading.Thread(target=lambda: held.append(db.run(hold, write=False)))
+    t.start()
+    try:
+        assert inside.wait(10)
+        assert _pid(db) != lane
+    finally:
+        release.set()
+        t.join(10)
+    assert held == [lane]
+
+
+def test_a_pool_of_one_connection_has_no_lane(pg_url: str) -> None:
+    """With pool_max=1 the one connection stays the pool's (a lane would starve the others)."""
+    st = storage.open(f"{pg_url}?schema={_schema()}&pool_min=1&pool_max=1")
+    assert isinstance(st, PostgresStorage)
+    try:
+        _pid(st.db)
+        asked = st.db.pool.get_stats()["requests_num"]
+        _pid(st.db)
+        assert st.db.pool.get_stats()["requests_num"] == asked + 1
+    finally:
+        st.close()
+
+
+def test_a_lane_whose_session_was_killed_is_replaced(pg: PostgresStorage, pg_url: str) -> None:
+    """The server ends the lane's session; the next statement reconnects on a new one."""
+    import psycopg
+
+    db = pg.db
+    lane = _pid(db)
+    with psycopg.connect(pg_url, autocommit=True) as admin:
+        admin.execute("SELECT pg_terminate_backend(%s)", (lane,))
+    assert _pid(db) not in (lane, 0)
+
+
+def test_closing_ends_the_lanes_session_too(pg_url: str) -> None:
+    """close() ends every session, the lane's included (none is left on the server)."""
+    import psycopg
+
+    st = storage.open(f"{pg_url}?schema={_schema()}")
+    assert isinstance(st, PostgresStorage)
+    lane = _pid(st.db)
+    st.close()
+    with psycopg.connect(pg_url, autocommit=True) as admin:
+        rows = admin.execute("SELECT 1 FROM pg_stat_activity WHERE pid = %s", (lane,))
+        assert rows.fetchall() == []

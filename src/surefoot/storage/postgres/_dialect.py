@@ -2,7 +2,8 @@
 
 Placeholders are ``%s``; rows are locked (``FOR UPDATE``, ``FOR SHARE``) and claimers skip
 each other's rows (``SKIP LOCKED``); a list is one array parameter (``= ANY(%s)``); a batch
-is pipelined (``BEGIN``, its statements, ``COMMIT``: one round trip); text sorts in byte
+is pipelined (``BEGIN``, its statements, ``COMMIT``: one round trip); a write sent very
+often (a journalled step) is prepared once per connection (:mod:`._prepared`); text sorts in byte
 order (``COLLATE "C"``), as on SQLite. Every statement runs through ``PostgresDB.run``, which
 reconnects and retries within ``reconnect_timeout``.
 """
@@ -58,6 +59,11 @@ class PostgresDialect:
             return int(conn.execute(sql, params).rowcount)
 
         return self.db.run(one, idempotent=idempotent)
+
+    def prepare(
+        self, sql: str, types: Sequence[str], *, idempotent: bool = False
+    ) -> Callable[[Sequence[Any]], int]:
+        return self.db.prepared(self.sql(sql), types, idempotent=idempotent)
 
     def transaction(self, fn: Callable[[Any], T], *, idempotent: bool = False) -> T:
         return self.db.run(fn, tx=True, idempotent=idempotent)

@@ -23,10 +23,12 @@ notifies), the heartbeat (one statement over arrays) and the wake-ups.
 
 from __future__ import annotations
 
+import json
+
 from ...errors import UnknownRunError
-from ..base import RunRow
-from ..sql.chunks import POSTGRES_MIGRATION
-from ..sql.journal import CHANNEL, RUN_COLS, RUN_MARKS, SQLJournal, row_params
+from ..base import Record, RunRow, RunWrite
+from ..sql.chunks import POSTGRES_MIGRATION, ChunkWrite
+from ..sql.journal import CHANNEL, FINISH_SQL, RUN_COLS, RUN_MARKS, SQLJournal, row_params
 from ..sql.liveness import Wake, wake_of
 from ._db import Listener, PostgresDB
 from ._dialect import PostgresDialect
@@ -143,6 +145,25 @@ MIGRATIONS = [
 ]
 
 
+# A run's end with no parent to tell, in one statement: the fenced update of the run and,
+# only if it applied, its audit entries (a JSON array of [action, detail] pairs), each
+# appended unless the same entry is there already (a re-send after a lost reply). The same
+# effect as the batch's BEGIN, FINISH_SQL, one conditional insert per entry, COMMIT.
+_FINISH_ONE_SQL = (
+    f"WITH f AS ({FINISH_SQL} RETURNING run_id), "
+    "a AS (INSERT INTO durable_audit (run_id, at, actor, action, detail) "
+    "SELECT f.run_id, ?, ?, x.e ->> 0, x.e ->> 1 "
+    "FROM f, json_array_elements(CAST(? AS JSON)) WITH ORDINALITY AS x(e, n) "
+    "WHERE NOT EXISTS (SELECT 1 FROM durable_audit d WHERE d.run_id = f.run_id AND d.at = ? "
+    "AND d.actor = ? AND d.action = x.e ->> 0 AND d.detail = x.e ->> 1) ORDER BY x.n) "
+    "SELECT 1 FROM f"
+)
+_FINISH_ONE_TYPES = (
+    *("text", "text", "text", "float8", "text", "int8"),  # FINISH_SQL's
+    *("float8", "text", "text", "float8", "text"),  # the entries': at, actor, JSON, at, actor
+)
+
+
 class PostgresJournal(SQLJournal):
     """The ``Journal`` protocol on PostgreSQL (see ``surefoot.storage.base``).
 
@@ -167,6 +188,26 @@ class PostgresJournal(SQLJournal):
             "SELECT run_id, CASE WHEN status = 'pending' THEN pg_notify(?, "
             "json_build_array(run_id, workflow, version, NULL)::TEXT) END FROM ins"
         )
+        self._finish_one = self.d.prepare(_FINISH_ONE_SQL, _FINISH_ONE_TYPES, idempotent=True)
+
+    def commit(
+        self, records: list[Record], chunks: list[ChunkWrite] | None = None
+    ) -> list[bool]:
+        """As :meth:`SQLJournal.commit`; a run's end alone is one prepared statement.
+
+        The batch for it (BEGIN, the run's update, one insert per audit entry, COMMIT,
+        pipelined by psycopg) cost ~500,000 client instructions; the statement ~71,000
+        (callgrind, 2026-12-01): 5,000 per step of a 100-step workflow.
+        """
+        if chunks is None and len(records) == 1:
+            r = records[0]
+            if type(r) is RunWrite and r.parent is None and r.status != "sleeping":
+                self._check_values(records)
+                entries = json.dumps(list(dict.fromkeys(r.audit)))  # one of each, in order
+                at, actor = r.now, r.actor
+                params = (r.status, r.result, r.error, at, r.run_id, r.epoch)
+                return [self._finish_one((*params, at, actor, entries, at, actor)) == 1]
+        return super().commit(records, chunks)
 
     def create_run(self, row: RunRow) -> tuple[RunRow, bool]:
         """Insert ``row`` unless the run id exists (one statement that also audits and

@@ -3,9 +3,9 @@
 The shared code (:mod:`.journal`, :mod:`.stream`) writes every statement once, with ``?``
 placeholders, and asks the dialect for the few fragments that differ between SQLite and
 PostgreSQL (row locks, list membership, the row order column) and for how statements run: a
-read, one write that is its own commit, a transaction, a batch (pipelined on PostgreSQL) and
-a poll that usually changes nothing (SQLite looks before it locks). A dialect does no
-deciding; it only spells and runs.
+read, one write that is its own commit (or a prepared one, sent very often), a transaction,
+a batch (pipelined on PostgreSQL) and a poll that usually changes nothing (SQLite looks
+before it locks). A dialect does no deciding; it only spells and runs.
 """
 
 from __future__ import annotations
@@ -91,6 +91,16 @@ class Dialect(Protocol):
 
     def write(self, sql: str, params: Sequence[Any] = (), *, idempotent: bool = False) -> int:
         """Run one write as its own transaction (one commit); return its row count."""
+        ...
+
+    def prepare(
+        self, sql: str, types: Sequence[str], *, idempotent: bool = False
+    ) -> Callable[[Sequence[Any]], int]:
+        """A write sent very often, as a callable: ``sql`` (``?`` placeholders, not yet
+        converted by :meth:`sql`) given one value per placeholder, of the SQL ``types``
+        (``text``, ``int4``, ``int8``, ``float8``; ``None`` is NULL), runs as its own
+        transaction (one commit) and returns its row count, as :meth:`write` does.
+        PostgreSQL prepares it once per connection and sends only the values."""
         ...
 
     def transaction(self, fn: Callable[[Any], T], *, idempotent: bool = False) -> T:

@@ -33,10 +33,12 @@ from .runs import SQLRunQueries, claim_audit
 __all__ = [
     "AUDIT_SQL",
     "CHANNEL",
+    "FINISH_SQL",
     "RUN_COLS",
     "RUN_MARKS",
     "SEL",
     "STEP_SQL",
+    "STEP_TYPES",
     "SQLJournal",
     "row_params",
     "step_params",
@@ -66,12 +68,15 @@ STEP_SQL = (
     "result = excluded.result, error = excluded.error, attempts = excluded.attempts, "
     "epoch = excluded.epoch, finished_at = excluded.finished_at"
 )
+#: The SQL types of :data:`STEP_SQL`'s parameters (see ``Dialect.prepare``).
+STEP_TYPES = ("text",) * 7 + ("int4", "int8", "float8", "float8", "text", "int8")
 # Consumed only if the step's write went through (the run still has the writer's epoch).
 _CONSUME_SQL = (
     "UPDATE durable_signals SET consumed_pos = ? WHERE id = ? AND consumed_pos IS NULL "
     "AND EXISTS (SELECT 1 FROM durable_runs WHERE run_id = ? AND epoch = ?)"
 )
-_FINISH_SQL = (
+#: A run's end (not a sleep): ``status, result, error, updated_at, run_id, epoch``.
+FINISH_SQL = (
     f"UPDATE durable_runs SET status = ?, result = {_TEXT}, error = {_TEXT}, owner = NULL, "
     "lease_until = NULL, wake_at = NULL, waiting_for = NULL, updated_at = ? "
     "WHERE run_id = ? AND epoch = ?"
@@ -134,8 +139,12 @@ class SQLJournal(JournalPlus, SQLRunQueries, ChunkStore, JournalLiveness):
         d = self.d = dialect
         self.url = dialect.url
         self._step = d.sql(STEP_SQL.format(share_lock=d.share_lock))
+        # the hot path: one step, one statement, prepared once per connection
+        self._write_step = d.prepare(
+            STEP_SQL.format(share_lock=d.share_lock), STEP_TYPES, idempotent=True
+        )
         self._consume = d.sql(_CONSUME_SQL)
-        self._finish = d.sql(_FINISH_SQL)
+        self._finish = d.sql(FINISH_SQL)
         self._sleep = d.sql(_SLEEP_SQL.format(member=d.member(_TEXT, "name")))
         self._audit = d.sql(AUDIT_SQL)
         self._audit_if = d.sql(_AUDIT_IF_SQL)
@@ -233,7 +242,7 @@ class SQLJournal(JournalPlus, SQLRunQueries, ChunkStore, JournalLiveness):
                 if text is not None and limit and len(text) * 4 > limit:
                     self._check_values(records)  # only a long text can be over the limit
                 # Re-applying the same step row is harmless, so a lost reply may be retried.
-                return [self.d.write(self._step, step_params(only), idempotent=True) == 1]
+                return [self._write_step(step_params(only)) == 1]
         self._check_values(records)
 
         # PostgreSQL locks run rows in run-id order (a stable sort keeps each run's records

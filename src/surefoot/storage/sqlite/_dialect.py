@@ -55,6 +55,13 @@ class SQLiteDialect:
     def write(self, sql: str, params: Sequence[Any] = (), *, idempotent: bool = False) -> int:
         return self.db.write_one(sql, params)
 
+    def prepare(
+        self, sql: str, types: Sequence[str], *, idempotent: bool = False
+    ) -> Callable[[Sequence[Any]], int]:
+        """``write`` bound to ``sql``: sqlite3 keeps its compiled statements already."""
+        write_one = self.db.write_one
+        return lambda params: write_one(sql, params)
+
     def transaction(self, fn: Callable[[Any], T], *, idempotent: bool = False) -> T:
         with self.db.write() as c:
             return fn(c)
