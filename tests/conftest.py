@@ -13,6 +13,9 @@ from hypothesis import HealthCheck, settings
 if TYPE_CHECKING:
     from surefoot.lab.local_model import LabModel
 
+# Under pytest-xdist (`make unit`), whole files go to a worker (tests/xdist_scheduling.py).
+pytest_plugins = ["xdist_scheduling"]
+
 settings.register_profile(
     "ci",
     derandomize=True,

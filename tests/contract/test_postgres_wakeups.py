@@ -53,8 +53,10 @@ def test_a_new_run_wakes_one_claimer(tmp_path: Path, request: pytest.FixtureRequ
             assert time.monotonic() < end, "the workers did not start"
             time.sleep(0.02)
         for i in range(RUNS):  # one at a time: every worker is idle when a run is announced
-            client.enqueue(one, i, run_id=f"n{i}")
-            time.sleep(0.03)
+            h = client.enqueue(one, i, run_id=f"n{i}")
+            while h.status() != "succeeded":  # not a fixed pause: under load a run takes longer
+                assert time.monotonic() < end, f"run n{i} did not finish"
+                time.sleep(0.005)
         while client.count_runs(status="succeeded").get("succeeded", 0) < RUNS:
             assert time.monotonic() < end, "the runs did not finish"
             time.sleep(0.02)

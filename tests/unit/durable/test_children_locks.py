@@ -151,13 +151,14 @@ def test_a_childs_end_locks_its_parent_before_itself(pg_schema_url: str, pg_url:
             c.execute(f"SET search_path TO {schema}")
         holder.execute("SELECT 1 FROM durable_runs WHERE run_id = 'p' FOR UPDATE")
         go.set()
-        waiting = (
-            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
-            "AND datname = current_database() AND query LIKE %s"
+        waiting = (  # blocked by the holder itself, not by another test's lock
+            "SELECT count(*) FROM pg_stat_activity WHERE %s = ANY(pg_blocking_pids(pid)) "
+            "AND query LIKE %s"
         )
+        blocker = holder.info.backend_pid
         end = time.monotonic() + 30
         while time.monotonic() < end:  # the child's finish is blocked on the parent's row
-            row = probe.execute(waiting, ("%durable_runs%",)).fetchone()
+            row = probe.execute(waiting, (blocker, "%durable_runs%")).fetchone()
             if row is not None and row[0] >= 1:
                 break
             time.sleep(0.02)
