@@ -173,8 +173,11 @@ class LocalModelServer:
             "--n_threads",
             str(self.threads),
         ]
+        # llama.cpp's OpenMP threads spin while they wait; on cores shared with other work
+        # (workers, tests) passive waiting keeps a busy machine from starving them
+        env = {**os.environ, "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", "PASSIVE")}
         with open(self.log, "wb") as out:
-            self.proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
+            self.proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env)
         deadline = time.monotonic() + self.start_timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -280,7 +283,11 @@ class LabModel:
 
         common.setdefault(
             "policy",
-            RetryPolicy(max_attempts=4, backoff=Backoff(base=0.2, cap=2.0), timeout_per_attempt=60),
+            # 180 s an attempt: 200 tokens took 10-80 s on two loaded cores (2026-12-02); an
+            # attempt cut short is retried behind the one still generating on the server
+            RetryPolicy(
+                max_attempts=4, backoff=Backoff(base=0.2, cap=2.0), timeout_per_attempt=180
+            ),
         )
         return connect(
             "openai",
