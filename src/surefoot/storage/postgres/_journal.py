@@ -190,9 +190,7 @@ class PostgresJournal(SQLJournal):
         )
         self._finish_one = self.d.prepare(_FINISH_ONE_SQL, _FINISH_ONE_TYPES, idempotent=True)
 
-    def commit(
-        self, records: list[Record], chunks: list[ChunkWrite] | None = None
-    ) -> list[bool]:
+    def commit(self, records: list[Record], chunks: list[ChunkWrite] | None = None) -> list[bool]:
         """As :meth:`SQLJournal.commit`; a run's end alone is one prepared statement.
 
         The batch for it (BEGIN, the run's update, one insert per audit entry, COMMIT,
