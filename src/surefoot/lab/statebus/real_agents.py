@@ -308,7 +308,7 @@ def run_real_agents(
         for p in procs:
             if p.poll() is None:
                 p.kill()
-                p.wait()
+            p.communicate()  # reaps it and closes both pipes (a killed agent left them open)
     seconds = time.perf_counter() - started
     if mode == "json":
         final = json.loads(path.read_text())
