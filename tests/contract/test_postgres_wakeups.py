@@ -76,9 +76,14 @@ def test_a_new_run_wakes_one_claimer(tmp_path: Path, request: pytest.FixtureRequ
     assert empty <= 4 + RUNS // 8
 
 
-def _serving_app(url: str, worker_id: str, workflows: set[str]) -> durable.App:
-    """An app of ``worker_id`` serving the workflows named (``a`` and/or ``b``)."""
+def _serving_app(
+    url: str, worker_id: str, workflows: set[str], queues: tuple[str, ...] = ()
+) -> durable.App:
+    """An app of ``worker_id`` serving the workflows named (``a`` and/or ``b``) and taking
+    part in the named ``queues``."""
     app = durable.App(url, lease=30.0, poll=600.0, worker_id=worker_id)
+    for q in queues:
+        app.queue(q, concurrency=4)
 
     @app.step
     async def work(i: int) -> int:
@@ -100,11 +105,12 @@ def _serving_app(url: str, worker_id: str, workflows: set[str]) -> durable.App:
     return app
 
 
-def _claimed_one_by_one(client: durable.App, names: list[str]) -> None:
-    """Enqueue runs of ``names`` one at a time; each must leave ``pending`` long before
-    the poll (600 s) could explain it: only its notification can have woken a claimer."""
+def _claimed_one_by_one(client: durable.App, names: list[str], queue: str | None = None) -> None:
+    """Enqueue runs of ``names`` one at a time (in ``queue``); each must leave ``pending``
+    long before the poll (600 s) could explain it: only its notification can have woken a
+    claimer."""
     for i, name in enumerate(names):
-        h = client.enqueue(name, i, run_id=f"{name}{i}")
+        h = client.enqueue(name, i, run_id=f"{name}{i}", queue=queue)
         end = time.monotonic() + 20
         while h.status() == "pending":
             assert time.monotonic() < end, f"run {h.run_id} was not claimed on its notification"
@@ -119,11 +125,15 @@ def _live(app: durable.App) -> set[str]:
 
 
 def _serve(
-    url: str, served: dict[str, set[str]], names: list[str]
+    url: str,
+    served: dict[str, set[str]],
+    names: list[str],
+    queues: dict[str, tuple[str, ...]] | None = None,
+    queue: str | None = None,
 ) -> tuple[list[durable.Worker], dict[str, durable.Worker]]:
-    client = _serving_app(url, "client", {"a", "b"})
+    client = _serving_app(url, "client", {"a", "b"}, (queue,) if queue else ())
     client.list_runs(limit=1)  # migrate before the workers start
-    apps = [_serving_app(url, w, wf) for w, wf in served.items()]
+    apps = [_serving_app(url, w, wf, (queues or {}).get(w, ())) for w, wf in served.items()]
     workers = {a.worker_id: durable.Worker(a, concurrency=2) for a in apps}
     stop = threading.Event()
     threads = [threading.Thread(target=w.run, args=(stop,)) for w in workers.values()]
@@ -135,7 +145,7 @@ def _serve(
             assert time.monotonic() < end, "the workers did not start"  # (and claimed once)
             time.sleep(0.02)
         before = {w: (x.claims, x.empty_claims) for w, x in workers.items()}
-        _claimed_one_by_one(client, names)
+        _claimed_one_by_one(client, names, queue)
     finally:
         stop.set()
         for t in threads:
@@ -190,3 +200,20 @@ def test_a_run_is_claimed_on_its_notification_by_a_worker_that_serves_it(
     print(f"claims, empty claims per worker: {claims}")
     assert by_id["w-b"].claims == 0  # it serves no ``a`` run: never woken to claim one
     assert by_id["w-ab"].claims - by_id["w-ab"].empty_claims >= RUNS // 4
+
+
+def test_a_queued_run_is_claimed_on_its_notification_by_a_worker_in_its_queue(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """w-q and w-n both serve ``a``; only w-q declares the queue ``q``. Every ``a`` run
+    enqueued in ``q`` is claimed on its notification by w-q (before: w-n ranked first for
+    about half of them, skipped a queue it does not take part in, and the run waited for
+    the 600 s poll), and w-n never claims for one."""
+    url = backend_url("postgresql", tmp_path, request, "wake")
+    _, by_id = _serve(
+        url, {"w-q": {"a"}, "w-n": {"a"}}, ["a"] * (RUNS // 2), queues={"w-q": ("q",)}, queue="q"
+    )
+    claims = {w: (x.claims, x.empty_claims) for w, x in by_id.items()}
+    print(f"claims, empty claims per worker: {claims}")
+    assert by_id["w-n"].claims == 0
+    assert by_id["w-q"].claims - by_id["w-q"].empty_claims >= RUNS // 4

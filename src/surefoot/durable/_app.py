@@ -325,6 +325,10 @@ class App(Management, PlusApi):
         """(name, version) of every workflow registered here."""
         return self.registry.registered()
 
+    def served_queues(self) -> list[str]:
+        """The named queues declared here (a worker of this app claims their runs)."""
+        return sorted(self.plus.queues)
+
     def describe(self, workflow: Workflow | str) -> list[StepSpec]:
         """Each step of ``workflow`` as pure, effect or wait, with its compensation and key plan."""
         return describe(self.registry.resolve(workflow))

@@ -54,6 +54,10 @@ class Host(Protocol):
     @property
     def journal(self) -> Journal: ...
 
+    def served_queues(self) -> list[str]:
+        """The named queues this app takes part in (advertised with its workflows)."""
+        ...
+
 
 def _call_sync(scope: Scope, fn: Callable[..., Any], args: Any, kwargs: Any) -> Any:
     token = current.set(scope)
@@ -210,7 +214,12 @@ class Executor:
             if hold is not None:  # before its first claim: see Worker (liveness)
                 hold(host.worker_id, now=now)
             live_until = now + LIVE_LEASES * host.lease
-            host.journal.register_worker(host.worker_id, self.registry.registered(), now=live_until)
+            host.journal.register_worker(
+                host.worker_id,
+                self.registry.registered(),
+                now=live_until,
+                queues=host.served_queues(),
+            )
 
     def withdraw(self) -> None:
         """Tell the journal this worker serves no more (it is live until now): a stopped
@@ -219,7 +228,9 @@ class Executor:
         try:
             # live until a second ago: ``show`` counts a worker live while its time >= now
             gone = host.clock.now() - 1.0
-            host.journal.register_worker(host.worker_id, self.registry.registered(), now=gone)
+            host.journal.register_worker(
+                host.worker_id, self.registry.registered(), now=gone, queues=host.served_queues()
+            )
         except Exception:  # the journal is down: the advertisement simply runs out
             pass
 

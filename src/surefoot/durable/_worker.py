@@ -47,7 +47,7 @@ from typing import Any
 
 from ..errors import ConfigError, StoreUnavailableError
 from ..resilience import Backoff
-from ..storage.sql.liveness import Wake
+from ..storage.sql.liveness import Serving, Wake
 from ._app import App
 from ._queues import claim_queues
 from ._retention import Retention
@@ -130,7 +130,7 @@ class Worker:
         self.claims = 0
         self.empty_claims = 0
         self._more = True  # the last claim filled every free slot: more may be queued
-        self._peers: dict[str, set[tuple[str, str]]] = {}
+        self._peers: dict[str, Serving] = {}
         self._peers_at = -PEERS_EVERY
         self.retention = retention
 
@@ -363,7 +363,8 @@ class Worker:
         """Is this worker the one to claim at once for the runs just announced?
 
         For each run named, the candidates are the live workers that serve its workflow
-        version (``journal.serving_workers``: advertised, and holding their liveness lock);
+        version and, for a run in a named queue, take part in that queue
+        (``journal.serving_workers``: advertised, and holding their liveness lock);
         the one ranking first (the highest hash of worker id and run id) claims it. A run
         this worker does not serve (another workflow, or a queue it does not declare) is
         never its to claim. A run named without its workflow (an older surefoot's
@@ -392,7 +393,12 @@ class Worker:
             peers = {
                 w
                 for w, served in self._peers.items()
-                if (workflow in served if workflow is not None else served & mine)
+                if (
+                    workflow in served.workflows
+                    if workflow is not None
+                    else served.workflows & mine
+                )
+                and (queue is None or (served.queues is not None and queue in served.queues))
             }
             peers.add(me)
             if max(peers, key=lambda w: _rank(w, run_id)) == me:

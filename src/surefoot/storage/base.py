@@ -15,6 +15,7 @@ subsystem needs it and every backend offering the protocol can make it atomic.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -936,7 +937,12 @@ class Journal(Protocol):
     def audit_log(self, run_id: str) -> list[AuditRow]: ...
     def fork(self, run_id: str, new_run_id: str, before_pos: str, *, now: float) -> RunRow: ...
     def register_worker(
-        self, worker_id: str, workflows: list[tuple[str, str]], *, now: float
+        self,
+        worker_id: str,
+        workflows: list[tuple[str, str]],
+        *,
+        now: float,
+        queues: Sequence[str] = (),
     ) -> None: ...
     def live_workflows(self, *, since: float) -> set[tuple[str, str]]: ...
     def page_runs(

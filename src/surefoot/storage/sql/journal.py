@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from ...errors import ConfigError, RunConflictError, UnknownRunError
@@ -550,15 +551,23 @@ class SQLJournal(JournalPlus, SQLRunQueries, ChunkStore, JournalLiveness):
     # -- workers -----------------------------------------------------------------------
 
     def register_worker(
-        self, worker_id: str, workflows: list[tuple[str, str]], *, now: float
+        self,
+        worker_id: str,
+        workflows: list[tuple[str, str]],
+        *,
+        now: float,
+        queues: Sequence[str] = (),
     ) -> None:
+        """Advertise what ``worker_id`` serves until ``now``: its (workflow, version)
+        pairs and the named queues it takes part in (their limits, its claims)."""
         self.d.write(
             self.d.sql(
-                "INSERT INTO durable_workers (worker_id, workflows, seen_at) VALUES (?, ?, ?) "
-                "ON CONFLICT (worker_id) DO UPDATE SET workflows = excluded.workflows, "
-                "seen_at = excluded.seen_at"
+                "INSERT INTO durable_workers (worker_id, workflows, seen_at, queues) "
+                "VALUES (?, ?, ?, ?) ON CONFLICT (worker_id) DO UPDATE SET "
+                "workflows = excluded.workflows, seen_at = excluded.seen_at, "
+                "queues = excluded.queues"
             ),
-            (worker_id, _workflows_text(workflows), now),
+            (worker_id, _workflows_text(workflows), now, json.dumps(sorted(queues))),
             idempotent=True,
         )
 

@@ -14,8 +14,9 @@ PostgreSQL; None when it has none) with ``kind``, ``hold(worker_id)``, ``dead(id
   (:mod:`.queues`).
 * What a killed worker leaves behind (a lock file on SQLite) is swept once no run of
   the dead worker is left running (:meth:`JournalLiveness.sweep_liveness`).
-* Wake-ups (PostgreSQL) rank the live workers serving a run's workflow
-  (:meth:`JournalLiveness.serving_workers`): a worker whose lock is free is not live.
+* Wake-ups (PostgreSQL) rank the live workers serving a run's workflow, and for a queued
+  run those taking part in its queue (:meth:`JournalLiveness.serving_workers`): a worker
+  whose lock is free is not live.
 """
 
 from __future__ import annotations
@@ -23,14 +24,14 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .runs import orphan_audit
 
 if TYPE_CHECKING:
     from .dialect import Dialect
 
-__all__ = ["SWEEP_EVERY", "JournalLiveness", "Wake", "wake_of"]
+__all__ = ["SWEEP_EVERY", "JournalLiveness", "Serving", "Wake", "wake_of"]
 
 Wake = tuple[str, tuple[str, str] | None, str | None]
 """What a wake-up names: (run id, its (workflow, version) or None when unknown, its queue)."""
@@ -47,6 +48,25 @@ _ORPHANS_SQL = (
     "WHERE r.status = 'running' AND r.lease_until >= ? AND r.owner <> ? "
     "AND w.liveness IS NOT NULL ORDER BY r.lease_until LIMIT 1000"
 )
+
+
+class Serving(NamedTuple):
+    """What a serving worker advertised: its (workflow, version) pairs and the named
+    queues it takes part in (None: a worker from before queues were advertised)."""
+
+    workflows: set[tuple[str, str]]
+    queues: frozenset[str] | None
+
+
+def _queues(text: str | None) -> frozenset[str] | None:
+    """The queue names of a ``durable_workers.queues`` JSON array (None when absent)."""
+    if text is None:
+        return None
+    try:
+        names = json.loads(text)
+    except ValueError:
+        return None
+    return frozenset(str(n) for n in names) if isinstance(names, list) else None
 
 
 def _pairs(text: str) -> set[tuple[str, str]]:
@@ -215,8 +235,8 @@ class JournalLiveness:
         rows = self.d.read(self._busy, (self.d.array(sorted(owners)),))
         return {str(r[0]) for r in rows}
 
-    def serving_workers(self, *, now: float) -> dict[str, set[tuple[str, str]]]:
-        """The workers serving now, each with the (workflow, version) pairs it serves.
+    def serving_workers(self, *, now: float) -> dict[str, Serving]:
+        """The workers serving now, each with what it serves (:class:`Serving`).
 
         Serving: its advertisement (``seen_at``) has not run out, and, for a worker that
         said it holds a liveness lock, that lock is still held (a killed worker drops out
@@ -224,12 +244,13 @@ class JournalLiveness:
         """
         rows = self.d.read(
             self.d.sql(
-                "SELECT worker_id, workflows, liveness FROM durable_workers WHERE seen_at >= ?"
+                "SELECT worker_id, workflows, liveness, queues FROM durable_workers "
+                "WHERE seen_at >= ?"
             ),
             (float(now),),
         )
-        out = {str(w): _pairs(text) for w, text, _ in rows}
-        locked = {str(w) for w, _, how in rows if how is not None}
+        out = {str(w): Serving(_pairs(text), _queues(q)) for w, text, _, q in rows}
+        locked = {str(w) for w, _, how, _ in rows if how is not None}
         lv = self.liveness
         if lv is not None and locked:
             for gone in lv.dead(locked):

@@ -122,6 +122,9 @@ MIGRATIONS = [
     SQLITE_MIGRATION,
     # 6: the worker holds a liveness lock (``flock``): see ._liveness
     "ALTER TABLE durable_workers ADD COLUMN liveness TEXT",
+    # 7: the named queues a worker takes part in (a JSON array), so a wake-up for a queued
+    # run is ranked among the workers that can claim it (storage/sql/liveness.py)
+    "ALTER TABLE durable_workers ADD COLUMN queues TEXT",
 ]
 
 
