@@ -39,6 +39,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -204,13 +205,11 @@ def bench_stream(folder: Path, n: int, rounds: int) -> dict[str, Any]:
         bounded = Stream(st, f"bounded-{r}", max_messages=100)
         for i in range(n):
             timed("floor", floor)
-            timed("append", lambda s=s, i=i: s.append({"i": i}, message_id=f"m{i}"))
+            timed("append", partial(s.append, {"i": i}, message_id=f"m{i}"))
             timed("floor", floor)
-            timed("bounded", lambda b=bounded, i=i: b.append({"i": i}, message_id=f"m{i}"))
+            timed("bounded", partial(bounded.append, {"i": i}, message_id=f"m{i}"))
             if i % 10 == 0:  # a retried append: deduplicated, nothing appended
-                dedups += timed(
-                    "retry", lambda s=s, i=i: s.append({"i": i}, message_id=f"m{i}")
-                ).duplicate
+                dedups += timed("retry", partial(s.append, {"i": i}, message_id=f"m{i}")).duplicate
         c = s.consumer("bench", visibility_timeout=60.0)
 
         def batch(c: Any = c) -> int:
