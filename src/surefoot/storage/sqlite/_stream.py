@@ -62,31 +62,6 @@ MIGRATIONS = [
         stream TEXT NOT NULL, consumer TEXT NOT NULL, PRIMARY KEY (stream, consumer)
     )
     """,
-    # 4: messages and trimmed ids in WITHOUT ROWID tables keyed by their primary keys: an
-    # append writes two b-trees (the table and the message id index), not three, and a
-    # bounded append's trim two more, not three; fewer pages per commit. Same columns and
-    # constraints, so every query is unchanged.
-    """
-    CREATE TABLE sf_stream_v4 (
-        stream TEXT NOT NULL, seq INTEGER NOT NULL, message_id TEXT NOT NULL,
-        payload TEXT NOT NULL, appended_at REAL NOT NULL,
-        PRIMARY KEY (stream, seq), UNIQUE (stream, message_id)
-    ) WITHOUT ROWID;
-    INSERT INTO sf_stream_v4 (stream, seq, message_id, payload, appended_at)
-        SELECT stream, seq, message_id, payload, appended_at FROM sf_stream;
-    DROP TABLE sf_stream;
-    ALTER TABLE sf_stream_v4 RENAME TO sf_stream;
-    CREATE TABLE sf_stream_ids_v4 (
-        stream TEXT NOT NULL, message_id TEXT NOT NULL, seq INTEGER NOT NULL,
-        digest TEXT NOT NULL, appended_at REAL NOT NULL,
-        PRIMARY KEY (stream, message_id)
-    ) WITHOUT ROWID;
-    INSERT INTO sf_stream_ids_v4 (stream, message_id, seq, digest, appended_at)
-        SELECT stream, message_id, seq, digest, appended_at FROM sf_stream_ids;
-    DROP TABLE sf_stream_ids;
-    ALTER TABLE sf_stream_ids_v4 RENAME TO sf_stream_ids;
-    CREATE INDEX sf_stream_ids_at ON sf_stream_ids (stream, appended_at)
-    """,
 ]
 
 # The bare MAX() subquery reads one index entry (a MAX wrapped in an aggregate query with
