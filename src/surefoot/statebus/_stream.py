@@ -74,8 +74,23 @@ class DeadLetter:
     history: list[dict[str, Any]]
 
 
+_new = object.__new__
+_set_seq, _set_id, _set_payload, _set_at, _set_dup = (
+    StreamEntry.__dict__[f].__set__
+    for f in ("seq", "message_id", "payload", "appended_at", "duplicate")
+)
+
+
 def _entry(r: StreamRecord) -> StreamEntry:
-    return StreamEntry(r.seq, r.message_id, loads(r.payload), r.appended_at, r.duplicate)
+    # Built by setting the slots: a frozen dataclass's __init__ costs a call per field,
+    # and every append returns one.
+    e = _new(StreamEntry)
+    _set_seq(e, r.seq)
+    _set_id(e, r.message_id)
+    _set_payload(e, loads(r.payload))
+    _set_at(e, r.appended_at)
+    _set_dup(e, r.duplicate)
+    return e
 
 
 def _opened(url: str | Any) -> Any:

@@ -73,13 +73,20 @@ FROM (SELECT COALESCE((SELECT MAX(seq) FROM sf_stream WHERE stream = :s), 0) AS 
 WHERE (:expect IS NULL OR last = :expect)
   AND NOT EXISTS (SELECT 1 FROM sf_stream_ids WHERE stream = :s AND message_id = :id)
 ON CONFLICT (stream, message_id) DO NOTHING
-RETURNING seq, message_id, payload, appended_at
+RETURNING seq
 """
 _LAST = "SELECT MAX(seq) FROM sf_stream WHERE stream = ?"
 _FORGET = "DELETE FROM sf_stream_ids WHERE stream = ? AND appended_at < ?"
-_FIRST = "SELECT seq, appended_at FROM sf_stream WHERE stream = ? ORDER BY seq LIMIT 1"
+# The first message and the consumers' floor in one statement (a bounded append needs both).
+_HEAD = (
+    "SELECT seq, appended_at, (" + FLOOR_SQL + ") FROM sf_stream WHERE stream = ? "
+    "ORDER BY seq LIMIT 1"
+)
 _YOUNG = "SELECT seq FROM sf_stream WHERE stream = ? AND appended_at >= ? ORDER BY seq LIMIT 1"
-_GONE = "SELECT seq, message_id, payload, appended_at FROM sf_stream WHERE stream = ? AND seq < ?"
+_DROP = (
+    "DELETE FROM sf_stream WHERE stream = ? AND seq < ? "
+    "RETURNING seq, message_id, payload, appended_at"
+)
 _KEEP_ID = (
     "INSERT OR REPLACE INTO sf_stream_ids (stream, message_id, seq, digest, appended_at) "
     "VALUES (?, ?, ?, ?, ?)"
@@ -112,32 +119,36 @@ class SQLiteStream(SQLStream):
         expect_last_seq: int | None = None,
         retention: Retention | None = None,
     ) -> StreamRecord:
-        self._check_payload(message_id, payload)
-        p = {"s": self.name, "id": message_id, "payload": payload, "now": now}
+        limit = self.db.max_value_bytes
+        if limit and len(payload) * 4 > limit:  # no character is over 4 bytes
+            self._check_payload(message_id, payload)
+        name = self.name
+        p = {"s": name, "id": message_id, "payload": payload, "now": now, "expect": expect_last_seq}
         with self.db.write() as c:
             if retention is not None:  # ids past their window are forgotten before lookup
-                c.execute(_FORGET, (self.name, now - retention.dedup_window))
-            row = c.execute(_APPEND, {**p, "expect": expect_last_seq}).fetchone()
+                c.execute(_FORGET, (name, now - retention.dedup_window))
+            row = c.execute(_APPEND, p).fetchone()
             if row is not None:
+                seq = row[0]
                 if retention is not None:
-                    self._trim(c, retention, now, int(row[0]), forgotten=True)
-                return record(row)
-            old = c.execute(REC_SQL + " AND message_id = ?", (self.name, message_id)).fetchone()
+                    self._trim(c, retention, now, seq, forgotten=True)
+                return StreamRecord(seq, message_id, payload, float(now))
+            old = c.execute(REC_SQL + " AND message_id = ?", (name, message_id)).fetchone()
             if old is not None:
                 if old[2] != payload:
-                    raise DuplicateMessageError(message_id, self.name)
+                    raise DuplicateMessageError(message_id, name)
                 return record(old, duplicate=True)
             gone = c.execute(
                 "SELECT seq, digest, appended_at FROM sf_stream_ids WHERE stream = ? "
                 "AND message_id = ?",
-                (self.name, message_id),
+                (name, message_id),
             ).fetchone()
             if gone is not None:
                 if gone[1] != _digest(payload):
-                    raise DuplicateMessageError(message_id, self.name)
+                    raise DuplicateMessageError(message_id, name)
                 return StreamRecord(int(gone[0]), message_id, payload, float(gone[2]), True)
-            last = c.execute(_LAST, (self.name,)).fetchone()[0] or 0
-            raise stream_conflict(self.name, int(expect_last_seq or 0), last)
+            last = c.execute(_LAST, (name,)).fetchone()[0] or 0
+            raise stream_conflict(name, int(expect_last_seq or 0), last)
 
     def trim(self, retention: Retention, *, now: float) -> int:
         with self.db.write() as c:
@@ -147,28 +158,30 @@ class SQLiteStream(SQLStream):
     def _trim(
         self, c: Any, retention: Retention, now: float, last: int, *, forgotten: bool = False
     ) -> int:
-        """Drop what ``retention`` no longer keeps (under the write lock); how many went."""
+        """Drop what ``retention`` no longer keeps (under the write lock); how many went.
+
+        One statement reads the first message and the consumers' floor, one deletes what
+        goes (returning it), one remembers the ids still in their dedup window."""
+        name = self.name
         by_len, by_age, forget = retention.cuts(last, now)
         if not forgotten:
-            c.execute(_FORGET, (self.name, forget))
-        first, first_at = c.execute(_FIRST, (self.name,)).fetchone()
+            c.execute(_FORGET, (name, forget))
+        first, first_at, floor = c.execute(_HEAD, (name, name, name)).fetchone()
         if first >= by_len and (by_age is None or first_at >= by_age):
-            return 0  # the common case: nothing is over the limits
+            return 0  # nothing is over the limits
         keep = by_len
         if by_age is not None:
-            young = c.execute(_YOUNG, (self.name, by_age)).fetchone()
+            young = c.execute(_YOUNG, (name, by_age)).fetchone()
             keep = max(keep, int(young[0]) if young else last)
-        floor = c.execute(FLOOR_SQL, (self.name, self.name)).fetchone()[0]
         keep = min(keep, last, int(floor) if floor is not None else last)
         if keep <= first:
             return 0
-        gone = c.execute(_GONE, (self.name, keep)).fetchall()
+        gone = c.execute(_DROP, (name, keep)).fetchall()
         kept_ids = [
-            (self.name, mid, seq, _digest(body), at) for seq, mid, body, at in gone if at >= forget
+            (name, mid, seq, _digest(body), at) for seq, mid, body, at in gone if at >= forget
         ]
         if kept_ids:
             c.executemany(_KEEP_ID, kept_ids)
-        c.execute("DELETE FROM sf_stream WHERE stream = ? AND seq < ?", (self.name, keep))
         return len(gone)
 
     def last_seq(self) -> int:
