@@ -1,10 +1,13 @@
 """SQLite ``StateStore``: versioned keys, one conditional statement per write.
 
-Every write is ``BEGIN IMMEDIATE``, one ``INSERT … ON CONFLICT DO UPDATE … WHERE`` (or one
-``UPDATE … WHERE version = ?``) with ``RETURNING``, then ``COMMIT``: no read-then-write, so
+Every write is ``BEGIN IMMEDIATE``, one look at the expiry index (keys due to expire are
+tombstoned first), one ``INSERT … ON CONFLICT DO UPDATE … WHERE`` (or one ``UPDATE … WHERE
+version = ?``) with ``RETURNING``, then ``COMMIT``: four statements, no read-then-write, so
 several processes on one file never lose an update the version check was meant to catch.
 The global revision is ``MAX(revision) + 1`` of the namespace, computed inside the same
-statement under the write lock.
+statement under the write lock; the change's log row is written by a trigger on
+``sf_state``, inside that statement too. A merged append is five: the one read (the key's
+row and the expiry check), its item row, the key's row.
 """
 
 from __future__ import annotations
@@ -38,6 +41,19 @@ from ._db import SQLiteDB
 __all__ = ["SQLiteStateStore"]
 
 _POLL = 0.005  # seconds between two looks at PRAGMA data_version while a watch waits
+
+# The log row of a change, from the sf_state row it made (``new``): a tombstone's kind is
+# delete (1) or expire (2); a list merge's value is NULL (its items up to that version).
+_LOGGED = """
+    INSERT INTO sf_state_log (ns, revision, key, kind, value, version, author, trust, at,
+                              expires_at)
+    VALUES (new.ns, new.revision, new.key,
+            CASE new.deleted WHEN 1 THEN 'delete' WHEN 2 THEN 'expire'
+                 ELSE CASE WHEN new.merge_op IS NULL THEN 'put' ELSE 'merge' END END,
+            CASE WHEN new.deleted <> 0 OR new.merge_op IN ('append', 'set_add') THEN NULL
+                 ELSE new.value END,
+            new.version, new.author, new.trust, new.written_at, new.expires_at)
+"""
 
 MIGRATIONS = [
     """
@@ -96,6 +112,14 @@ MIGRATIONS = [
     UPDATE sf_state SET compacted = revision WHERE version > 1;
     INSERT INTO sf_state_meta SELECT ns, MAX(revision) FROM sf_state GROUP BY ns
     """,
+    # The change log is written by triggers, inside the statement that makes the change:
+    # a write is one statement (and one round trip from Python) instead of two. A row whose
+    # revision moves is a change; kind and logged value follow from the row (see _logged).
+    f"""
+    CREATE TRIGGER sf_state_logged_insert AFTER INSERT ON sf_state BEGIN {_LOGGED}; END;
+    CREATE TRIGGER sf_state_logged_update AFTER UPDATE OF revision ON sf_state
+        WHEN new.revision <> old.revision BEGIN {_LOGGED}; END
+    """,
 ]
 
 _COLS = (
@@ -153,24 +177,33 @@ _SELECT = (
 )
 
 
+# StateRecord is a frozen dataclass: its __init__ sets each field through
+# object.__setattr__. Rows are built here by calling the slots' setters directly instead
+# (a hot path: one record per write and per read); SQLite hands back the columns' types.
+_NEW = object.__new__
+(_SKEY, _SVALUE, _SVER, _SREV, _SAUTHOR, _STRUST, _SAT, _SLIN, _SOP, _SLOG, _SEXP) = (
+    getattr(StateRecord, f).__set__ for f in StateRecord.__slots__
+)
+
+
 def _record(row: tuple[Any, ...] | sqlite3.Row) -> StateRecord:
     k, v, ver, rev, author, trust, at, lineage, op, log, exp, *joined = row
     if op in LIST_OPS:
         items, entries = joined if joined else (None, None)
         v, log = f"[{items or ''}]", f"[{entries or ''}]"
-    return StateRecord(
-        str(k),
-        str(v),
-        int(ver),
-        int(rev),
-        str(author),
-        str(trust),
-        float(at),
-        int(lineage),
-        op,
-        log,
-        None if exp is None else float(exp),
-    )
+    r = _NEW(StateRecord)
+    _SKEY(r, k)
+    _SVALUE(r, v)
+    _SVER(r, ver)
+    _SREV(r, rev)
+    _SAUTHOR(r, author)
+    _STRUST(r, trust)
+    _SAT(r, float(at))
+    _SLIN(r, lineage)
+    _SOP(r, op)
+    _SLOG(r, log)
+    _SEXP(r, exp)
+    return r
 
 
 # A merge: the new value is computed in Python under the write lock, then one upsert.
@@ -195,13 +228,16 @@ ON CONFLICT (ns, key) DO UPDATE SET
     author = excluded.author, trust = excluded.trust, written_at = excluded.written_at,
     lineage = sf_state.lineage + 1, merge_op = excluded.merge_op, merge_log = NULL,
     merge_size = excluded.merge_size, deleted = 0
-RETURNING version, revision, author, trust, written_at, expires_at
+RETURNING version, revision, author, trust, written_at
 """
 
 
-_LOG = (
-    "INSERT INTO sf_state_log (ns, revision, key, kind, value, version, author, trust, at, "
-    "expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+# A list merge's one read: the key's row (NULLs when it has none) and whether some key of
+# the namespace is due to expire at ?3.
+_LIST_ROW = (
+    "SELECT s.version, s.trust, s.merge_op, s.merge_size, s.revision, s.author, s.written_at, "
+    "s.deleted, (SELECT 1 FROM sf_state WHERE ns = ?1 AND expires_at <= ?3 LIMIT 1) "
+    "FROM (SELECT 1) LEFT JOIN sf_state s ON s.ns = ?1 AND s.key = ?2"
 )
 # A logged change's value: a list merge's items up to its version.
 _LOG_COLS = (
@@ -217,6 +253,8 @@ UPDATE sf_state SET value = 'null', version = version + 1, revision = {_NEXT_REV
 WHERE ns = :ns AND key = :key AND deleted = 0
 RETURNING version, revision
 """
+# Is any key of the namespace due to expire at ?2 (one look at the expiry index)?
+_DUE = "SELECT 1 FROM sf_state WHERE ns = ?1 AND expires_at <= ?2 LIMIT 1"
 _CURRENT = "SELECT version, value, author, deleted, merge_op FROM sf_state WHERE ns = ? AND key = ?"
 
 
@@ -283,26 +321,15 @@ class SQLiteStateStore:
 
     # -- the log ---------------------------------------------------------------------------
 
-    def _log(self, c: sqlite3.Connection, rec: StateRecord, kind: str) -> None:
-        value = None if kind in ("delete", "expire") or rec.merge_op in LIST_OPS else rec.value
-        c.execute(
-            _LOG,
-            (
-                self.namespace,
-                rec.revision,
-                rec.key,
-                kind,
-                value,
-                rec.version,
-                rec.author,
-                rec.trust,
-                rec.written_at,
-                rec.expires_at,
-            ),
-        )
-
     def _sweep(self, c: sqlite3.Connection, now: float) -> int:
-        """Tombstone the keys whose TTL ran out at ``now``, oldest expiry first."""
+        """Tombstone the keys whose TTL ran out at ``now``, oldest expiry first.
+
+        One read of the expiry index when nothing is due (the common case)."""
+        if c.execute(_DUE, (self.namespace, now)).fetchone() is None:
+            return 0
+        return self._sweep_due(c, now)
+
+    def _sweep_due(self, c: sqlite3.Connection, now: float) -> int:
         due = c.execute(
             "SELECT key FROM sf_state WHERE ns = ? AND expires_at <= ? ORDER BY expires_at, key",
             (self.namespace, now),
@@ -320,21 +347,8 @@ class SQLiteStateStore:
         out = c.execute(_TOMBSTONE, params).fetchone()
         if out is None:
             return None
-        ch = StateChange(
-            int(out[1]),
-            key,
-            "delete" if kind == 1 else "expire",
-            None,
-            int(out[0]),
-            author,
-            trust,
-            now,
-        )
-        c.execute(
-            _LOG,
-            (ns, ch.revision, key, ch.kind, None, ch.version, author, trust, now, None),
-        )
-        return ch
+        kind_ = "delete" if kind == 1 else "expire"
+        return StateChange(int(out[1]), key, kind_, None, int(out[0]), author, trust, now)
 
     def _drop_items(self, c: sqlite3.Connection, key: str) -> None:
         """Before a list merge key is replaced: write its logged versions' values into the
@@ -504,21 +518,35 @@ class SQLiteStateStore:
             "slin": seen[1] if seen else None,
             "exp": expires_at(now, ttl),
         }
-        with self.db.write() as c:
-            self._sweep(c, now)
-            if fence is None:
-                sql = _UPDATE_NOFENCE if expect else _UPSERT_NOFENCE
-            else:
-                sql = _UPDATE if expect else _UPSERT
-            row = c.execute(sql, params).fetchone()
-            if row is not None:
-                rec = _record(row)
-                self._log(c, rec, "put")
-                return rec
-            # Nothing written: say why, from the same transaction, and raise it after the
-            # commit: the expiry sweep above is a change of its own (as on other backends).
-            refused = self._refusal(c, key, expect, fence)
-        raise refused
+        if fence is None:
+            sql = _UPDATE_NOFENCE if expect else _UPSERT_NOFENCE
+        else:
+            sql = _UPDATE if expect else _UPSERT
+        # BEGIN IMMEDIATE, the expiry check, one statement (its trigger logs the change),
+        # COMMIT: run by db.transact, without a context manager on this hot path.
+        out = self.db.transact(self._write_in, sql, params, key, expect, fence, now)
+        if isinstance(out, ConflictError):
+            raise out
+        return out
+
+    def _write_in(
+        self,
+        c: sqlite3.Connection,
+        sql: str,
+        params: dict[str, Any],
+        key: str,
+        expect: int | None,
+        fence: tuple[str, int] | None,
+        now: float,
+    ) -> StateRecord | ConflictError:
+        if c.execute(_DUE, (self.namespace, now)).fetchone() is not None:
+            self._sweep_due(c, now)
+        row = c.execute(sql, params).fetchone()
+        if row is not None:
+            return _record(row)
+        # Nothing written: say why, from the same transaction, and raise it after the
+        # commit: the expiry sweep above is a change of its own (as on other backends).
+        return self._refusal(c, key, expect, fence)
 
     def _refusal(
         self, c: sqlite3.Connection, key: str, expect: int | None, fence: tuple[str, int] | None
@@ -621,7 +649,6 @@ class SQLiteStateStore:
                 }
                 self._drop_items(c, op[1])
                 rec = _record(c.execute(_UPSERT_NOFENCE, params).fetchone())
-                self._log(c, rec, "put")
                 made.append(
                     StateChange(
                         rec.revision,
@@ -679,7 +706,6 @@ class SQLiteStateStore:
                 "log": log,
             }
             rec = _record(c.execute(_MERGE, params).fetchone())
-            self._log(c, rec, "merge")
             return MergeOutcome.of(rec, True)
 
     def _merge_list(
@@ -694,52 +720,69 @@ class SQLiteStateStore:
         entry: str,
     ) -> MergeOutcome:
         """``append`` / ``set_add``: one item row and one row update, under the write lock."""
-        data = check_contribution(key, op, arg)
-        item = arg if op == "append" else json.dumps(data)
+        if op == "append":  # any JSON text (the codec's) appends as is: nothing to parse
+            item = arg
+        else:
+            item = json.dumps(check_contribution(key, op, arg))
+        return self.db.transact(
+            self._merge_list_in, key, op, item, author, trust, now, merge_id, entry
+        )
+
+    def _merge_list_in(
+        self,
+        c: sqlite3.Connection,
+        key: str,
+        op: str,
+        item: str,
+        author: str,
+        trust: str,
+        now: float,
+        merge_id: str | None,
+        entry: str,
+    ) -> MergeOutcome:
         ns, limit = self.namespace, self.db.max_value_bytes
-        with self.db.write() as c:
-            self._sweep(c, now)
-            row = c.execute(
-                "SELECT version, trust, merge_op, merge_size, revision, author, written_at, "
-                "deleted FROM sf_state WHERE ns = ? AND key = ?",
-                (ns, key),
-            ).fetchone()
-            live = row is not None and row[7] == 0
-            if live and row[2] != op:
-                raise merge_refused(key, op, self.db.url, "op", self._read_in(c, key))
-            size = (row[3] if live else 2) + len(item.encode("utf-8", "surrogatepass"))
-            size += 1 if live and row[3] > 2 else 0  # the comma
-            # The unique indexes on (key, mid) and (key, member) find a duplicate.
-            added = c.execute(
-                "INSERT INTO sf_state_items (ns, key, n, item, entry, mid, member) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
-                (
-                    ns,
-                    key,
-                    (row[0] if row is not None else 0) + 1,
-                    item,
-                    entry,
-                    merge_id,
-                    item if op == "set_add" else None,
-                ),
-            ).rowcount
-            if not added:
-                assert row is not None  # a duplicate needs an earlier item
-                return MergeOutcome(key, row[0], row[4], row[5], row[1], row[6], False)
-            if limit and size > limit:  # rolled back with the item
-                raise ValueTooLargeError(self.db.url, f"the value of key {key!r}", size, limit)
-            params = {
-                "ns": ns,
-                "key": key,
-                "author": author,
-                "trust": lower_trust(row[1] if live else None, trust),
-                "now": now,
-                "op": op,
-                "size": size,
-            }
-            ver, rev, by, tr, at, exp = c.execute(_MERGE_LIST, params).fetchone()
-            c.execute(_LOG, (ns, int(rev), key, "merge", None, int(ver), by, tr, float(at), exp))
-            return MergeOutcome(key, int(ver), int(rev), str(by), str(tr), float(at), True)
+        # One read: the key's row (all NULL when it has none) and whether a key is due to
+        # expire; only then the sweep, and the row read again after it.
+        found = c.execute(_LIST_ROW, (ns, key, now)).fetchone()
+        if found[8] is not None:
+            self._sweep_due(c, now)
+            found = c.execute(_LIST_ROW, (ns, key, None)).fetchone()
+        row: Any = found if found[0] is not None else None
+        live = row is not None and row[7] == 0
+        if live and row[2] != op:
+            raise merge_refused(key, op, self.db.url, "op", self._read_in(c, key))
+        size = (row[3] if live else 2) + len(item.encode("utf-8", "surrogatepass"))
+        size += 1 if live and row[3] > 2 else 0  # the comma
+        # The unique indexes on (key, mid) and (key, member) find a duplicate.
+        added = c.execute(
+            "INSERT INTO sf_state_items (ns, key, n, item, entry, mid, member) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+            (
+                ns,
+                key,
+                (row[0] if row is not None else 0) + 1,
+                item,
+                entry,
+                merge_id,
+                item if op == "set_add" else None,
+            ),
+        ).rowcount
+        if not added:
+            assert row is not None  # a duplicate needs an earlier item
+            return MergeOutcome(key, row[0], row[4], row[5], row[1], row[6], False)
+        if limit and size > limit:  # rolled back with the item
+            raise ValueTooLargeError(self.db.url, f"the value of key {key!r}", size, limit)
+        params = {
+            "ns": ns,
+            "key": key,
+            "author": author,
+            "trust": lower_trust(row[1] if live else None, trust),
+            "now": now,
+            "op": op,
+            "size": size,
+        }
+        ver, rev, by, tr, at = c.execute(_MERGE_LIST, params).fetchone()
+        return MergeOutcome(key, int(ver), int(rev), str(by), str(tr), float(at), True)
 
     def __repr__(self) -> str:
         return f"SQLiteStateStore({self.db.path!r}, {self.namespace!r})"
