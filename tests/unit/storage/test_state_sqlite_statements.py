@@ -147,3 +147,37 @@ def test_a_schema_four_file_upgrades_and_its_log_goes_on(tmp_path: Path) -> None
         (len(MIGRATIONS),)
     ]
     st.close()
+
+
+def test_the_revision_comes_from_the_log_and_survives_compaction(tmp_path: Path) -> None:
+    """The namespace's revision is the log's highest: compaction keeps each key's latest
+    change, so it never goes back, and the next write takes the next revision."""
+    st = Store(f"sqlite:///{tmp_path / 's.db'}", "ns")
+    for i in range(3):
+        st.write("a", i)
+        st.write("b", i)
+    st.delete("b")
+    assert st.revision == 7
+    assert st.state.compact(keep=1, before=None) == 5
+    assert st.revision == 7
+    assert st.write("c", 1).revision == 8
+    assert Store(st.storage, "other").write("a", 1).revision == 1  # per namespace
+    st.close()
+
+
+def test_a_watch_look_is_one_statement(tmp_path: Path) -> None:
+    """SQLite has ``watch_read``: a look of a watch reads the changes, the revision, the
+    compaction mark and whether expiries are due in one statement (it was three: the
+    expiry check, the revision, the changes)."""
+    st = Store(f"sqlite:///{tmp_path / 's.db'}", "ns")
+    w = st.watch("k", timeout=5)
+    st.write("k", 1)
+    st.write("other", 1)
+    got: list[Any] = []
+    stmts = _statements(st, lambda: got.append(next(w)))
+    assert len(stmts) == 1 and stmts[0].startswith("SELECT (SELECT MAX(revision)"), stmts
+    assert got[0].value == 1
+    st.write("k", 2)
+    assert next(w).value == 2
+    w.close()
+    st.close()

@@ -1,13 +1,15 @@
 """SQLite ``StateStore``: versioned keys, one conditional statement per write.
 
-Every write is ``BEGIN IMMEDIATE``, one look at the expiry index (keys due to expire are
-tombstoned first), one ``INSERT … ON CONFLICT DO UPDATE … WHERE`` (or one ``UPDATE … WHERE
-version = ?``) with ``RETURNING``, then ``COMMIT``: four statements, no read-then-write, so
-several processes on one file never lose an update the version check was meant to catch.
-The global revision is ``MAX(revision) + 1`` of the namespace, computed inside the same
-statement under the write lock; the change's log row is written by a trigger on
-``sf_state``, inside that statement too. A merged append is five: the one read (the key's
-row and the expiry check), its item row, the key's row.
+Every write is four statements: ``BEGIN IMMEDIATE``, one read (is a key due to expire; for
+a versioned write also the namespace's revision and the key's lineage), one ``INSERT … ON
+CONFLICT DO UPDATE … WHERE`` (or one ``UPDATE … WHERE version = ?``), then ``COMMIT``. The
+conditional statement is the check: there is no read-then-write, so several processes on
+one file never lose an update the version check was meant to catch. Keys due to expire are
+tombstoned first, in the same transaction. The global revision is ``MAX(revision) + 1`` of
+the namespace's log (every key's latest change stays in it), read under the write lock;
+the change's log row is written by a trigger on ``sf_state``, inside the statement that
+makes the change. A merged append is five: the one read (the key's row, the expiry check
+and the revision), its item row, the key's row.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from ..base import (
     expires_at,
     write_conflict,
 )
-from ..history import compaction_victims, txn_plan
+from ..history import WatchRead, compaction_victims, txn_plan
 from ..merges import (
     LIST_OPS,
     apply,
@@ -114,8 +116,12 @@ MIGRATIONS = [
     """,
     # The change log is written by triggers, inside the statement that makes the change:
     # a write is one statement (and one round trip from Python) instead of two. A row whose
-    # revision moves is a change; kind and logged value follow from the row (see _logged).
+    # revision moves is a change; kind and logged value follow from the row (see _LOGGED).
+    # The namespace's revision is read from the log's primary key (every key's latest change
+    # is logged and never compacted), so sf_state's revision index, one more page written
+    # per change, goes.
     f"""
+    DROP INDEX sf_state_revision;
     CREATE TRIGGER sf_state_logged_insert AFTER INSERT ON sf_state BEGIN {_LOGGED}; END;
     CREATE TRIGGER sf_state_logged_update AFTER UPDATE OF revision ON sf_state
         WHEN new.revision <> old.revision BEGIN {_LOGGED}; END
@@ -129,7 +135,7 @@ _COLS = (
 # A key reads as present: not a tombstone, and not expired at :at (None: ignore TTLs).
 _LIVE = "s.deleted = 0 AND (:at IS NULL OR s.expires_at IS NULL OR s.expires_at > :at)"
 # A bare MAX() subquery, so SQLite reads one index entry instead of scanning the namespace.
-_NEXT_REV = "(COALESCE((SELECT MAX(revision) FROM sf_state WHERE ns = :ns), 0) + 1)"
+_NEXT_REV = "(COALESCE((SELECT MAX(revision) FROM sf_state_log WHERE ns = :ns), 0) + 1)"
 _FENCE_OK = (
     "(:fkey IS NULL OR EXISTS (SELECT 1 FROM sf_state WHERE ns = :ns AND key = :fkey "
     "AND version = :fver AND deleted = 0))"
@@ -148,15 +154,23 @@ ON CONFLICT (ns, key) DO UPDATE SET
 WHERE (:expect IS NULL OR sf_state.deleted <> 0) AND {_FENCE_OK}
 RETURNING {_COLS}
 """
-# expect n > 0: one conditional update.
+# expect n > 0: one conditional update. Its revision and the row's lineage come from the
+# write's one read (_WRITE_READ, under the same write lock), so no RETURNING is needed: the
+# record written is known once the row count says the version matched.
 _UPDATE = f"""
 UPDATE sf_state SET
-    value = :value, version = version + 1, revision = {_NEXT_REV},
+    value = :value, version = version + 1, revision = :rev,
     author = :author, trust = :trust, written_at = :now, lineage = lineage + 1,
     merge_op = NULL, merge_log = NULL, deleted = 0, expires_at = :exp
 WHERE ns = :ns AND key = :key AND version = :expect AND {_FENCE_OK}
-RETURNING {_COLS}
 """
+# A versioned write's one read: is a key due to expire at ?3, the namespace's revision,
+# and the key's lineage.
+_WRITE_READ = (
+    "SELECT (SELECT 1 FROM sf_state WHERE ns = ?1 AND expires_at <= ?3 LIMIT 1), "
+    "(SELECT MAX(revision) FROM sf_state_log WHERE ns = ?1), "
+    "(SELECT lineage FROM sf_state WHERE ns = ?1 AND key = ?2)"
+)
 
 
 # Without a fence the EXISTS clause is left out of the statement altogether.
@@ -219,24 +233,24 @@ ON CONFLICT (ns, key) DO UPDATE SET
 RETURNING {_COLS}
 """
 # A list merge: one item row (inserted before), and the key's row moves on.
-_MERGE_LIST = f"""
+_MERGE_LIST = """
 INSERT INTO sf_state (ns, key, value, version, revision, author, trust, written_at, lineage,
                       merge_op, merge_log, merge_size)
-VALUES (:ns, :key, '', 1, {_NEXT_REV}, :author, :trust, :now, 1, :op, NULL, :size)
+VALUES (:ns, :key, '', 1, :rev, :author, :trust, :now, 1, :op, NULL, :size)
 ON CONFLICT (ns, key) DO UPDATE SET
     value = '', version = sf_state.version + 1, revision = excluded.revision,
     author = excluded.author, trust = excluded.trust, written_at = excluded.written_at,
     lineage = sf_state.lineage + 1, merge_op = excluded.merge_op, merge_log = NULL,
     merge_size = excluded.merge_size, deleted = 0
-RETURNING version, revision, author, trust, written_at
 """
 
 
-# A list merge's one read: the key's row (NULLs when it has none) and whether some key of
-# the namespace is due to expire at ?3.
+# A list merge's one read: the key's row (NULLs when it has none), whether some key of
+# the namespace is due to expire at ?3, and the namespace's revision.
 _LIST_ROW = (
     "SELECT s.version, s.trust, s.merge_op, s.merge_size, s.revision, s.author, s.written_at, "
-    "s.deleted, (SELECT 1 FROM sf_state WHERE ns = ?1 AND expires_at <= ?3 LIMIT 1) "
+    "s.deleted, (SELECT 1 FROM sf_state WHERE ns = ?1 AND expires_at <= ?3 LIMIT 1), "
+    "(SELECT MAX(revision) FROM sf_state_log WHERE ns = ?1) "
     "FROM (SELECT 1) LEFT JOIN sf_state s ON s.ns = ?1 AND s.key = ?2"
 )
 # A logged change's value: a list merge's items up to its version.
@@ -246,6 +260,22 @@ _LOG_COLS = (
     "AND i.key = l.key AND i.n <= l.version ORDER BY i.n)) || ']' END), l.version, l.author, "
     "l.trust, l.at, l.expires_at"
 )
+# A watch's look (``watch_read``): one statement reads one snapshot, so the head, the
+# compaction mark, the expiry check and the changes all agree.
+_WATCH_READ = f"""
+SELECT (SELECT MAX(revision) FROM sf_state_log WHERE ns = :ns),
+       (SELECT compacted FROM sf_state_meta WHERE ns = :ns),
+       (SELECT 1 FROM sf_state WHERE ns = :ns AND expires_at <= :now LIMIT 1),
+       CASE WHEN :after < COALESCE((SELECT compacted FROM sf_state_meta WHERE ns = :ns), 0)
+            THEN (SELECT MIN(revision) FROM sf_state_log WHERE ns = :ns) END,
+       x.*
+FROM (SELECT 1) LEFT JOIN (
+    SELECT {_LOG_COLS} FROM sf_state_log l
+    WHERE l.ns = :ns AND l.revision > :after AND substr(l.key, 1, :n) = :prefix
+    ORDER BY l.revision LIMIT :limit
+) x ON true
+ORDER BY x.revision
+"""
 _TOMBSTONE = f"""
 UPDATE sf_state SET value = 'null', version = version + 1, revision = {_NEXT_REV},
     author = :author, trust = :trust, written_at = :now, lineage = lineage + 1,
@@ -309,7 +339,9 @@ class SQLiteStateStore:
         return {r[0]: _record(r) for r in rows}
 
     def revision(self) -> int:
-        rows = self.db.read("SELECT MAX(revision) FROM sf_state WHERE ns = ?", (self.namespace,))
+        rows = self.db.read(
+            "SELECT MAX(revision) FROM sf_state_log WHERE ns = ?", (self.namespace,)
+        )
         return int(rows[0][0] or 0)
 
     def lost_updates(self) -> int:
@@ -417,6 +449,32 @@ class SQLiteStateStore:
                 f"namespace {self.namespace!r}", after + 1, int(oldest or self.revision() + 1)
             )
         return [_change(r[:-1]) for r in rows]
+
+    def watch_read(
+        self, after: int, *, prefix: str = "", limit: int = 100, now: float
+    ) -> WatchRead:
+        """A watch's look in one statement, so from one snapshot: the namespace's revision,
+        its compaction mark, whether a key is due to expire, and the changes after
+        ``after`` under ``prefix`` (a row of NULL changes when there are none)."""
+        rows = self.db.read(
+            _WATCH_READ,
+            {
+                "ns": self.namespace,
+                "after": after,
+                "now": now,
+                "n": len(prefix),
+                "prefix": prefix,
+                "limit": limit,
+            },
+        )
+        head, compacted, due, oldest = rows[0][:4]
+        if after < int(compacted or 0):
+            raise CompactedError(
+                f"namespace {self.namespace!r}", after + 1, int(oldest or int(head or 0) + 1)
+            )
+        got = [_change(r[4:]) for r in rows if r[4] is not None]
+        scanned = got[-1].revision if len(got) >= limit else max(int(head or 0), after)
+        return WatchRead(got, scanned, due is not None)
 
     def history(self, key: str) -> list[StateChange]:
         rows = self.db.read(
@@ -539,6 +597,28 @@ class SQLiteStateStore:
         fence: tuple[str, int] | None,
         now: float,
     ) -> StateRecord | ConflictError:
+        if expect:  # the one read gives the revision and lineage: no RETURNING
+            ns = self.namespace
+            due, top, lineage = c.execute(_WRITE_READ, (ns, key, now)).fetchone()
+            if due is not None:
+                self._sweep_due(c, now)
+                due, top, lineage = c.execute(_WRITE_READ, (ns, key, None)).fetchone()
+            params["rev"] = rev = (top or 0) + 1
+            if c.execute(sql, params).rowcount == 1:
+                r = _NEW(StateRecord)
+                _SKEY(r, key)
+                _SVALUE(r, params["value"])
+                _SVER(r, expect + 1)
+                _SREV(r, rev)
+                _SAUTHOR(r, params["author"])
+                _STRUST(r, params["trust"])
+                _SAT(r, float(now))
+                _SLIN(r, lineage + 1)
+                _SOP(r, None)
+                _SLOG(r, None)
+                _SEXP(r, params["exp"])
+                return r
+            return self._refusal(c, key, expect, fence)
         if c.execute(_DUE, (self.namespace, now)).fetchone() is not None:
             self._sweep_due(c, now)
         row = c.execute(sql, params).fetchone()
@@ -772,17 +852,21 @@ class SQLiteStateStore:
             return MergeOutcome(key, row[0], row[4], row[5], row[1], row[6], False)
         if limit and size > limit:  # rolled back with the item
             raise ValueTooLargeError(self.db.url, f"the value of key {key!r}", size, limit)
+        rev = (found[9] or 0) + 1
+        lowered = lower_trust(row[1] if live else None, trust)
         params = {
             "ns": ns,
             "key": key,
+            "rev": rev,
             "author": author,
-            "trust": lower_trust(row[1] if live else None, trust),
+            "trust": lowered,
             "now": now,
             "op": op,
             "size": size,
         }
-        ver, rev, by, tr, at = c.execute(_MERGE_LIST, params).fetchone()
-        return MergeOutcome(key, int(ver), int(rev), str(by), str(tr), float(at), True)
+        c.execute(_MERGE_LIST, params)  # always applies: a new row, or the next version
+        version = row[0] + 1 if row is not None else 1
+        return MergeOutcome(key, version, rev, author, lowered, float(now), True)
 
     def __repr__(self) -> str:
         return f"SQLiteStateStore({self.db.path!r}, {self.namespace!r})"
