@@ -142,6 +142,11 @@ def test_a_schema_four_file_upgrades_and_its_log_goes_on(tmp_path: Path) -> None
         (5, "log", "merge", '["x","y"]'),
         (6, "a", "delete", None),
     ]
+    # The chain of each key's changes was filled in for the rows logged before.
+    assert [c.value for c in st.state.history("a")] == ['"a1"', '"a2"', '"a3"', None]
+    assert st.state.read_at("a", 1).value == '"a1"'  # type: ignore[union-attr]
+    assert st.state.read_at("a", 3).value == '"a2"'  # type: ignore[union-attr]
+    assert st.state.read_at("log", 4).value == '["x"]'  # type: ignore[union-attr]
     db = st.storage.db
     assert db.read("SELECT version FROM surefoot_schema WHERE component = 'statestore'") == [
         (len(MIGRATIONS),)
@@ -180,4 +185,37 @@ def test_a_watch_look_is_one_statement(tmp_path: Path) -> None:
     st.write("k", 2)
     assert next(w).value == 2
     w.close()
+    st.close()
+
+
+def test_read_at_and_history_walk_each_keys_chain(tmp_path: Path) -> None:
+    """A key's changes are chained (prev) with one in SKIP indexed: every revision reads
+    back right across several SKIP spans, beside another key's changes, before and after
+    compaction; a compacted revision raises CompactedError."""
+    from surefoot.errors import CompactedError
+    from surefoot.storage.sqlite._state import SKIP
+
+    st = Store(f"sqlite:///{tmp_path / 's.db'}", "ns")
+    n = 3 * SKIP + 5
+    for i in range(n):
+        st.write("k", i)
+        st.write("o", -i)
+    st.delete("k")
+    state = st.state
+    assert [c.version for c in state.history("k")] == list(range(1, n + 2))
+    for rev in range(1, 2 * n + 1):
+        assert state.read_at("k", rev).value == str((rev - 1) // 2)  # type: ignore[union-attr]
+        assert state.read_at("o", rev + 1).value == str(-((rev - 1) // 2))  # type: ignore[union-attr]
+    assert state.read_at("k", 2 * n + 1) is None  # deleted
+    state.compact(keep=SKIP + 1, before=None)
+    kept = state.history("k")
+    assert len(kept) == SKIP + 1 and kept[-1].kind == "delete"
+    first = kept[0].revision
+    assert state.read_at("k", first).value == kept[0].value  # type: ignore[union-attr]
+    try:
+        state.read_at("k", first - 2)
+    except CompactedError:
+        pass
+    else:
+        raise AssertionError("a compacted revision read back")
     st.close()

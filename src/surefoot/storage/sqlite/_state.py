@@ -10,6 +10,10 @@ the namespace's log (every key's latest change stays in it), read under the writ
 the change's log row is written by a trigger on ``sf_state``, inside the statement that
 makes the change. A merged append is five: the one read (the key's row, the expiry check
 and the revision), its item row, the key's row.
+
+What a commit costs on a disk grows with the pages it writes, so a change writes few
+b-trees: the key's row, its log row (keyed by revision; a key's log rows are chained by
+``prev``, one in ``SKIP`` indexed by key), and a list merge's item and its id's index.
 """
 
 from __future__ import annotations
@@ -48,14 +52,17 @@ _POLL = 0.005  # seconds between two looks at PRAGMA data_version while a watch 
 # delete (1) or expire (2); a list merge's value is NULL (its items up to that version).
 _LOGGED = """
     INSERT INTO sf_state_log (ns, revision, key, kind, value, version, author, trust, at,
-                              expires_at)
+                              expires_at, prev)
     VALUES (new.ns, new.revision, new.key,
             CASE new.deleted WHEN 1 THEN 'delete' WHEN 2 THEN 'expire'
                  ELSE CASE WHEN new.merge_op IS NULL THEN 'put' ELSE 'merge' END END,
             CASE WHEN new.deleted <> 0 OR new.merge_op IN ('append', 'set_add') THEN NULL
                  ELSE new.value END,
-            new.version, new.author, new.trust, new.written_at, new.expires_at)
+            new.version, new.author, new.trust, new.written_at, new.expires_at, {prev})
 """
+# One in SKIP of a key's changes is indexed by (ns, key, revision): a read at an old
+# revision starts from the nearest one after it and walks back at most SKIP changes.
+SKIP = 64
 
 MIGRATIONS = [
     """
@@ -120,11 +127,41 @@ MIGRATIONS = [
     # The namespace's revision is read from the log's primary key (every key's latest change
     # is logged and never compacted), so sf_state's revision index, one more page written
     # per change, goes.
+    # A list merge's item rows are keyed by (ns, key, n) without a rowid: one b-tree
+    # written per item instead of the table and its primary-key index.
+    #
+    # A key's changes are chained instead of indexed: each log row holds the revision of
+    # the key's change before it (prev), and history, read_at and a list key's replacement
+    # walk the chain down from the key's current revision (compaction removes a prefix, so
+    # the chain ends where the kept changes do). That is one b-tree less per change; one
+    # change in SKIP is indexed, so a read at an old revision walks at most SKIP rows.
     f"""
+    ALTER TABLE sf_state_log ADD COLUMN prev INTEGER;
+    UPDATE sf_state_log SET prev = (
+        SELECT MAX(p.revision) FROM sf_state_log p
+        WHERE p.ns = sf_state_log.ns AND p.key = sf_state_log.key
+          AND p.revision < sf_state_log.revision
+    );
+    DROP INDEX sf_state_log_key;
+    CREATE INDEX sf_state_log_skip ON sf_state_log (ns, key, revision)
+        WHERE version % {SKIP} = 0;
     DROP INDEX sf_state_revision;
-    CREATE TRIGGER sf_state_logged_insert AFTER INSERT ON sf_state BEGIN {_LOGGED}; END;
+    CREATE TABLE sf_state_items_v5 (
+        ns TEXT NOT NULL, key TEXT NOT NULL, n INTEGER NOT NULL, item TEXT NOT NULL,
+        entry TEXT NOT NULL, mid TEXT, member TEXT,
+        PRIMARY KEY (ns, key, n)
+    ) WITHOUT ROWID;
+    INSERT INTO sf_state_items_v5 SELECT ns, key, n, item, entry, mid, member FROM sf_state_items;
+    DROP TABLE sf_state_items;
+    ALTER TABLE sf_state_items_v5 RENAME TO sf_state_items;
+    CREATE UNIQUE INDEX sf_state_items_mid ON sf_state_items (ns, key, mid)
+        WHERE mid IS NOT NULL;
+    CREATE UNIQUE INDEX sf_state_items_member ON sf_state_items (ns, key, member)
+        WHERE member IS NOT NULL;
+    CREATE TRIGGER sf_state_logged_insert AFTER INSERT ON sf_state
+        BEGIN {_LOGGED.format(prev="NULL")}; END;
     CREATE TRIGGER sf_state_logged_update AFTER UPDATE OF revision ON sf_state
-        WHEN new.revision <> old.revision BEGIN {_LOGGED}; END
+        WHEN new.revision <> old.revision BEGIN {_LOGGED.format(prev="old.revision")}; END
     """,
 ]
 
@@ -260,6 +297,41 @@ _LOG_COLS = (
     "AND i.key = l.key AND i.n <= l.version ORDER BY i.n)) || ']' END), l.version, l.author, "
     "l.trust, l.at, l.expires_at"
 )
+# A key's logged changes, newest first: the chain of prev revisions from its current one.
+# (CROSS JOIN keeps the chain the outer loop: one primary-key look per change.)
+_CHAIN = """
+WITH RECURSIVE chain(rev) AS (
+    SELECT revision FROM sf_state WHERE ns = :ns AND key = :key
+    UNION ALL
+    SELECT l.prev FROM chain CROSS JOIN sf_state_log l ON l.ns = :ns AND l.revision = chain.rev
+    WHERE l.prev IS NOT NULL
+)
+"""
+_HISTORY = (
+    _CHAIN + f"SELECT {_LOG_COLS} FROM chain CROSS JOIN sf_state_log l "
+    "ON l.ns = :ns AND l.revision = chain.rev ORDER BY l.revision"
+)
+# A list key's logged merges whose value is its items (NULL in the log).
+_LIST_LOGGED = (
+    _CHAIN + f"SELECT {_LOG_COLS} FROM chain CROSS JOIN sf_state_log l "
+    "ON l.ns = :ns AND l.revision = chain.rev WHERE l.value IS NULL AND l.kind = 'merge'"
+)
+# The key's change at or before :rev: the walk starts at the first indexed change after
+# :rev (or the key's current one) and stops at or below :rev.
+_READ_AT = f"""
+WITH RECURSIVE chain(rev) AS (
+    SELECT COALESCE(
+        (SELECT MIN(revision) FROM sf_state_log INDEXED BY sf_state_log_skip
+         WHERE ns = :ns AND key = :key
+             AND version % {SKIP} = 0 AND revision > :rev),
+        (SELECT revision FROM sf_state WHERE ns = :ns AND key = :key))
+    UNION ALL
+    SELECT l.prev FROM chain CROSS JOIN sf_state_log l ON l.ns = :ns AND l.revision = chain.rev
+    WHERE chain.rev > :rev AND l.prev IS NOT NULL
+)
+SELECT {_LOG_COLS} FROM chain CROSS JOIN sf_state_log l ON l.ns = :ns AND l.revision = chain.rev
+WHERE l.revision <= :rev ORDER BY l.revision DESC LIMIT 1
+"""
 # A watch's look (``watch_read``): one statement reads one snapshot, so the head, the
 # compaction mark, the expiry check and the changes all agree.
 _WATCH_READ = f"""
@@ -390,11 +462,7 @@ class SQLiteStateStore:
         op = row.fetchone()
         if op is None or op[0] not in LIST_OPS:
             return
-        logged = c.execute(
-            f"SELECT {_LOG_COLS} FROM sf_state_log l WHERE l.ns = ? AND l.key = ? "
-            "AND l.value IS NULL AND l.kind = 'merge'",
-            (ns, key),
-        ).fetchall()
+        logged = c.execute(_LIST_LOGGED, {"ns": ns, "key": key}).fetchall()
         c.executemany(
             "UPDATE sf_state_log SET value = ? WHERE ns = ? AND revision = ?",
             [(r[3], ns, r[0]) for r in logged],
@@ -477,22 +545,14 @@ class SQLiteStateStore:
         return WatchRead(got, scanned, due is not None)
 
     def history(self, key: str) -> list[StateChange]:
-        rows = self.db.read(
-            f"SELECT {_LOG_COLS} FROM sf_state_log l WHERE l.ns = ? AND l.key = ? "
-            "ORDER BY l.revision",
-            (self.namespace, key),
-        )
+        rows = self.db.read(_HISTORY, {"ns": self.namespace, "key": key})
         return [_change(r) for r in rows]
 
     def read_at(self, key: str, revision: int) -> StateChange | None:
         # The log row first, the mark second (as ``changes`` does): a compaction committing
         # between the two reads can only turn a missing row into CompactedError, never
         # delete an answer already read.
-        rows = self.db.read(
-            f"SELECT {_LOG_COLS} FROM sf_state_log l WHERE l.ns = ? AND l.key = ? "
-            "AND l.revision <= ? ORDER BY l.revision DESC LIMIT 1",
-            (self.namespace, key, revision),
-        )
+        rows = self.db.read(_READ_AT, {"ns": self.namespace, "key": key, "rev": revision})
         if not rows:
             if self._compacted_in(key) > 0:  # older changes were removed: the answer is gone
                 kept = self.history(key)
