@@ -193,7 +193,7 @@ def test_read_at_and_history_walk_each_keys_chain(tmp_path: Path) -> None:
     back right across several SKIP spans, beside another key's changes, before and after
     compaction; a compacted revision raises CompactedError."""
     from surefoot.errors import CompactedError
-    from surefoot.storage.sqlite._state import SKIP
+    from surefoot.storage.sqlite._state_sql import SKIP
 
     st = Store(f"sqlite:///{tmp_path / 's.db'}", "ns")
     n = 3 * SKIP + 5

@@ -43,191 +43,32 @@ from ..merges import (
     merge_refused,
 )
 from ._db import SQLiteDB
+from ._state_sql import (
+    COLS,
+    CURRENT,
+    DUE,
+    HISTORY,
+    LIST_LOGGED,
+    LIST_ROW,
+    LIVE,
+    LOG_COLS,
+    MERGE,
+    MERGE_LIST,
+    MIGRATIONS,
+    READ_AT,
+    SELECT,
+    TOMBSTONE,
+    UPDATE,
+    UPDATE_NOFENCE,
+    UPSERT,
+    UPSERT_NOFENCE,
+    WATCH_READ,
+    WRITE_READ,
+)
 
 __all__ = ["SQLiteStateStore"]
 
 _POLL = 0.005  # seconds between two looks at PRAGMA data_version while a watch waits
-
-# The log row of a change, from the sf_state row it made (``new``): a tombstone's kind is
-# delete (1) or expire (2); a list merge's value is NULL (its items up to that version).
-_LOGGED = """
-    INSERT INTO sf_state_log (ns, revision, key, kind, value, version, author, trust, at,
-                              expires_at, prev)
-    VALUES (new.ns, new.revision, new.key,
-            CASE new.deleted WHEN 1 THEN 'delete' WHEN 2 THEN 'expire'
-                 ELSE CASE WHEN new.merge_op IS NULL THEN 'put' ELSE 'merge' END END,
-            CASE WHEN new.deleted <> 0 OR new.merge_op IN ('append', 'set_add') THEN NULL
-                 ELSE new.value END,
-            new.version, new.author, new.trust, new.written_at, new.expires_at, {prev})
-"""
-# One in SKIP of a key's changes is indexed by (ns, key, revision): a read at an old
-# revision starts from the nearest one after it and walks back at most SKIP changes.
-SKIP = 64
-
-MIGRATIONS = [
-    """
-    CREATE TABLE sf_state (
-        ns TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL,
-        version INTEGER NOT NULL, revision INTEGER NOT NULL,
-        author TEXT NOT NULL, trust TEXT NOT NULL, written_at REAL NOT NULL,
-        PRIMARY KEY (ns, key)
-    );
-    CREATE INDEX sf_state_revision ON sf_state (ns, revision)
-    """,
-    # Lost updates are counted per key: versions its value does not descend from.
-    """
-    ALTER TABLE sf_state ADD COLUMN lineage INTEGER NOT NULL DEFAULT 0;
-    UPDATE sf_state SET lineage = version
-    """,
-    # Merges applied by the store: the op a key merges by and its log of contributions.
-    # A list merge (append, set_add) adds one row to sf_state_items instead of rewriting
-    # the whole list: the list is read back in one statement, in order.
-    """
-    ALTER TABLE sf_state ADD COLUMN merge_op TEXT;
-    ALTER TABLE sf_state ADD COLUMN merge_log TEXT;
-    ALTER TABLE sf_state ADD COLUMN merge_size INTEGER;
-    CREATE TABLE sf_state_items (
-        ns TEXT NOT NULL, key TEXT NOT NULL, n INTEGER NOT NULL, item TEXT NOT NULL,
-        entry TEXT NOT NULL, mid TEXT, member TEXT,
-        PRIMARY KEY (ns, key, n)
-    );
-    CREATE UNIQUE INDEX sf_state_items_mid ON sf_state_items (ns, key, mid)
-        WHERE mid IS NOT NULL;
-    CREATE UNIQUE INDEX sf_state_items_member ON sf_state_items (ns, key, member)
-        WHERE member IS NOT NULL
-    """,
-    # History, tombstones and TTLs: every change is logged by revision in the transaction
-    # that makes it; a deleted (1) or expired (2) key stays as a tombstone row so its
-    # version keeps counting. A list merge's logged value is NULL: its items up to that
-    # version are the value. Changes made before this migration were not logged: the log
-    # starts with each key's current version, and older revisions read as compacted.
-    """
-    ALTER TABLE sf_state ADD COLUMN deleted INTEGER NOT NULL DEFAULT 0;
-    ALTER TABLE sf_state ADD COLUMN expires_at REAL;
-    ALTER TABLE sf_state ADD COLUMN compacted INTEGER NOT NULL DEFAULT 0;
-    CREATE INDEX sf_state_expiry ON sf_state (ns, expires_at) WHERE expires_at IS NOT NULL;
-    CREATE TABLE sf_state_log (
-        ns TEXT NOT NULL, revision INTEGER NOT NULL, key TEXT NOT NULL, kind TEXT NOT NULL,
-        value TEXT, version INTEGER NOT NULL, author TEXT NOT NULL, trust TEXT NOT NULL,
-        at REAL NOT NULL, expires_at REAL,
-        PRIMARY KEY (ns, revision)
-    ) WITHOUT ROWID;
-    CREATE INDEX sf_state_log_key ON sf_state_log (ns, key, revision);
-    CREATE TABLE sf_state_meta (ns TEXT PRIMARY KEY, compacted INTEGER NOT NULL);
-    INSERT INTO sf_state_log
-        SELECT ns, revision, key, CASE WHEN merge_op IS NULL THEN 'put' ELSE 'merge' END,
-               CASE WHEN merge_op IN ('append', 'set_add') THEN NULL ELSE value END,
-               version, author, trust, written_at, NULL FROM sf_state;
-    UPDATE sf_state SET compacted = revision WHERE version > 1;
-    INSERT INTO sf_state_meta SELECT ns, MAX(revision) FROM sf_state GROUP BY ns
-    """,
-    # The change log is written by triggers, inside the statement that makes the change:
-    # a write is one statement (and one round trip from Python) instead of two. A row whose
-    # revision moves is a change; kind and logged value follow from the row (see _LOGGED).
-    # The namespace's revision is read from the log's primary key (every key's latest change
-    # is logged and never compacted), so sf_state's revision index, one more page written
-    # per change, goes.
-    # A list merge's item rows are keyed by (ns, key, n) without a rowid: one b-tree
-    # written per item instead of the table and its primary-key index.
-    #
-    # A key's changes are chained instead of indexed: each log row holds the revision of
-    # the key's change before it (prev), and history, read_at and a list key's replacement
-    # walk the chain down from the key's current revision (compaction removes a prefix, so
-    # the chain ends where the kept changes do). That is one b-tree less per change; one
-    # change in SKIP is indexed, so a read at an old revision walks at most SKIP rows.
-    f"""
-    ALTER TABLE sf_state_log ADD COLUMN prev INTEGER;
-    UPDATE sf_state_log SET prev = (
-        SELECT MAX(p.revision) FROM sf_state_log p
-        WHERE p.ns = sf_state_log.ns AND p.key = sf_state_log.key
-          AND p.revision < sf_state_log.revision
-    );
-    DROP INDEX sf_state_log_key;
-    CREATE INDEX sf_state_log_skip ON sf_state_log (ns, key, revision)
-        WHERE version % {SKIP} = 0;
-    DROP INDEX sf_state_revision;
-    CREATE TABLE sf_state_items_v5 (
-        ns TEXT NOT NULL, key TEXT NOT NULL, n INTEGER NOT NULL, item TEXT NOT NULL,
-        entry TEXT NOT NULL, mid TEXT, member TEXT,
-        PRIMARY KEY (ns, key, n)
-    ) WITHOUT ROWID;
-    INSERT INTO sf_state_items_v5 SELECT ns, key, n, item, entry, mid, member FROM sf_state_items;
-    DROP TABLE sf_state_items;
-    ALTER TABLE sf_state_items_v5 RENAME TO sf_state_items;
-    CREATE UNIQUE INDEX sf_state_items_mid ON sf_state_items (ns, key, mid)
-        WHERE mid IS NOT NULL;
-    CREATE UNIQUE INDEX sf_state_items_member ON sf_state_items (ns, key, member)
-        WHERE member IS NOT NULL;
-    CREATE TRIGGER sf_state_logged_insert AFTER INSERT ON sf_state
-        BEGIN {_LOGGED.format(prev="NULL")}; END;
-    CREATE TRIGGER sf_state_logged_update AFTER UPDATE OF revision ON sf_state
-        WHEN new.revision <> old.revision BEGIN {_LOGGED.format(prev="old.revision")}; END
-    """,
-]
-
-_COLS = (
-    "key, value, version, revision, author, trust, written_at, lineage, merge_op, merge_log, "
-    "expires_at"
-)
-# A key reads as present: not a tombstone, and not expired at :at (None: ignore TTLs).
-_LIVE = "s.deleted = 0 AND (:at IS NULL OR s.expires_at IS NULL OR s.expires_at > :at)"
-# A bare MAX() subquery, so SQLite reads one index entry instead of scanning the namespace.
-_NEXT_REV = "(COALESCE((SELECT MAX(revision) FROM sf_state_log WHERE ns = :ns), 0) + 1)"
-_FENCE_OK = (
-    "(:fkey IS NULL OR EXISTS (SELECT 1 FROM sf_state WHERE ns = :ns AND key = :fkey "
-    "AND version = :fver AND deleted = 0))"
-)
-# expect None (last-writer-wins) or 0 (create only): one upsert.
-_UPSERT = f"""
-INSERT INTO sf_state (ns, key, value, version, revision, author, trust, written_at, lineage,
-                      expires_at)
-SELECT :ns, :key, :value, 1, {_NEXT_REV}, :author, :trust, :now, 1, :exp WHERE {_FENCE_OK}
-ON CONFLICT (ns, key) DO UPDATE SET
-    value = excluded.value, version = sf_state.version + 1, revision = excluded.revision,
-    author = excluded.author, trust = excluded.trust, written_at = excluded.written_at,
-    lineage = CASE WHEN :sver IS NOT NULL AND :sver < sf_state.version THEN :slin + 1
-                   ELSE sf_state.lineage + 1 END,
-    merge_op = NULL, merge_log = NULL, deleted = 0, expires_at = excluded.expires_at
-WHERE (:expect IS NULL OR sf_state.deleted <> 0) AND {_FENCE_OK}
-RETURNING {_COLS}
-"""
-# expect n > 0: one conditional update. Its revision and the row's lineage come from the
-# write's one read (_WRITE_READ, under the same write lock), so no RETURNING is needed: the
-# record written is known once the row count says the version matched.
-_UPDATE = f"""
-UPDATE sf_state SET
-    value = :value, version = version + 1, revision = :rev,
-    author = :author, trust = :trust, written_at = :now, lineage = lineage + 1,
-    merge_op = NULL, merge_log = NULL, deleted = 0, expires_at = :exp
-WHERE ns = :ns AND key = :key AND version = :expect AND {_FENCE_OK}
-"""
-# A versioned write's one read: is a key due to expire at ?3, the namespace's revision,
-# and the key's lineage.
-_WRITE_READ = (
-    "SELECT (SELECT 1 FROM sf_state WHERE ns = ?1 AND expires_at <= ?3 LIMIT 1), "
-    "(SELECT MAX(revision) FROM sf_state_log WHERE ns = ?1), "
-    "(SELECT lineage FROM sf_state WHERE ns = ?1 AND key = ?2)"
-)
-
-
-# Without a fence the EXISTS clause is left out of the statement altogether.
-_UPSERT_NOFENCE = _UPSERT.replace(f" WHERE {_FENCE_OK}", " WHERE true").replace(
-    f" AND {_FENCE_OK}", ""
-)
-_UPDATE_NOFENCE = _UPDATE.replace(f" AND {_FENCE_OK}", "")
-
-
-# A list merge key's items and log entries, joined in order, in the statement that reads it.
-_JOINED = (
-    "CASE WHEN s.merge_op IN ('append', 'set_add') THEN (SELECT group_concat({col}, ',') FROM "
-    "(SELECT {col} FROM sf_state_items i WHERE i.ns = s.ns AND i.key = s.key ORDER BY i.n)) END"
-)
-_SELECT = (
-    f"SELECT {', '.join('s.' + c for c in _COLS.split(', '))}, "
-    f"{_JOINED.format(col='item')}, {_JOINED.format(col='entry')} FROM sf_state s "
-)
-
-
 # StateRecord is a frozen dataclass: its __init__ sets each field through
 # object.__setattr__. Rows are built here by calling the slots' setters directly instead
 # (a hot path: one record per write and per read); SQLite hands back the columns' types.
@@ -255,109 +96,6 @@ def _record(row: tuple[Any, ...] | sqlite3.Row) -> StateRecord:
     _SLOG(r, log)
     _SEXP(r, exp)
     return r
-
-
-# A merge: the new value is computed in Python under the write lock, then one upsert.
-_MERGE = f"""
-INSERT INTO sf_state (ns, key, value, version, revision, author, trust, written_at, lineage,
-                      merge_op, merge_log)
-VALUES (:ns, :key, :value, 1, {_NEXT_REV}, :author, :trust, :now, 1, :op, :log)
-ON CONFLICT (ns, key) DO UPDATE SET
-    value = excluded.value, version = sf_state.version + 1, revision = excluded.revision,
-    author = excluded.author, trust = excluded.trust, written_at = excluded.written_at,
-    lineage = sf_state.lineage + 1, merge_op = excluded.merge_op, merge_log = excluded.merge_log,
-    deleted = 0
-RETURNING {_COLS}
-"""
-# A list merge: one item row (inserted before), and the key's row moves on.
-_MERGE_LIST = """
-INSERT INTO sf_state (ns, key, value, version, revision, author, trust, written_at, lineage,
-                      merge_op, merge_log, merge_size)
-VALUES (:ns, :key, '', 1, :rev, :author, :trust, :now, 1, :op, NULL, :size)
-ON CONFLICT (ns, key) DO UPDATE SET
-    value = '', version = sf_state.version + 1, revision = excluded.revision,
-    author = excluded.author, trust = excluded.trust, written_at = excluded.written_at,
-    lineage = sf_state.lineage + 1, merge_op = excluded.merge_op, merge_log = NULL,
-    merge_size = excluded.merge_size, deleted = 0
-"""
-
-
-# A list merge's one read: the key's row (NULLs when it has none), whether some key of
-# the namespace is due to expire at ?3, and the namespace's revision.
-_LIST_ROW = (
-    "SELECT s.version, s.trust, s.merge_op, s.merge_size, s.revision, s.author, s.written_at, "
-    "s.deleted, (SELECT 1 FROM sf_state WHERE ns = ?1 AND expires_at <= ?3 LIMIT 1), "
-    "(SELECT MAX(revision) FROM sf_state_log WHERE ns = ?1) "
-    "FROM (SELECT 1) LEFT JOIN sf_state s ON s.ns = ?1 AND s.key = ?2"
-)
-# A logged change's value: a list merge's items up to its version.
-_LOG_COLS = (
-    "l.revision, l.key, l.kind, COALESCE(l.value, CASE WHEN l.kind = 'merge' THEN '[' || "
-    "(SELECT group_concat(item, ',') FROM (SELECT item FROM sf_state_items i WHERE i.ns = l.ns "
-    "AND i.key = l.key AND i.n <= l.version ORDER BY i.n)) || ']' END), l.version, l.author, "
-    "l.trust, l.at, l.expires_at"
-)
-# A key's logged changes, newest first: the chain of prev revisions from its current one.
-# (CROSS JOIN keeps the chain the outer loop: one primary-key look per change.)
-_CHAIN = """
-WITH RECURSIVE chain(rev) AS (
-    SELECT revision FROM sf_state WHERE ns = :ns AND key = :key
-    UNION ALL
-    SELECT l.prev FROM chain CROSS JOIN sf_state_log l ON l.ns = :ns AND l.revision = chain.rev
-    WHERE l.prev IS NOT NULL
-)
-"""
-_HISTORY = (
-    _CHAIN + f"SELECT {_LOG_COLS} FROM chain CROSS JOIN sf_state_log l "
-    "ON l.ns = :ns AND l.revision = chain.rev ORDER BY l.revision"
-)
-# A list key's logged merges whose value is its items (NULL in the log).
-_LIST_LOGGED = (
-    _CHAIN + f"SELECT {_LOG_COLS} FROM chain CROSS JOIN sf_state_log l "
-    "ON l.ns = :ns AND l.revision = chain.rev WHERE l.value IS NULL AND l.kind = 'merge'"
-)
-# The key's change at or before :rev: the walk starts at the first indexed change after
-# :rev (or the key's current one) and stops at or below :rev.
-_READ_AT = f"""
-WITH RECURSIVE chain(rev) AS (
-    SELECT COALESCE(
-        (SELECT MIN(revision) FROM sf_state_log INDEXED BY sf_state_log_skip
-         WHERE ns = :ns AND key = :key
-             AND version % {SKIP} = 0 AND revision > :rev),
-        (SELECT revision FROM sf_state WHERE ns = :ns AND key = :key))
-    UNION ALL
-    SELECT l.prev FROM chain CROSS JOIN sf_state_log l ON l.ns = :ns AND l.revision = chain.rev
-    WHERE chain.rev > :rev AND l.prev IS NOT NULL
-)
-SELECT {_LOG_COLS} FROM chain CROSS JOIN sf_state_log l ON l.ns = :ns AND l.revision = chain.rev
-WHERE l.revision <= :rev ORDER BY l.revision DESC LIMIT 1
-"""
-# A watch's look (``watch_read``): one statement reads one snapshot, so the head, the
-# compaction mark, the expiry check and the changes all agree.
-_WATCH_READ = f"""
-SELECT (SELECT MAX(revision) FROM sf_state_log WHERE ns = :ns),
-       (SELECT compacted FROM sf_state_meta WHERE ns = :ns),
-       (SELECT 1 FROM sf_state WHERE ns = :ns AND expires_at <= :now LIMIT 1),
-       CASE WHEN :after < COALESCE((SELECT compacted FROM sf_state_meta WHERE ns = :ns), 0)
-            THEN (SELECT MIN(revision) FROM sf_state_log WHERE ns = :ns) END,
-       x.*
-FROM (SELECT 1) LEFT JOIN (
-    SELECT {_LOG_COLS} FROM sf_state_log l
-    WHERE l.ns = :ns AND l.revision > :after AND substr(l.key, 1, :n) = :prefix
-    ORDER BY l.revision LIMIT :limit
-) x ON true
-ORDER BY x.revision
-"""
-_TOMBSTONE = f"""
-UPDATE sf_state SET value = 'null', version = version + 1, revision = {_NEXT_REV},
-    author = :author, trust = :trust, written_at = :now, lineage = lineage + 1,
-    merge_op = NULL, merge_log = NULL, merge_size = NULL, deleted = :kind, expires_at = NULL
-WHERE ns = :ns AND key = :key AND deleted = 0
-RETURNING version, revision
-"""
-# Is any key of the namespace due to expire at ?2 (one look at the expiry index)?
-_DUE = "SELECT 1 FROM sf_state WHERE ns = ?1 AND expires_at <= ?2 LIMIT 1"
-_CURRENT = "SELECT version, value, author, deleted, merge_op FROM sf_state WHERE ns = ? AND key = ?"
 
 
 def _change(row: tuple[Any, ...] | sqlite3.Row) -> StateChange:
@@ -392,20 +130,20 @@ class SQLiteStateStore:
 
     def read(self, key: str, now: float | None = None) -> StateRecord | None:
         rows = self.db.read(
-            _SELECT + f"WHERE s.ns = :ns AND s.key = :key AND {_LIVE}",
+            SELECT + f"WHERE s.ns = :ns AND s.key = :key AND {LIVE}",
             {"ns": self.namespace, "key": key, "at": now},
         )
         return _record(rows[0]) if rows else None
 
     def _read_in(self, c: sqlite3.Connection, key: str) -> StateRecord | None:
         row = c.execute(
-            _SELECT + "WHERE s.ns = ? AND s.key = ? AND s.deleted = 0", (self.namespace, key)
+            SELECT + "WHERE s.ns = ? AND s.key = ? AND s.deleted = 0", (self.namespace, key)
         ).fetchone()
         return _record(row) if row is not None else None
 
     def snapshot(self, now: float | None = None) -> dict[str, StateRecord]:
         rows = self.db.read(
-            _SELECT + f"WHERE s.ns = :ns AND {_LIVE} ORDER BY s.key",
+            SELECT + f"WHERE s.ns = :ns AND {LIVE} ORDER BY s.key",
             {"ns": self.namespace, "at": now},
         )
         return {r[0]: _record(r) for r in rows}
@@ -429,7 +167,7 @@ class SQLiteStateStore:
         """Tombstone the keys whose TTL ran out at ``now``, oldest expiry first.
 
         One read of the expiry index when nothing is due (the common case)."""
-        if c.execute(_DUE, (self.namespace, now)).fetchone() is None:
+        if c.execute(DUE, (self.namespace, now)).fetchone() is None:
             return 0
         return self._sweep_due(c, now)
 
@@ -448,7 +186,7 @@ class SQLiteStateStore:
         ns = self.namespace
         self._drop_items(c, key)
         params = {"ns": ns, "key": key, "author": author, "trust": trust, "now": now, "kind": kind}
-        out = c.execute(_TOMBSTONE, params).fetchone()
+        out = c.execute(TOMBSTONE, params).fetchone()
         if out is None:
             return None
         kind_ = "delete" if kind == 1 else "expire"
@@ -462,7 +200,7 @@ class SQLiteStateStore:
         op = row.fetchone()
         if op is None or op[0] not in LIST_OPS:
             return
-        logged = c.execute(_LIST_LOGGED, {"ns": ns, "key": key}).fetchall()
+        logged = c.execute(LIST_LOGGED, {"ns": ns, "key": key}).fetchall()
         c.executemany(
             "UPDATE sf_state_log SET value = ? WHERE ns = ? AND revision = ?",
             [(r[3], ns, r[0]) for r in logged],
@@ -495,7 +233,7 @@ class SQLiteStateStore:
         self, after: int, *, prefix: str = "", limit: int = 100, upto: int | None = None
     ) -> list[StateChange]:
         rows = self.db.read(
-            f"SELECT {_LOG_COLS}, (SELECT compacted FROM sf_state_meta WHERE ns = :ns) "
+            f"SELECT {LOG_COLS}, (SELECT compacted FROM sf_state_meta WHERE ns = :ns) "
             "FROM sf_state_log l WHERE l.ns = :ns AND l.revision > :after "
             "AND (:upto IS NULL OR l.revision <= :upto) AND substr(l.key, 1, :n) = :prefix "
             "ORDER BY l.revision LIMIT :limit",
@@ -525,7 +263,7 @@ class SQLiteStateStore:
         its compaction mark, whether a key is due to expire, and the changes after
         ``after`` under ``prefix`` (a row of NULL changes when there are none)."""
         rows = self.db.read(
-            _WATCH_READ,
+            WATCH_READ,
             {
                 "ns": self.namespace,
                 "after": after,
@@ -545,14 +283,14 @@ class SQLiteStateStore:
         return WatchRead(got, scanned, due is not None)
 
     def history(self, key: str) -> list[StateChange]:
-        rows = self.db.read(_HISTORY, {"ns": self.namespace, "key": key})
+        rows = self.db.read(HISTORY, {"ns": self.namespace, "key": key})
         return [_change(r) for r in rows]
 
     def read_at(self, key: str, revision: int) -> StateChange | None:
         # The log row first, the mark second (as ``changes`` does): a compaction committing
         # between the two reads can only turn a missing row into CompactedError, never
         # delete an answer already read.
-        rows = self.db.read(_READ_AT, {"ns": self.namespace, "key": key, "rev": revision})
+        rows = self.db.read(READ_AT, {"ns": self.namespace, "key": key, "rev": revision})
         if not rows:
             if self._compacted_in(key) > 0:  # older changes were removed: the answer is gone
                 kept = self.history(key)
@@ -637,9 +375,9 @@ class SQLiteStateStore:
             "exp": expires_at(now, ttl),
         }
         if fence is None:
-            sql = _UPDATE_NOFENCE if expect else _UPSERT_NOFENCE
+            sql = UPDATE_NOFENCE if expect else UPSERT_NOFENCE
         else:
-            sql = _UPDATE if expect else _UPSERT
+            sql = UPDATE if expect else UPSERT
         # BEGIN IMMEDIATE, the expiry check, one statement (its trigger logs the change),
         # COMMIT: run by db.transact, without a context manager on this hot path.
         out = self.db.transact(self._write_in, sql, params, key, expect, fence, now)
@@ -659,10 +397,10 @@ class SQLiteStateStore:
     ) -> StateRecord | ConflictError:
         if expect:  # the one read gives the revision and lineage: no RETURNING
             ns = self.namespace
-            due, top, lineage = c.execute(_WRITE_READ, (ns, key, now)).fetchone()
+            due, top, lineage = c.execute(WRITE_READ, (ns, key, now)).fetchone()
             if due is not None:
                 self._sweep_due(c, now)
-                due, top, lineage = c.execute(_WRITE_READ, (ns, key, None)).fetchone()
+                due, top, lineage = c.execute(WRITE_READ, (ns, key, None)).fetchone()
             params["rev"] = rev = (top or 0) + 1
             if c.execute(sql, params).rowcount == 1:
                 r = _NEW(StateRecord)
@@ -679,7 +417,7 @@ class SQLiteStateStore:
                 _SEXP(r, params["exp"])
                 return r
             return self._refusal(c, key, expect, fence)
-        if c.execute(_DUE, (self.namespace, now)).fetchone() is not None:
+        if c.execute(DUE, (self.namespace, now)).fetchone() is not None:
             self._sweep_due(c, now)
         row = c.execute(sql, params).fetchone()
         if row is not None:
@@ -703,10 +441,10 @@ class SQLiteStateStore:
     ) -> None:
         """Raise the ``ConflictError`` of a condition that failed (fence first)."""
         if fence is not None:
-            lease = c.execute(_CURRENT, (self.namespace, fence[0])).fetchone()
+            lease = c.execute(CURRENT, (self.namespace, fence[0])).fetchone()
             if lease is None or lease[3] or lease[0] != fence[1]:
                 raise write_conflict("fence", key, expect, fence, _shown(lease))
-        cur = c.execute(_CURRENT, (self.namespace, key)).fetchone()
+        cur = c.execute(CURRENT, (self.namespace, key)).fetchone()
         if cur is not None and cur[4] in LIST_OPS and not cur[3]:  # its value is its items
             rec = self._read_in(c, key)
             assert rec is not None
@@ -727,10 +465,10 @@ class SQLiteStateStore:
             self._sweep(c, now)
             refused = None
             if fence is not None:
-                lease = c.execute(_CURRENT, (self.namespace, fence[0])).fetchone()
+                lease = c.execute(CURRENT, (self.namespace, fence[0])).fetchone()
                 if lease is None or lease[3] or lease[0] != fence[1]:
                     refused = self._refusal(c, key, expect, fence)
-            cur = c.execute(_CURRENT, (self.namespace, key)).fetchone()
+            cur = c.execute(CURRENT, (self.namespace, key)).fetchone()
             dead = cur is None or cur[3] != 0
             version = cur[0] if cur is not None else 0
             if refused is None and (
@@ -759,7 +497,7 @@ class SQLiteStateStore:
             self._sweep(c, now)
             failed = None
             for key, version in compare:
-                cur = c.execute(_CURRENT, (self.namespace, key)).fetchone()
+                cur = c.execute(CURRENT, (self.namespace, key)).fetchone()
                 have = cur[0] if cur is not None and cur[3] == 0 else 0
                 if have != version:
                     value = cur[1] if have else None
@@ -788,7 +526,7 @@ class SQLiteStateStore:
                     "exp": expires_at(now, op[3]),
                 }
                 self._drop_items(c, op[1])
-                rec = _record(c.execute(_UPSERT_NOFENCE, params).fetchone())
+                rec = _record(c.execute(UPSERT_NOFENCE, params).fetchone())
                 made.append(
                     StateChange(
                         rec.revision,
@@ -824,7 +562,7 @@ class SQLiteStateStore:
         with self.db.write() as c:  # the file's write lock: no other writer until COMMIT
             self._sweep(c, now)
             row = c.execute(
-                f"SELECT {_COLS} FROM sf_state WHERE ns = ? AND key = ? AND deleted = 0",
+                f"SELECT {COLS} FROM sf_state WHERE ns = ? AND key = ? AND deleted = 0",
                 (self.namespace, key),
             ).fetchone()
             cur = _record(row) if row is not None else None
@@ -845,7 +583,7 @@ class SQLiteStateStore:
                 "op": op,
                 "log": log,
             }
-            rec = _record(c.execute(_MERGE, params).fetchone())
+            rec = _record(c.execute(MERGE, params).fetchone())
             return MergeOutcome.of(rec, True)
 
     def _merge_list(
@@ -883,10 +621,10 @@ class SQLiteStateStore:
         ns, limit = self.namespace, self.db.max_value_bytes
         # One read: the key's row (all NULL when it has none) and whether a key is due to
         # expire; only then the sweep, and the row read again after it.
-        found = c.execute(_LIST_ROW, (ns, key, now)).fetchone()
+        found = c.execute(LIST_ROW, (ns, key, now)).fetchone()
         if found[8] is not None:
             self._sweep_due(c, now)
-            found = c.execute(_LIST_ROW, (ns, key, None)).fetchone()
+            found = c.execute(LIST_ROW, (ns, key, None)).fetchone()
         row: Any = found if found[0] is not None else None
         live = row is not None and row[7] == 0
         if live and row[2] != op:
@@ -924,7 +662,7 @@ class SQLiteStateStore:
             "op": op,
             "size": size,
         }
-        c.execute(_MERGE_LIST, params)  # always applies: a new row, or the next version
+        c.execute(MERGE_LIST, params)  # always applies: a new row, or the next version
         version = row[0] + 1 if row is not None else 1
         return MergeOutcome(key, version, rev, author, lowered, float(now), True)
 
