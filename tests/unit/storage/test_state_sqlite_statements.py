@@ -12,7 +12,7 @@ from typing import Any
 
 from surefoot.clock import FakeClock
 from surefoot.statebus import Store
-from surefoot.storage.sqlite._state import MIGRATIONS
+from surefoot.storage.sqlite._state_sql import MIGRATIONS
 
 
 def _statements(st: Store, fn: Callable[[], Any]) -> list[str]:

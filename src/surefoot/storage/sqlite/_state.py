@@ -66,7 +66,7 @@ from ._state_sql import (
     WRITE_READ,
 )
 
-__all__ = ["SQLiteStateStore"]
+__all__ = ["MIGRATIONS", "SQLiteStateStore"]
 
 _POLL = 0.005  # seconds between two looks at PRAGMA data_version while a watch waits
 # StateRecord is a frozen dataclass: its __init__ sets each field through
