@@ -222,6 +222,7 @@ def object_hook(d: dict[str, Any]) -> Any:
 
 _decoder = json.JSONDecoder(object_hook=object_hook)
 _plain = json.JSONDecoder()
+_scan = _plain.scan_once  # type: ignore[attr-defined]  # set by JSONDecoder.__init__
 
 
 def loads(text: str | bytes) -> Any:
@@ -230,6 +231,12 @@ def loads(text: str | bytes) -> Any:
         text = text.decode("utf-8")
     # Text without a tag (dumps writes TAG as is) decodes without calling the hook per dict.
     if TAG not in text:
+        try:  # the C scanner straight away: text written by dumps has no padding
+            value, end = _scan(text, 0)
+            if end == len(text):
+                return value
+        except (StopIteration, ValueError):
+            pass  # leading space or bad JSON: decode() says what is wrong
         return _plain.decode(text)
     return _decoder.decode(text)
 

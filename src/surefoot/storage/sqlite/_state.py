@@ -359,7 +359,9 @@ class SQLiteStateStore:
         seen: tuple[int, int] | None = None,
         ttl: float | None = None,
     ) -> StateRecord:
-        check_size(self.db.url, f"the value of key {key!r}", value, self.db.max_value_bytes)
+        limit = self.db.max_value_bytes
+        if limit and len(value) * 4 > limit:  # no character is over 4 bytes: the rest fit
+            check_size(self.db.url, f"the value of key {key!r}", value, limit)
         params = {
             "ns": self.namespace,
             "key": key,
@@ -555,7 +557,8 @@ class SQLiteStateStore:
         reducer: Any = None,
     ) -> MergeOutcome:
         limit = self.db.max_value_bytes
-        check_size(self.db.url, f"the contribution to key {key!r}", arg, limit)
+        if limit and len(arg) * 4 > limit:  # no character is over 4 bytes: the rest fit
+            check_size(self.db.url, f"the contribution to key {key!r}", arg, limit)
         entry = log_entry(author, trust, now, merge_id, op, arg)
         if op in LIST_OPS:
             return self._merge_list(key, op, arg, author, trust, now, merge_id, entry)
