@@ -54,6 +54,7 @@ from ._state_sql import (
     LOG_COLS,
     MERGE,
     MERGE_LIST,
+    MERGE_LIST_UPDATE,
     MIGRATIONS,
     READ_AT,
     SELECT,
@@ -665,7 +666,8 @@ class SQLiteStateStore:
             "op": op,
             "size": size,
         }
-        c.execute(MERGE_LIST, params)  # always applies: a new row, or the next version
+        # Always applies: the next version of the key's row, or its first.
+        c.execute(MERGE_LIST if row is None else MERGE_LIST_UPDATE, params)
         version = row[0] + 1 if row is not None else 1
         return MergeOutcome(key, version, rev, author, lowered, float(now), True)
 

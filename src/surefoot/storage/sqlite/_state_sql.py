@@ -18,6 +18,7 @@ __all__ = [
     "LOG_COLS",
     "MERGE",
     "MERGE_LIST",
+    "MERGE_LIST_UPDATE",
     "MIGRATIONS",
     "NEXT_REV",
     "READ_AT",
@@ -223,6 +224,14 @@ ON CONFLICT (ns, key) DO UPDATE SET
 RETURNING {COLS}
 """
 # A list merge: one item row (inserted before), and the key's row moves on.
+# The same when the key has a row (the one read found it): a plain UPDATE, no insert tried.
+MERGE_LIST_UPDATE = """
+UPDATE sf_state SET
+    value = '', version = version + 1, revision = :rev, author = :author, trust = :trust,
+    written_at = :now, lineage = lineage + 1, merge_op = :op, merge_log = NULL,
+    merge_size = :size, deleted = 0
+WHERE ns = :ns AND key = :key
+"""
 MERGE_LIST = """
 INSERT INTO sf_state (ns, key, value, version, revision, author, trust, written_at, lineage,
                       merge_op, merge_log, merge_size)
