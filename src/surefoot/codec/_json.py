@@ -227,7 +227,7 @@ _scan = _plain.scan_once  # type: ignore[attr-defined]  # set by JSONDecoder.__i
 
 def loads(text: str | bytes) -> Any:
     """Decode JSON text written by :func:`dumps`."""
-    if isinstance(text, bytes | bytearray):
+    if type(text) is not str and isinstance(text, bytes | bytearray):
         text = text.decode("utf-8")
     # Text without a tag (dumps writes TAG as is) decodes without calling the hook per dict.
     if TAG not in text:
