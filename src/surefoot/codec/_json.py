@@ -93,6 +93,15 @@ def _tuples(o: Any) -> Any:
 _encoder = json.JSONEncoder(
     default=_default, separators=(",", ":"), ensure_ascii=False, allow_nan=False
 )
+# The C encoder behind _encoder, made once: JSONEncoder.encode builds a new one per call.
+# No markers (cycle check): a cycle ends in RecursionError, which dumps reports as one.
+_c_encode = (
+    json.encoder.c_make_encoder(  # type: ignore[attr-defined]
+        None, _default, json.encoder.encode_basestring, None, ":", ",", False, False, False
+    )
+    if getattr(json.encoder, "c_make_encoder", None) is not None
+    else None
+)
 
 
 def dumps(value: Any, *, where: str | None = None) -> str:
@@ -111,7 +120,11 @@ def dumps(value: Any, *, where: str | None = None) -> str:
             return int.__repr__(value)
         if value is None or t is str or t is bool or t is float or isinstance(value, _SCALAR):
             return _encoder.encode(value)
-        return _encoder.encode(_tuples(value) if _has_tuple(value) else value)
+        if _has_tuple(value):
+            value = _tuples(value)
+        if _c_encode is not None and (t is dict or t is list):
+            return "".join(_c_encode(value, 0))
+        return _encoder.encode(value)
     except (TypeError, ValueError, RecursionError) as exc:
         path, tname = _find_bad(value, "$")
         raise EncodeError(tname or str(exc), path, where) from None
@@ -126,10 +139,10 @@ def _has_tuple(o: Any, depth: int = 0) -> bool:
         return True
     if depth > 64:
         return False
-    if isinstance(o, list):
-        return any(isinstance(x, _NESTED) and _has_tuple(x, depth + 1) for x in o)
-    if isinstance(o, dict):
-        return any(isinstance(x, _NESTED) and _has_tuple(x, depth + 1) for x in o.values())
+    if isinstance(o, list | dict):
+        for x in o.values() if isinstance(o, dict) else o:  # a loop: no generator per call
+            if isinstance(x, _NESTED) and _has_tuple(x, depth + 1):
+                return True
     return False
 
 
@@ -208,12 +221,23 @@ def object_hook(d: dict[str, Any]) -> Any:
 
 
 _decoder = json.JSONDecoder(object_hook=object_hook)
+_plain = json.JSONDecoder()
+_scan = _plain.scan_once  # type: ignore[attr-defined]  # set by JSONDecoder.__init__
 
 
 def loads(text: str | bytes) -> Any:
     """Decode JSON text written by :func:`dumps`."""
-    if isinstance(text, bytes | bytearray):
+    if type(text) is not str and isinstance(text, bytes | bytearray):
         text = text.decode("utf-8")
+    # Text without a tag (dumps writes TAG as is) decodes without calling the hook per dict.
+    if TAG not in text:
+        try:  # the C scanner straight away: text written by dumps has no padding
+            value, end = _scan(text, 0)
+            if end == len(text):
+                return value
+        except (StopIteration, ValueError):
+            pass  # leading space or bad JSON: decode() says what is wrong
+        return _plain.decode(text)
     return _decoder.decode(text)
 
 

@@ -116,25 +116,33 @@ class LostUpdate:
     versions: int = 1
 
 
+# Entry is a frozen dataclass, whose __init__ sets each field through object.__setattr__;
+# entry_of (one per write and read) calls the slots' setters directly instead.
+_NEW = object.__new__
+(_KEY, _VALUE, _VER, _REV, _AUTHOR, _TRUST, _AT, _LABEL, _LIN, _MERGED, _CONTRIB, _EXP) = (
+    getattr(Entry, f).__set__ for f in Entry.__slots__
+)
+
+
 def entry_of(rec: StateRecord) -> Entry:
     value = loads(rec.value)
     label = None
     if isinstance(value, Labeled):  # the envelope is provenance, not part of the value
         value, label = value.value, value.label
-    return Entry(
-        rec.key,
-        value,
-        rec.version,
-        rec.revision,
-        rec.author,
-        rec.trust,
-        rec.written_at,
-        label,
-        rec.lineage,
-        rec.merge_op,
-        contributions(rec, value),
-        rec.expires_at,
-    )
+    e = _NEW(Entry)
+    _KEY(e, rec.key)
+    _VALUE(e, value)
+    _VER(e, rec.version)
+    _REV(e, rec.revision)
+    _AUTHOR(e, rec.author)
+    _TRUST(e, rec.trust)
+    _AT(e, rec.written_at)
+    _LABEL(e, label)
+    _LIN(e, rec.lineage)
+    _MERGED(e, rec.merge_op)
+    _CONTRIB(e, contributions(rec, value) if rec.merge_op is not None else ())
+    _EXP(e, rec.expires_at)
+    return e
 
 
 def basis_of(key: str, seen: Any) -> tuple[int, int] | None:

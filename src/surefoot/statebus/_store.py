@@ -444,9 +444,10 @@ class Store:
             ConfigError: a bad key, a bad ``expect``, or an unregistered author.
         """
         key = check_key(key)
-        expect = check_expect(key, expect)
-        basis = basis_of(key, seen)
-        rule = find_rule(self._merges, key)
+        if expect is not None:
+            expect = check_expect(key, expect)
+        basis = basis_of(key, seen) if seen is not None else None
+        rule = find_rule(self._merges, key) if self._merges else None
         if rule is not None:
             raise ConfigError(
                 f"key {key!r} is a merge key ({rule.op!r}, declared for {rule.pattern!r}): "
@@ -462,10 +463,11 @@ class Store:
                     f"call store.register_agent({author!r}, ...) or write as 'system'"
                 )
             trust = spec.trust
-        plain = value.value if isinstance(value, Labeled) else value  # not its provenance
-        for pattern, check in self._schemas:
-            if fnmatch.fnmatchcase(key, pattern):
-                check(key, plain)
+        if self._schemas:
+            plain = value.value if isinstance(value, Labeled) else value  # not its provenance
+            for pattern, check in self._schemas:
+                if fnmatch.fnmatchcase(key, pattern):
+                    check(key, plain)
         text = dumps(value, where=f"key {key!r}")
         try:
             rec = self.state.write(

@@ -542,6 +542,8 @@ def check_text(what: str, value: str) -> str:
     """
     if "\x00" in value:
         raise ConfigError(f"{what} {value!r} contains a NUL character; remove it")
+    if value.isascii():  # no surrogate in ASCII text: nothing to encode to find out
+        return value
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:

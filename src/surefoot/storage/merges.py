@@ -46,6 +46,7 @@ __all__ = [
 
 OPS = ("append", "set_add", "add", "max", "min", "merge", "reduce")
 LIST_OPS = ("append", "set_add")
+_quote = json.encoder.encode_basestring_ascii  # what json.dumps(str) writes
 NUMBER_OPS = ("add", "max", "min")
 _RANK = {"untrusted": 0, "trusted": 1, "system": 2}
 
@@ -82,10 +83,10 @@ def check_contribution(key: str, op: str, arg: str) -> Any:
 
 def log_entry(author: str, trust: str, now: float, merge_id: str | None, op: str, arg: str) -> str:
     """One log entry as JSON text: ``[author, trust, at, id]`` (+ the contribution)."""
-    parts = [json.dumps(author), json.dumps(trust), repr(float(now)), json.dumps(merge_id)]
-    if op not in LIST_OPS:
-        parts.append(arg)
-    return "[" + ",".join(parts) + "]"
+    # json.dumps of a str is encode_basestring_ascii (C); a call to it skips the encoder.
+    mid = "null" if merge_id is None else _quote(merge_id)
+    head = f"[{_quote(author)},{_quote(trust)},{float(now)!r},{mid}"
+    return head + "]" if op in LIST_OPS else f"{head},{arg}]"
 
 
 def _splice(items: str | None, item: str) -> str:

@@ -1,10 +1,19 @@
 """SQLite ``StateStore``: versioned keys, one conditional statement per write.
 
-Every write is ``BEGIN IMMEDIATE``, one ``INSERT … ON CONFLICT DO UPDATE … WHERE`` (or one
-``UPDATE … WHERE version = ?``) with ``RETURNING``, then ``COMMIT``: no read-then-write, so
-several processes on one file never lose an update the version check was meant to catch.
-The global revision is ``MAX(revision) + 1`` of the namespace, computed inside the same
-statement under the write lock.
+Every write is four statements: ``BEGIN IMMEDIATE``, one read (is a key due to expire; for
+a versioned write also the namespace's revision and the key's lineage), one ``INSERT … ON
+CONFLICT DO UPDATE … WHERE`` (or one ``UPDATE … WHERE version = ?``), then ``COMMIT``. The
+conditional statement is the check: there is no read-then-write, so several processes on
+one file never lose an update the version check was meant to catch. Keys due to expire are
+tombstoned first, in the same transaction. The global revision is ``MAX(revision) + 1`` of
+the namespace's log (every key's latest change stays in it), read under the write lock;
+the change's log row is written by a trigger on ``sf_state``, inside the statement that
+makes the change. A merged append is five: the one read (the key's row, the expiry check
+and the revision), its item row, the key's row.
+
+What a commit costs on a disk grows with the pages it writes, so a change writes few
+b-trees: the key's row, its log row (keyed by revision; a key's log rows are chained by
+``prev``, one in ``SKIP`` indexed by key), and a list merge's item and its id's index.
 """
 
 from __future__ import annotations
@@ -24,7 +33,7 @@ from ..base import (
     expires_at,
     write_conflict,
 )
-from ..history import compaction_victims, txn_plan
+from ..history import WatchRead, compaction_victims, txn_plan
 from ..merges import (
     LIST_OPS,
     apply,
@@ -34,122 +43,39 @@ from ..merges import (
     merge_refused,
 )
 from ._db import SQLiteDB
+from ._state_sql import (
+    COLS,
+    CURRENT,
+    DUE,
+    HISTORY,
+    LIST_LOGGED,
+    LIST_ROW,
+    LIVE,
+    LOG_COLS,
+    MERGE,
+    MERGE_LIST,
+    MERGE_LIST_UPDATE,
+    MIGRATIONS,
+    READ_AT,
+    SELECT,
+    TOMBSTONE,
+    UPDATE,
+    UPDATE_NOFENCE,
+    UPSERT,
+    UPSERT_NOFENCE,
+    WATCH_READ,
+    WRITE_READ,
+)
 
-__all__ = ["SQLiteStateStore"]
+__all__ = ["MIGRATIONS", "SQLiteStateStore"]
 
 _POLL = 0.005  # seconds between two looks at PRAGMA data_version while a watch waits
-
-MIGRATIONS = [
-    """
-    CREATE TABLE sf_state (
-        ns TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL,
-        version INTEGER NOT NULL, revision INTEGER NOT NULL,
-        author TEXT NOT NULL, trust TEXT NOT NULL, written_at REAL NOT NULL,
-        PRIMARY KEY (ns, key)
-    );
-    CREATE INDEX sf_state_revision ON sf_state (ns, revision)
-    """,
-    # Lost updates are counted per key: versions its value does not descend from.
-    """
-    ALTER TABLE sf_state ADD COLUMN lineage INTEGER NOT NULL DEFAULT 0;
-    UPDATE sf_state SET lineage = version
-    """,
-    # Merges applied by the store: the op a key merges by and its log of contributions.
-    # A list merge (append, set_add) adds one row to sf_state_items instead of rewriting
-    # the whole list: the list is read back in one statement, in order.
-    """
-    ALTER TABLE sf_state ADD COLUMN merge_op TEXT;
-    ALTER TABLE sf_state ADD COLUMN merge_log TEXT;
-    ALTER TABLE sf_state ADD COLUMN merge_size INTEGER;
-    CREATE TABLE sf_state_items (
-        ns TEXT NOT NULL, key TEXT NOT NULL, n INTEGER NOT NULL, item TEXT NOT NULL,
-        entry TEXT NOT NULL, mid TEXT, member TEXT,
-        PRIMARY KEY (ns, key, n)
-    );
-    CREATE UNIQUE INDEX sf_state_items_mid ON sf_state_items (ns, key, mid)
-        WHERE mid IS NOT NULL;
-    CREATE UNIQUE INDEX sf_state_items_member ON sf_state_items (ns, key, member)
-        WHERE member IS NOT NULL
-    """,
-    # History, tombstones and TTLs: every change is logged by revision in the transaction
-    # that makes it; a deleted (1) or expired (2) key stays as a tombstone row so its
-    # version keeps counting. A list merge's logged value is NULL: its items up to that
-    # version are the value. Changes made before this migration were not logged: the log
-    # starts with each key's current version, and older revisions read as compacted.
-    """
-    ALTER TABLE sf_state ADD COLUMN deleted INTEGER NOT NULL DEFAULT 0;
-    ALTER TABLE sf_state ADD COLUMN expires_at REAL;
-    ALTER TABLE sf_state ADD COLUMN compacted INTEGER NOT NULL DEFAULT 0;
-    CREATE INDEX sf_state_expiry ON sf_state (ns, expires_at) WHERE expires_at IS NOT NULL;
-    CREATE TABLE sf_state_log (
-        ns TEXT NOT NULL, revision INTEGER NOT NULL, key TEXT NOT NULL, kind TEXT NOT NULL,
-        value TEXT, version INTEGER NOT NULL, author TEXT NOT NULL, trust TEXT NOT NULL,
-        at REAL NOT NULL, expires_at REAL,
-        PRIMARY KEY (ns, revision)
-    ) WITHOUT ROWID;
-    CREATE INDEX sf_state_log_key ON sf_state_log (ns, key, revision);
-    CREATE TABLE sf_state_meta (ns TEXT PRIMARY KEY, compacted INTEGER NOT NULL);
-    INSERT INTO sf_state_log
-        SELECT ns, revision, key, CASE WHEN merge_op IS NULL THEN 'put' ELSE 'merge' END,
-               CASE WHEN merge_op IN ('append', 'set_add') THEN NULL ELSE value END,
-               version, author, trust, written_at, NULL FROM sf_state;
-    UPDATE sf_state SET compacted = revision WHERE version > 1;
-    INSERT INTO sf_state_meta SELECT ns, MAX(revision) FROM sf_state GROUP BY ns
-    """,
-]
-
-_COLS = (
-    "key, value, version, revision, author, trust, written_at, lineage, merge_op, merge_log, "
-    "expires_at"
-)
-# A key reads as present: not a tombstone, and not expired at :at (None: ignore TTLs).
-_LIVE = "s.deleted = 0 AND (:at IS NULL OR s.expires_at IS NULL OR s.expires_at > :at)"
-# A bare MAX() subquery, so SQLite reads one index entry instead of scanning the namespace.
-_NEXT_REV = "(COALESCE((SELECT MAX(revision) FROM sf_state WHERE ns = :ns), 0) + 1)"
-_FENCE_OK = (
-    "(:fkey IS NULL OR EXISTS (SELECT 1 FROM sf_state WHERE ns = :ns AND key = :fkey "
-    "AND version = :fver AND deleted = 0))"
-)
-# expect None (last-writer-wins) or 0 (create only): one upsert.
-_UPSERT = f"""
-INSERT INTO sf_state (ns, key, value, version, revision, author, trust, written_at, lineage,
-                      expires_at)
-SELECT :ns, :key, :value, 1, {_NEXT_REV}, :author, :trust, :now, 1, :exp WHERE {_FENCE_OK}
-ON CONFLICT (ns, key) DO UPDATE SET
-    value = excluded.value, version = sf_state.version + 1, revision = excluded.revision,
-    author = excluded.author, trust = excluded.trust, written_at = excluded.written_at,
-    lineage = CASE WHEN :sver IS NOT NULL AND :sver < sf_state.version THEN :slin + 1
-                   ELSE sf_state.lineage + 1 END,
-    merge_op = NULL, merge_log = NULL, deleted = 0, expires_at = excluded.expires_at
-WHERE (:expect IS NULL OR sf_state.deleted <> 0) AND {_FENCE_OK}
-RETURNING {_COLS}
-"""
-# expect n > 0: one conditional update.
-_UPDATE = f"""
-UPDATE sf_state SET
-    value = :value, version = version + 1, revision = {_NEXT_REV},
-    author = :author, trust = :trust, written_at = :now, lineage = lineage + 1,
-    merge_op = NULL, merge_log = NULL, deleted = 0, expires_at = :exp
-WHERE ns = :ns AND key = :key AND version = :expect AND {_FENCE_OK}
-RETURNING {_COLS}
-"""
-
-
-# Without a fence the EXISTS clause is left out of the statement altogether.
-_UPSERT_NOFENCE = _UPSERT.replace(f" WHERE {_FENCE_OK}", " WHERE true").replace(
-    f" AND {_FENCE_OK}", ""
-)
-_UPDATE_NOFENCE = _UPDATE.replace(f" AND {_FENCE_OK}", "")
-
-
-# A list merge key's items and log entries, joined in order, in the statement that reads it.
-_JOINED = (
-    "CASE WHEN s.merge_op IN ('append', 'set_add') THEN (SELECT group_concat({col}, ',') FROM "
-    "(SELECT {col} FROM sf_state_items i WHERE i.ns = s.ns AND i.key = s.key ORDER BY i.n)) END"
-)
-_SELECT = (
-    f"SELECT {', '.join('s.' + c for c in _COLS.split(', '))}, "
-    f"{_JOINED.format(col='item')}, {_JOINED.format(col='entry')} FROM sf_state s "
+# StateRecord is a frozen dataclass: its __init__ sets each field through
+# object.__setattr__. Rows are built here by calling the slots' setters directly instead
+# (a hot path: one record per write and per read); SQLite hands back the columns' types.
+_NEW = object.__new__
+(_SKEY, _SVALUE, _SVER, _SREV, _SAUTHOR, _STRUST, _SAT, _SLIN, _SOP, _SLOG, _SEXP) = (
+    getattr(StateRecord, f).__set__ for f in StateRecord.__slots__
 )
 
 
@@ -158,66 +84,19 @@ def _record(row: tuple[Any, ...] | sqlite3.Row) -> StateRecord:
     if op in LIST_OPS:
         items, entries = joined if joined else (None, None)
         v, log = f"[{items or ''}]", f"[{entries or ''}]"
-    return StateRecord(
-        str(k),
-        str(v),
-        int(ver),
-        int(rev),
-        str(author),
-        str(trust),
-        float(at),
-        int(lineage),
-        op,
-        log,
-        None if exp is None else float(exp),
-    )
-
-
-# A merge: the new value is computed in Python under the write lock, then one upsert.
-_MERGE = f"""
-INSERT INTO sf_state (ns, key, value, version, revision, author, trust, written_at, lineage,
-                      merge_op, merge_log)
-VALUES (:ns, :key, :value, 1, {_NEXT_REV}, :author, :trust, :now, 1, :op, :log)
-ON CONFLICT (ns, key) DO UPDATE SET
-    value = excluded.value, version = sf_state.version + 1, revision = excluded.revision,
-    author = excluded.author, trust = excluded.trust, written_at = excluded.written_at,
-    lineage = sf_state.lineage + 1, merge_op = excluded.merge_op, merge_log = excluded.merge_log,
-    deleted = 0
-RETURNING {_COLS}
-"""
-# A list merge: one item row (inserted before), and the key's row moves on.
-_MERGE_LIST = f"""
-INSERT INTO sf_state (ns, key, value, version, revision, author, trust, written_at, lineage,
-                      merge_op, merge_log, merge_size)
-VALUES (:ns, :key, '', 1, {_NEXT_REV}, :author, :trust, :now, 1, :op, NULL, :size)
-ON CONFLICT (ns, key) DO UPDATE SET
-    value = '', version = sf_state.version + 1, revision = excluded.revision,
-    author = excluded.author, trust = excluded.trust, written_at = excluded.written_at,
-    lineage = sf_state.lineage + 1, merge_op = excluded.merge_op, merge_log = NULL,
-    merge_size = excluded.merge_size, deleted = 0
-RETURNING version, revision, author, trust, written_at, expires_at
-"""
-
-
-_LOG = (
-    "INSERT INTO sf_state_log (ns, revision, key, kind, value, version, author, trust, at, "
-    "expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-)
-# A logged change's value: a list merge's items up to its version.
-_LOG_COLS = (
-    "l.revision, l.key, l.kind, COALESCE(l.value, CASE WHEN l.kind = 'merge' THEN '[' || "
-    "(SELECT group_concat(item, ',') FROM (SELECT item FROM sf_state_items i WHERE i.ns = l.ns "
-    "AND i.key = l.key AND i.n <= l.version ORDER BY i.n)) || ']' END), l.version, l.author, "
-    "l.trust, l.at, l.expires_at"
-)
-_TOMBSTONE = f"""
-UPDATE sf_state SET value = 'null', version = version + 1, revision = {_NEXT_REV},
-    author = :author, trust = :trust, written_at = :now, lineage = lineage + 1,
-    merge_op = NULL, merge_log = NULL, merge_size = NULL, deleted = :kind, expires_at = NULL
-WHERE ns = :ns AND key = :key AND deleted = 0
-RETURNING version, revision
-"""
-_CURRENT = "SELECT version, value, author, deleted, merge_op FROM sf_state WHERE ns = ? AND key = ?"
+    r = _NEW(StateRecord)
+    _SKEY(r, k)
+    _SVALUE(r, v)
+    _SVER(r, ver)
+    _SREV(r, rev)
+    _SAUTHOR(r, author)
+    _STRUST(r, trust)
+    _SAT(r, float(at))
+    _SLIN(r, lineage)
+    _SOP(r, op)
+    _SLOG(r, log)
+    _SEXP(r, exp)
+    return r
 
 
 def _change(row: tuple[Any, ...] | sqlite3.Row) -> StateChange:
@@ -252,26 +131,28 @@ class SQLiteStateStore:
 
     def read(self, key: str, now: float | None = None) -> StateRecord | None:
         rows = self.db.read(
-            _SELECT + f"WHERE s.ns = :ns AND s.key = :key AND {_LIVE}",
+            SELECT + f"WHERE s.ns = :ns AND s.key = :key AND {LIVE}",
             {"ns": self.namespace, "key": key, "at": now},
         )
         return _record(rows[0]) if rows else None
 
     def _read_in(self, c: sqlite3.Connection, key: str) -> StateRecord | None:
         row = c.execute(
-            _SELECT + "WHERE s.ns = ? AND s.key = ? AND s.deleted = 0", (self.namespace, key)
+            SELECT + "WHERE s.ns = ? AND s.key = ? AND s.deleted = 0", (self.namespace, key)
         ).fetchone()
         return _record(row) if row is not None else None
 
     def snapshot(self, now: float | None = None) -> dict[str, StateRecord]:
         rows = self.db.read(
-            _SELECT + f"WHERE s.ns = :ns AND {_LIVE} ORDER BY s.key",
+            SELECT + f"WHERE s.ns = :ns AND {LIVE} ORDER BY s.key",
             {"ns": self.namespace, "at": now},
         )
         return {r[0]: _record(r) for r in rows}
 
     def revision(self) -> int:
-        rows = self.db.read("SELECT MAX(revision) FROM sf_state WHERE ns = ?", (self.namespace,))
+        rows = self.db.read(
+            "SELECT MAX(revision) FROM sf_state_log WHERE ns = ?", (self.namespace,)
+        )
         return int(rows[0][0] or 0)
 
     def lost_updates(self) -> int:
@@ -283,26 +164,15 @@ class SQLiteStateStore:
 
     # -- the log ---------------------------------------------------------------------------
 
-    def _log(self, c: sqlite3.Connection, rec: StateRecord, kind: str) -> None:
-        value = None if kind in ("delete", "expire") or rec.merge_op in LIST_OPS else rec.value
-        c.execute(
-            _LOG,
-            (
-                self.namespace,
-                rec.revision,
-                rec.key,
-                kind,
-                value,
-                rec.version,
-                rec.author,
-                rec.trust,
-                rec.written_at,
-                rec.expires_at,
-            ),
-        )
-
     def _sweep(self, c: sqlite3.Connection, now: float) -> int:
-        """Tombstone the keys whose TTL ran out at ``now``, oldest expiry first."""
+        """Tombstone the keys whose TTL ran out at ``now``, oldest expiry first.
+
+        One read of the expiry index when nothing is due (the common case)."""
+        if c.execute(DUE, (self.namespace, now)).fetchone() is None:
+            return 0
+        return self._sweep_due(c, now)
+
+    def _sweep_due(self, c: sqlite3.Connection, now: float) -> int:
         due = c.execute(
             "SELECT key FROM sf_state WHERE ns = ? AND expires_at <= ? ORDER BY expires_at, key",
             (self.namespace, now),
@@ -317,24 +187,11 @@ class SQLiteStateStore:
         ns = self.namespace
         self._drop_items(c, key)
         params = {"ns": ns, "key": key, "author": author, "trust": trust, "now": now, "kind": kind}
-        out = c.execute(_TOMBSTONE, params).fetchone()
+        out = c.execute(TOMBSTONE, params).fetchone()
         if out is None:
             return None
-        ch = StateChange(
-            int(out[1]),
-            key,
-            "delete" if kind == 1 else "expire",
-            None,
-            int(out[0]),
-            author,
-            trust,
-            now,
-        )
-        c.execute(
-            _LOG,
-            (ns, ch.revision, key, ch.kind, None, ch.version, author, trust, now, None),
-        )
-        return ch
+        kind_ = "delete" if kind == 1 else "expire"
+        return StateChange(int(out[1]), key, kind_, None, int(out[0]), author, trust, now)
 
     def _drop_items(self, c: sqlite3.Connection, key: str) -> None:
         """Before a list merge key is replaced: write its logged versions' values into the
@@ -344,11 +201,7 @@ class SQLiteStateStore:
         op = row.fetchone()
         if op is None or op[0] not in LIST_OPS:
             return
-        logged = c.execute(
-            f"SELECT {_LOG_COLS} FROM sf_state_log l WHERE l.ns = ? AND l.key = ? "
-            "AND l.value IS NULL AND l.kind = 'merge'",
-            (ns, key),
-        ).fetchall()
+        logged = c.execute(LIST_LOGGED, {"ns": ns, "key": key}).fetchall()
         c.executemany(
             "UPDATE sf_state_log SET value = ? WHERE ns = ? AND revision = ?",
             [(r[3], ns, r[0]) for r in logged],
@@ -381,7 +234,7 @@ class SQLiteStateStore:
         self, after: int, *, prefix: str = "", limit: int = 100, upto: int | None = None
     ) -> list[StateChange]:
         rows = self.db.read(
-            f"SELECT {_LOG_COLS}, (SELECT compacted FROM sf_state_meta WHERE ns = :ns) "
+            f"SELECT {LOG_COLS}, (SELECT compacted FROM sf_state_meta WHERE ns = :ns) "
             "FROM sf_state_log l WHERE l.ns = :ns AND l.revision > :after "
             "AND (:upto IS NULL OR l.revision <= :upto) AND substr(l.key, 1, :n) = :prefix "
             "ORDER BY l.revision LIMIT :limit",
@@ -404,23 +257,41 @@ class SQLiteStateStore:
             )
         return [_change(r[:-1]) for r in rows]
 
-    def history(self, key: str) -> list[StateChange]:
+    def watch_read(
+        self, after: int, *, prefix: str = "", limit: int = 100, now: float
+    ) -> WatchRead:
+        """A watch's look in one statement, so from one snapshot: the namespace's revision,
+        its compaction mark, whether a key is due to expire, and the changes after
+        ``after`` under ``prefix`` (a row of NULL changes when there are none)."""
         rows = self.db.read(
-            f"SELECT {_LOG_COLS} FROM sf_state_log l WHERE l.ns = ? AND l.key = ? "
-            "ORDER BY l.revision",
-            (self.namespace, key),
+            WATCH_READ,
+            {
+                "ns": self.namespace,
+                "after": after,
+                "now": now,
+                "n": len(prefix),
+                "prefix": prefix,
+                "limit": limit,
+            },
         )
+        head, compacted, due, oldest = rows[0][:4]
+        if after < int(compacted or 0):
+            raise CompactedError(
+                f"namespace {self.namespace!r}", after + 1, int(oldest or int(head or 0) + 1)
+            )
+        got = [_change(r[4:]) for r in rows if r[4] is not None]
+        scanned = got[-1].revision if len(got) >= limit else max(int(head or 0), after)
+        return WatchRead(got, scanned, due is not None)
+
+    def history(self, key: str) -> list[StateChange]:
+        rows = self.db.read(HISTORY, {"ns": self.namespace, "key": key})
         return [_change(r) for r in rows]
 
     def read_at(self, key: str, revision: int) -> StateChange | None:
         # The log row first, the mark second (as ``changes`` does): a compaction committing
         # between the two reads can only turn a missing row into CompactedError, never
         # delete an answer already read.
-        rows = self.db.read(
-            f"SELECT {_LOG_COLS} FROM sf_state_log l WHERE l.ns = ? AND l.key = ? "
-            "AND l.revision <= ? ORDER BY l.revision DESC LIMIT 1",
-            (self.namespace, key, revision),
-        )
+        rows = self.db.read(READ_AT, {"ns": self.namespace, "key": key, "rev": revision})
         if not rows:
             if self._compacted_in(key) > 0:  # older changes were removed: the answer is gone
                 kept = self.history(key)
@@ -489,7 +360,9 @@ class SQLiteStateStore:
         seen: tuple[int, int] | None = None,
         ttl: float | None = None,
     ) -> StateRecord:
-        check_size(self.db.url, f"the value of key {key!r}", value, self.db.max_value_bytes)
+        limit = self.db.max_value_bytes
+        if limit and len(value) * 4 > limit:  # no character is over 4 bytes: the rest fit
+            check_size(self.db.url, f"the value of key {key!r}", value, limit)
         params = {
             "ns": self.namespace,
             "key": key,
@@ -504,21 +377,57 @@ class SQLiteStateStore:
             "slin": seen[1] if seen else None,
             "exp": expires_at(now, ttl),
         }
-        with self.db.write() as c:
-            self._sweep(c, now)
-            if fence is None:
-                sql = _UPDATE_NOFENCE if expect else _UPSERT_NOFENCE
-            else:
-                sql = _UPDATE if expect else _UPSERT
-            row = c.execute(sql, params).fetchone()
-            if row is not None:
-                rec = _record(row)
-                self._log(c, rec, "put")
-                return rec
-            # Nothing written: say why, from the same transaction, and raise it after the
-            # commit: the expiry sweep above is a change of its own (as on other backends).
-            refused = self._refusal(c, key, expect, fence)
-        raise refused
+        if fence is None:
+            sql = UPDATE_NOFENCE if expect else UPSERT_NOFENCE
+        else:
+            sql = UPDATE if expect else UPSERT
+        # BEGIN IMMEDIATE, the expiry check, one statement (its trigger logs the change),
+        # COMMIT: run by db.transact, without a context manager on this hot path.
+        out = self.db.transact(self._write_in, sql, params, key, expect, fence, now)
+        if isinstance(out, ConflictError):
+            raise out
+        return out
+
+    def _write_in(
+        self,
+        c: sqlite3.Connection,
+        sql: str,
+        params: dict[str, Any],
+        key: str,
+        expect: int | None,
+        fence: tuple[str, int] | None,
+        now: float,
+    ) -> StateRecord | ConflictError:
+        if expect:  # the one read gives the revision and lineage: no RETURNING
+            ns = self.namespace
+            due, top, lineage = c.execute(WRITE_READ, (ns, key, now)).fetchone()
+            if due is not None:
+                self._sweep_due(c, now)
+                due, top, lineage = c.execute(WRITE_READ, (ns, key, None)).fetchone()
+            params["rev"] = rev = (top or 0) + 1
+            if c.execute(sql, params).rowcount == 1:
+                r = _NEW(StateRecord)
+                _SKEY(r, key)
+                _SVALUE(r, params["value"])
+                _SVER(r, expect + 1)
+                _SREV(r, rev)
+                _SAUTHOR(r, params["author"])
+                _STRUST(r, params["trust"])
+                _SAT(r, float(now))
+                _SLIN(r, lineage + 1)
+                _SOP(r, None)
+                _SLOG(r, None)
+                _SEXP(r, params["exp"])
+                return r
+            return self._refusal(c, key, expect, fence)
+        if c.execute(DUE, (self.namespace, now)).fetchone() is not None:
+            self._sweep_due(c, now)
+        row = c.execute(sql, params).fetchone()
+        if row is not None:
+            return _record(row)
+        # Nothing written: say why, from the same transaction, and raise it after the
+        # commit: the expiry sweep above is a change of its own (as on other backends).
+        return self._refusal(c, key, expect, fence)
 
     def _refusal(
         self, c: sqlite3.Connection, key: str, expect: int | None, fence: tuple[str, int] | None
@@ -535,10 +444,10 @@ class SQLiteStateStore:
     ) -> None:
         """Raise the ``ConflictError`` of a condition that failed (fence first)."""
         if fence is not None:
-            lease = c.execute(_CURRENT, (self.namespace, fence[0])).fetchone()
+            lease = c.execute(CURRENT, (self.namespace, fence[0])).fetchone()
             if lease is None or lease[3] or lease[0] != fence[1]:
                 raise write_conflict("fence", key, expect, fence, _shown(lease))
-        cur = c.execute(_CURRENT, (self.namespace, key)).fetchone()
+        cur = c.execute(CURRENT, (self.namespace, key)).fetchone()
         if cur is not None and cur[4] in LIST_OPS and not cur[3]:  # its value is its items
             rec = self._read_in(c, key)
             assert rec is not None
@@ -559,10 +468,10 @@ class SQLiteStateStore:
             self._sweep(c, now)
             refused = None
             if fence is not None:
-                lease = c.execute(_CURRENT, (self.namespace, fence[0])).fetchone()
+                lease = c.execute(CURRENT, (self.namespace, fence[0])).fetchone()
                 if lease is None or lease[3] or lease[0] != fence[1]:
                     refused = self._refusal(c, key, expect, fence)
-            cur = c.execute(_CURRENT, (self.namespace, key)).fetchone()
+            cur = c.execute(CURRENT, (self.namespace, key)).fetchone()
             dead = cur is None or cur[3] != 0
             version = cur[0] if cur is not None else 0
             if refused is None and (
@@ -591,7 +500,7 @@ class SQLiteStateStore:
             self._sweep(c, now)
             failed = None
             for key, version in compare:
-                cur = c.execute(_CURRENT, (self.namespace, key)).fetchone()
+                cur = c.execute(CURRENT, (self.namespace, key)).fetchone()
                 have = cur[0] if cur is not None and cur[3] == 0 else 0
                 if have != version:
                     value = cur[1] if have else None
@@ -620,8 +529,7 @@ class SQLiteStateStore:
                     "exp": expires_at(now, op[3]),
                 }
                 self._drop_items(c, op[1])
-                rec = _record(c.execute(_UPSERT_NOFENCE, params).fetchone())
-                self._log(c, rec, "put")
+                rec = _record(c.execute(UPSERT_NOFENCE, params).fetchone())
                 made.append(
                     StateChange(
                         rec.revision,
@@ -650,14 +558,15 @@ class SQLiteStateStore:
         reducer: Any = None,
     ) -> MergeOutcome:
         limit = self.db.max_value_bytes
-        check_size(self.db.url, f"the contribution to key {key!r}", arg, limit)
+        if limit and len(arg) * 4 > limit:  # no character is over 4 bytes: the rest fit
+            check_size(self.db.url, f"the contribution to key {key!r}", arg, limit)
         entry = log_entry(author, trust, now, merge_id, op, arg)
         if op in LIST_OPS:
             return self._merge_list(key, op, arg, author, trust, now, merge_id, entry)
         with self.db.write() as c:  # the file's write lock: no other writer until COMMIT
             self._sweep(c, now)
             row = c.execute(
-                f"SELECT {_COLS} FROM sf_state WHERE ns = ? AND key = ? AND deleted = 0",
+                f"SELECT {COLS} FROM sf_state WHERE ns = ? AND key = ? AND deleted = 0",
                 (self.namespace, key),
             ).fetchone()
             cur = _record(row) if row is not None else None
@@ -678,8 +587,7 @@ class SQLiteStateStore:
                 "op": op,
                 "log": log,
             }
-            rec = _record(c.execute(_MERGE, params).fetchone())
-            self._log(c, rec, "merge")
+            rec = _record(c.execute(MERGE, params).fetchone())
             return MergeOutcome.of(rec, True)
 
     def _merge_list(
@@ -694,52 +602,74 @@ class SQLiteStateStore:
         entry: str,
     ) -> MergeOutcome:
         """``append`` / ``set_add``: one item row and one row update, under the write lock."""
-        data = check_contribution(key, op, arg)
-        item = arg if op == "append" else json.dumps(data)
+        if op == "append":  # any JSON text (the codec's) appends as is: nothing to parse
+            item = arg
+        else:
+            item = json.dumps(check_contribution(key, op, arg))
+        return self.db.transact(
+            self._merge_list_in, key, op, item, author, trust, now, merge_id, entry
+        )
+
+    def _merge_list_in(
+        self,
+        c: sqlite3.Connection,
+        key: str,
+        op: str,
+        item: str,
+        author: str,
+        trust: str,
+        now: float,
+        merge_id: str | None,
+        entry: str,
+    ) -> MergeOutcome:
         ns, limit = self.namespace, self.db.max_value_bytes
-        with self.db.write() as c:
-            self._sweep(c, now)
-            row = c.execute(
-                "SELECT version, trust, merge_op, merge_size, revision, author, written_at, "
-                "deleted FROM sf_state WHERE ns = ? AND key = ?",
-                (ns, key),
-            ).fetchone()
-            live = row is not None and row[7] == 0
-            if live and row[2] != op:
-                raise merge_refused(key, op, self.db.url, "op", self._read_in(c, key))
-            size = (row[3] if live else 2) + len(item.encode("utf-8", "surrogatepass"))
-            size += 1 if live and row[3] > 2 else 0  # the comma
-            # The unique indexes on (key, mid) and (key, member) find a duplicate.
-            added = c.execute(
-                "INSERT INTO sf_state_items (ns, key, n, item, entry, mid, member) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
-                (
-                    ns,
-                    key,
-                    (row[0] if row is not None else 0) + 1,
-                    item,
-                    entry,
-                    merge_id,
-                    item if op == "set_add" else None,
-                ),
-            ).rowcount
-            if not added:
-                assert row is not None  # a duplicate needs an earlier item
-                return MergeOutcome(key, row[0], row[4], row[5], row[1], row[6], False)
-            if limit and size > limit:  # rolled back with the item
-                raise ValueTooLargeError(self.db.url, f"the value of key {key!r}", size, limit)
-            params = {
-                "ns": ns,
-                "key": key,
-                "author": author,
-                "trust": lower_trust(row[1] if live else None, trust),
-                "now": now,
-                "op": op,
-                "size": size,
-            }
-            ver, rev, by, tr, at, exp = c.execute(_MERGE_LIST, params).fetchone()
-            c.execute(_LOG, (ns, int(rev), key, "merge", None, int(ver), by, tr, float(at), exp))
-            return MergeOutcome(key, int(ver), int(rev), str(by), str(tr), float(at), True)
+        # One read: the key's row (all NULL when it has none) and whether a key is due to
+        # expire; only then the sweep, and the row read again after it.
+        found = c.execute(LIST_ROW, (ns, key, now)).fetchone()
+        if found[8] is not None:
+            self._sweep_due(c, now)
+            found = c.execute(LIST_ROW, (ns, key, None)).fetchone()
+        row: Any = found if found[0] is not None else None
+        live = row is not None and row[7] == 0
+        if live and row[2] != op:
+            raise merge_refused(key, op, self.db.url, "op", self._read_in(c, key))
+        size = (row[3] if live else 2) + len(item.encode("utf-8", "surrogatepass"))
+        size += 1 if live and row[3] > 2 else 0  # the comma
+        # The unique indexes on (key, mid) and (key, member) find a duplicate.
+        added = c.execute(
+            "INSERT INTO sf_state_items (ns, key, n, item, entry, mid, member) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+            (
+                ns,
+                key,
+                (row[0] if row is not None else 0) + 1,
+                item,
+                entry,
+                merge_id,
+                item if op == "set_add" else None,
+            ),
+        ).rowcount
+        if not added:
+            assert row is not None  # a duplicate needs an earlier item
+            return MergeOutcome(key, row[0], row[4], row[5], row[1], row[6], False)
+        if limit and size > limit:  # rolled back with the item
+            raise ValueTooLargeError(self.db.url, f"the value of key {key!r}", size, limit)
+        rev = (found[9] or 0) + 1
+        lowered = lower_trust(row[1] if live else None, trust)
+        params = {
+            "ns": ns,
+            "key": key,
+            "rev": rev,
+            "author": author,
+            "trust": lowered,
+            "now": now,
+            "op": op,
+            "size": size,
+        }
+        # Always applies: the next version of the key's row, or its first.
+        c.execute(MERGE_LIST if row is None else MERGE_LIST_UPDATE, params)
+        version = row[0] + 1 if row is not None else 1
+        return MergeOutcome(key, version, rev, author, lowered, float(now), True)
 
     def __repr__(self) -> str:
         return f"SQLiteStateStore({self.db.path!r}, {self.namespace!r})"
