@@ -24,6 +24,7 @@ Rounds interleave the cases so drift on a noisy machine hits all alike; medians 
 and the targets of issue 13 section 3 are printed last, one PASS/MISS line each.
 
     .venv/bin/python benchmarks/bench_durable.py [--rounds 5] [--json out.json]
+    .venv/bin/python benchmarks/bench_durable.py --step-only   # floor and step alone
 """
 
 from __future__ import annotations
@@ -416,6 +417,39 @@ def _verdict(name: str, value: float) -> str:
     return f"{'PASS' if ok else 'MISS'}  (target {op} {limit:g})"
 
 
+def step_only(rounds: int, where: str | None) -> None:
+    """``--step-only``: the floor and the sequential step, alternated per round."""
+    load = os.getloadavg()[0]
+    d = Path(tempfile.mkdtemp(prefix="bench-durable-", dir=where))
+    wall: dict[str, list[float]] = {"floor": [], "surefoot": []}
+    try:
+        for r in range(rounds):
+            wall["floor"].append(floor(d, 1000))
+            us, cps = surefoot_steps(d)
+            wall["surefoot"].append(us)
+            print(
+                f"round {r + 1}: floor {wall['floor'][-1]:,.0f} µs "
+                f"(CPU {CPU['floor'][-1]:,.0f}), surefoot {us:,.0f} µs "
+                f"(CPU {CPU['surefoot'][-1]:,.0f}), {cps:.2f} commits/step"
+            )
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+    figures = {
+        "step_vs_floor": statistics.median(
+            x / y for x, y in zip(wall["surefoot"], wall["floor"], strict=True)
+        ),
+        "cpu_vs_floor": statistics.median(
+            x / y for x, y in zip(CPU["surefoot"], CPU["floor"], strict=True)
+        ),
+    }
+    print(f"\nbench_durable.py --step-only, {rounds} rounds, load average {load:.1f} at start")
+    for label, key in (("wall", "step_vs_floor"), ("CPU", "cpu_vs_floor")):
+        text = f"{figures[key]:.2f}x"
+        print(
+            f"  {'surefoot step vs floor, ' + label:42} {text:>10}  {_verdict(key, figures[key])}"
+        )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rounds", type=int, default=5)
@@ -423,7 +457,16 @@ def main() -> None:
     ap.add_argument("--sleepers", type=int, default=10_000)
     ap.add_argument("--kills", type=int, default=3, help="SIGKILLs for the recovery figure")
     ap.add_argument("--json", dest="json_path", default=None)
+    ap.add_argument(
+        "--step-only",
+        action="store_true",
+        help="only the floor and the sequential surefoot step (no DBOS, LangGraph, "
+        "concurrent, memory or recovery parts)",
+    )
     a = ap.parse_args()
+    if a.step_only:
+        step_only(a.rounds, a.dir)
+        return
     started = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
     load = os.getloadavg()[0]
     d = Path(tempfile.mkdtemp(prefix="bench-durable-", dir=a.dir))

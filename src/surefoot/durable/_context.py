@@ -129,7 +129,8 @@ class RunState:
 
     async def write(self, rec: StepWrite | RunWrite) -> None:
         """Commit one record through the group-commit writer (async code)."""
-        self._check_released()
+        if self.released:  # _check_released, inlined: every step of an async run is here
+            self._check_released()
         try:
             if self.writer is None or self.writer.alone():
                 ok = self.journal.commit([rec])[0]  # nobody to share a commit with: no hand-off

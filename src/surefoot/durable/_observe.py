@@ -21,6 +21,7 @@ __all__ = ["RunObserver", "attempt_span", "enter_run", "leave_run", "step_span"]
 
 log = telemetry.get_logger("surefoot.durable.worker")
 _TRACING = telemetry.TRACING
+_STEPS = telemetry.STEPS
 
 
 class RunObserver:
@@ -30,6 +31,7 @@ class RunObserver:
         "claim",
         "claims",
         "ctx",
+        "done_keys",
         "epoch",
         "run_id",
         "span",
@@ -48,6 +50,7 @@ class RunObserver:
         self.span: telemetry.Span | None = None
         self.ctx: Any = None  # the OpenTelemetry context of the run span, for pool threads
         self.claim: list[tuple[str, str]] = []  # a start()ed run's claim, for its next write
+        self.done_keys: dict[str, tuple[str, ...]] = {}  # step kind -> its STEPS labels
 
     def _fields(self, **extra: Any) -> dict[str, Any]:
         return {
@@ -141,7 +144,12 @@ class RunObserver:
     # -- steps -------------------------------------------------------------------------
 
     def step_done(self, name: str, kind: str, pos: str, attempts: int) -> None:
-        telemetry.STEPS.inc(self.workflow, kind, "done")
+        # Every step passes here: the counter's labels are checked once per kind, and the
+        # log line is built only if someone listens.
+        key = self.done_keys.get(kind)
+        if key is None:
+            key = self.done_keys[kind] = _STEPS.key(self.workflow, kind, "done")
+        _STEPS.inc_key(key)
         if log.isEnabledFor(logging.INFO):
             telemetry.log_event(
                 log, "step_done", **self._fields(step=name, pos=pos, attempts=attempts)

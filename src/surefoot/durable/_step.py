@@ -52,7 +52,7 @@ def step_flow(
         crash.check("before_step", run.run_id, pos, sd.name)
     if run.deadline_at is not None:
         check_deadline(run)
-    kw = step_kwargs(run, sd, pos, kwargs)
+    kw = step_kwargs(run, sd, pos, kwargs) if sd.takes_key else kwargs
     started = run.clock.now()
     attempt, wait = prior, None
     while True:

@@ -103,6 +103,18 @@ class Counter:
         with self._lock:
             self._values[values] = self._values.get(values, 0.0) + by
 
+    def inc_key(self, key: tuple[str, ...]) -> None:
+        """``inc(*key)`` for a hot path that checked ``key``'s arity once (see ``key``)."""
+        with self._lock:
+            values = self._values
+            values[key] = values.get(key, 0.0) + 1.0
+
+    def key(self, *values: str) -> tuple[str, ...]:
+        """The label values as ``inc_key`` takes them, checked once."""
+        if len(values) != len(self.labels):
+            raise ValueError(f"{self.name} takes labels {self.labels}, got {values!r}")
+        return values
+
     def family(self) -> Family:
         with self._lock:
             items = list(self._values.items())
