@@ -27,6 +27,7 @@ __all__ = [
     "check_policy",
     "compaction_victims",
     "txn_plan",
+    "watch_params",
 ]
 
 
@@ -48,6 +49,18 @@ class WatchRead(NamedTuple):
     changes: list[StateChange]
     scanned: int
     due: bool
+
+
+def watch_params(namespace: str, after: int, now: float, prefix: str, limit: int) -> dict[str, Any]:
+    """The named parameters of a SQL backend's one-statement ``watch_read``."""
+    return {
+        "ns": namespace,
+        "after": after,
+        "now": now,
+        "n": len(prefix),
+        "prefix": prefix,
+        "limit": limit,
+    }
 
 
 def change_kind(merge_op: str | None) -> str:

@@ -23,7 +23,7 @@ from ..base import (
     expires_at,
     write_conflict,
 )
-from ..history import WatchRead, compaction_victims, txn_plan
+from ..history import WatchRead, compaction_victims, txn_plan, watch_params
 from ..merges import check_contribution, log_entry, merge_refused
 from ._db import Listener, PostgresDB
 from ._state_schema import MIGRATIONS
@@ -172,14 +172,7 @@ class PostgresStateStore:
     ) -> WatchRead:
         rows = self.db.execute(
             _WATCH_READ,
-            {
-                "ns": self.namespace,
-                "after": after,
-                "now": now,
-                "n": len(prefix),
-                "prefix": prefix,
-                "limit": limit,
-            },
+            watch_params(self.namespace, after, now, prefix, limit),
             write=False,
         )
         head, compacted, due, oldest = rows[0][:4]

@@ -232,6 +232,18 @@ class SQLiteDB:
         except sqlite3.Error as exc:
             raise self.error(exc) from exc
 
+    def _begin(self, c: sqlite3.Connection) -> None:
+        """``BEGIN IMMEDIATE``: the file's write lock, waited for up to ``busy_timeout``."""
+        try:
+            c.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            raise StoreUnavailableError(
+                self.url,
+                f"could not take the write lock on {self.path!r} within "
+                f"{self.busy_timeout_ms} ms: {exc}. Another process holds it; raise "
+                "busy_timeout in the URL (?busy_timeout=30000) or retry.",
+            ) from exc
+
     @contextmanager
     def write(self) -> Iterator[sqlite3.Connection]:
         """A write transaction: ``BEGIN IMMEDIATE`` … ``COMMIT`` (rolled back on error).
@@ -242,24 +254,12 @@ class SQLiteDB:
             StoreError: the driver refused a statement (any other ``sqlite3.Error``).
         """
         c = self.conn()
-        try:
-            c.execute("BEGIN IMMEDIATE")
-        except sqlite3.OperationalError as exc:
-            raise StoreUnavailableError(
-                self.url,
-                f"could not take the write lock on {self.path!r} within "
-                f"{self.busy_timeout_ms} ms: {exc}. Another process holds it; raise "
-                "busy_timeout in the URL (?busy_timeout=30000) or retry.",
-            ) from exc
+        self._begin(c)
         try:
             yield c
             c.execute("COMMIT")
         except BaseException as exc:
-            if c.in_transaction:
-                try:
-                    c.execute("ROLLBACK")
-                except sqlite3.Error:
-                    pass  # the connection is gone; the transaction died with it
+            _roll_back(c)
             if isinstance(exc, sqlite3.Error):
                 raise self.error(exc) from exc
             raise
@@ -274,24 +274,12 @@ class SQLiteDB:
             StoreUnavailableError / StoreError: as :meth:`write`.
         """
         c = self.conn()
-        try:
-            c.execute("BEGIN IMMEDIATE")
-        except sqlite3.OperationalError as exc:
-            raise StoreUnavailableError(
-                self.url,
-                f"could not take the write lock on {self.path!r} within "
-                f"{self.busy_timeout_ms} ms: {exc}. Another process holds it; raise "
-                "busy_timeout in the URL (?busy_timeout=30000) or retry.",
-            ) from exc
+        self._begin(c)
         try:
             out = fn(c, *args)
             c.execute("COMMIT")
         except BaseException as exc:
-            if c.in_transaction:
-                try:
-                    c.execute("ROLLBACK")
-                except sqlite3.Error:
-                    pass  # the connection is gone; the transaction died with it
+            _roll_back(c)
             if isinstance(exc, sqlite3.Error):
                 raise self.error(exc) from exc
             raise
@@ -307,24 +295,12 @@ class SQLiteDB:
             StoreUnavailableError / StoreError: as :meth:`write`.
         """
         c = self.conn()
-        try:
-            c.execute("BEGIN IMMEDIATE")
-        except sqlite3.OperationalError as exc:
-            raise StoreUnavailableError(
-                self.url,
-                f"could not take the write lock on {self.path!r} within "
-                f"{self.busy_timeout_ms} ms: {exc}. Another process holds it; raise "
-                "busy_timeout in the URL (?busy_timeout=30000) or retry.",
-            ) from exc
+        self._begin(c)
         try:
             n = c.execute(sql, params).rowcount
             c.execute("COMMIT")
         except BaseException as exc:
-            if c.in_transaction:
-                try:
-                    c.execute("ROLLBACK")
-                except sqlite3.Error:
-                    pass  # the connection is gone; the transaction died with it
+            _roll_back(c)
             if isinstance(exc, sqlite3.Error):
                 raise self.error(exc) from exc
             raise
@@ -410,3 +386,12 @@ def _statements(script: str) -> Iterator[str]:
             stmt = ""
     if stmt.strip(" \n\t;"):
         yield stmt
+
+
+def _roll_back(c: sqlite3.Connection) -> None:
+    """Roll back the open transaction, if any (a write that failed part-way)."""
+    if c.in_transaction:
+        try:
+            c.execute("ROLLBACK")
+        except sqlite3.Error:
+            pass  # the connection is gone; the transaction died with it

@@ -33,7 +33,7 @@ from ..base import (
     expires_at,
     write_conflict,
 )
-from ..history import WatchRead, compaction_victims, txn_plan
+from ..history import WatchRead, compaction_victims, txn_plan, watch_params
 from ..merges import (
     LIST_OPS,
     apply,
@@ -265,14 +265,7 @@ class SQLiteStateStore:
         ``after`` under ``prefix`` (a row of NULL changes when there are none)."""
         rows = self.db.read(
             WATCH_READ,
-            {
-                "ns": self.namespace,
-                "after": after,
-                "now": now,
-                "n": len(prefix),
-                "prefix": prefix,
-                "limit": limit,
-            },
+            watch_params(self.namespace, after, now, prefix, limit),
         )
         head, compacted, due, oldest = rows[0][:4]
         if after < int(compacted or 0):
