@@ -61,3 +61,31 @@ def test_a_failing_read_is_translated_too(tmp_path: Path) -> None:
     assert isinstance(info.value.__cause__, sqlite3.OperationalError)
     assert "no such table" in str(info.value)
     db.close()
+
+
+def test_write_one_is_one_statement_that_commits_or_is_refused_whole(tmp_path: Path) -> None:
+    """``write_one`` sends its statement alone (no BEGIN/COMMIT around it: the hot path of
+    every journalled step), commits it (another connection sees it), counts one commit; a
+    refused statement keeps nothing, counts nothing; a held write lock is unavailable."""
+    path = tmp_path / "w.db"
+    db = SQLiteDB(str(path), busy_timeout_ms=50)
+    db.migrate("t", ["CREATE TABLE t (k TEXT PRIMARY KEY, n INTEGER NOT NULL)"])
+    seen: list[str] = []
+    db.conn().set_trace_callback(seen.append)
+    commits = db.commits
+    assert db.write_one("INSERT INTO t VALUES (?, ?)", ("a", 1)) == 1
+    assert seen == ["INSERT INTO t VALUES ('a', 1)"]
+    assert db.commits == commits + 1
+    other = sqlite3.connect(path)
+    assert other.execute("SELECT n FROM t").fetchall() == [(1,)]
+    with pytest.raises(StoreError) as info:  # the second row fails: the first is not kept
+        db.write_one("INSERT INTO t VALUES ('b', 2), ('a', 3)", ())
+    assert not isinstance(info.value, StoreUnavailableError)
+    assert other.execute("SELECT COUNT(*) FROM t").fetchall() == [(1,)]
+    assert db.commits == commits + 1
+    other.execute("BEGIN IMMEDIATE")
+    with pytest.raises(StoreUnavailableError, match="busy_timeout"):
+        db.write_one("INSERT INTO t VALUES (?, ?)", ("c", 1))
+    other.rollback()
+    other.close()
+    db.close()

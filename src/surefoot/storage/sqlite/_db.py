@@ -287,23 +287,24 @@ class SQLiteDB:
         return out
 
     def write_one(self, sql: str, params: Sequence[Any]) -> int:
-        """One statement as its own write transaction (``BEGIN IMMEDIATE`` … ``COMMIT``);
-        its row count. The same as one statement under :meth:`write`, without the context
-        manager (a journalled step's hot path: one per step).
+        """One statement as its own write transaction; its row count.
+
+        The same transaction as ``BEGIN IMMEDIATE``, the statement, ``COMMIT`` (one
+        statement under :meth:`write`), in one driver call instead of three: on a connection
+        in autocommit, a lone write statement takes the write lock (waiting up to
+        busy_timeout) before it reads, and commits (at the file's ``synchronous`` level) or
+        rolls back as a whole. A journalled step's hot path: one per step.
 
         Raises:
             StoreUnavailableError / StoreError: as :meth:`write`.
         """
         c = self.conn()
-        self._begin(c)
+        if c.in_transaction:  # another transaction is open here: refused, as write() does
+            self._begin(c)
         try:
             n = c.execute(sql, params).rowcount
-            c.execute("COMMIT")
-        except BaseException as exc:
-            _roll_back(c)
-            if isinstance(exc, sqlite3.Error):
-                raise self.error(exc) from exc
-            raise
+        except sqlite3.Error as exc:
+            raise self.error(exc) from exc
         self.commits += 1
         return int(n)
 

@@ -4,14 +4,10 @@ The statements are those of :mod:`surefoot.storage.sql.journal`, run under ``BEG
 IMMEDIATE`` (the file's write lock fences every write by the lease epoch). What stays here:
 the migrations (SQLite types, ``rowid`` as the journal order), creating a run (``App.start``
 reads first, so the common repeat takes no write lock), the heartbeat (one short
-transaction) and a lone step's upsert, which is a transaction by itself (one driver call).
+transaction).
 """
 
 from __future__ import annotations
-
-import sqlite3
-from collections.abc import Sequence
-from typing import Any
 
 from ..base import RunRow
 from ..sql.chunks import SQLITE_MIGRATION
@@ -154,29 +150,8 @@ class SQLiteJournal(SQLJournal):
         self.db = db
         db.migrate("durable", MIGRATIONS)
         super().__init__(SQLiteDialect(db))
-        self._write_step = self._step_autocommit
         if FileLiveness.available(db.path):
             self.liveness = FileLiveness(db.path)
-
-    def _step_autocommit(self, params: Sequence[Any]) -> int:
-        """One journalled step: the step upsert as a transaction of its own; its row count.
-
-        The same transaction as ``BEGIN IMMEDIATE``, the statement, ``COMMIT``
-        (``SQLiteDB.write_one``), in one call instead of three: a lone write statement
-        takes the write lock (waiting up to busy_timeout) before it reads, and commits (at
-        the database's ``synchronous`` level) or rolls back as a whole. Each call into the
-        driver cost ~1.2 µs of CPU, and every step of every run passes here.
-        """
-        db = self.db
-        c = db.conn()
-        if c.in_transaction:  # not expected: let write_one refuse it as it always did
-            return db.write_one(self._step, params)
-        try:
-            n = c.execute(self._step, params).rowcount
-        except sqlite3.Error as exc:
-            raise db.error(exc) from exc
-        db.commits += 1
-        return int(n)
 
     def create_run(self, row: RunRow) -> tuple[RunRow, bool]:
         """Insert ``row`` unless the run id exists; return (the stored row, created).
