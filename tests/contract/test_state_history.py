@@ -198,21 +198,28 @@ def test_ttl_expiry_is_visible_in_reads_history_and_watches(st: Store) -> None:
         st.write("x", 1, ttl=0)
 
 
-def test_a_write_sweeps_expired_keys_first(st: Store) -> None:
-    """The expiry takes its revision before the write that found it due."""
+@pytest.mark.parametrize("how", ["last-writer-wins", "create", "versioned", "fenced"])
+def test_a_write_sweeps_expired_keys_first(st: Store, how: str) -> None:
+    """The expiry takes its revision before the write that found it due, however the
+    write is conditioned (SQLite writes in one statement when nothing is due, and must
+    not take its revision ahead of the expiries when something is)."""
     clock = _clock(st)
-    st.write("a", 1, ttl=1)
+    lease = st.acquire("job", "system", ttl=1000) if how == "fenced" else None
+    c = st.write("c", 0) if how in ("versioned", "fenced") else None
+    a = st.write("a", 1, ttl=1)
     st.write("b", 1, ttl=2)
     clock.advance(5)
-    st.write("c", 1)
-    kinds = [(c.revision, c.key, c.kind) for c in st.watch(timeout=0.05)]
-    assert kinds == [
-        (1, "a", "put"),
-        (2, "b", "put"),
-        (3, "a", "expire"),
-        (4, "b", "expire"),
-        (5, "c", "put"),
-    ]
+    if how == "create":
+        st.write("c", 1, expect=0)
+    elif how == "versioned":
+        st.write("c", 1, expect=c.version)  # type: ignore[union-attr]
+    elif how == "fenced":
+        st.write("c", 1, expect=c.version, fence=lease)  # type: ignore[union-attr]
+    else:
+        st.write("c", 1)
+    kinds = [(c.key, c.kind) for c in st.watch(timeout=0.05, after_revision=a.revision - 1)]
+    assert kinds == [("a", "put"), ("b", "put"), ("a", "expire"), ("b", "expire"), ("c", "put")]
+    assert st.read("c").value == 1  # type: ignore[union-attr]
 
 
 # -- watches ---------------------------------------------------------------------------------

@@ -89,3 +89,31 @@ def test_write_one_is_one_statement_that_commits_or_is_refused_whole(tmp_path: P
     other.rollback()
     other.close()
     db.close()
+
+
+def test_write_returning_sends_one_statement_and_counts_only_what_wrote(tmp_path: Path) -> None:
+    """``write_returning`` sends its ``RETURNING`` statement alone and commits it (another
+    connection sees the row); a statement that returned no row wrote nothing and is not
+    counted as a commit; a held write lock is unavailable, nothing written."""
+    path = tmp_path / "r.db"
+    db = SQLiteDB(str(path), busy_timeout_ms=50)
+    db.migrate("t", ["CREATE TABLE t (k TEXT PRIMARY KEY, n INTEGER NOT NULL)"])
+    seen: list[str] = []
+    db.conn().set_trace_callback(seen.append)
+    commits = db.commits
+    sql = "INSERT INTO t SELECT ?, ? WHERE ? ON CONFLICT DO NOTHING RETURNING n"
+    assert db.write_returning(sql, ("a", 1, True)) == [(1,)]
+    assert seen == [sql.replace("?, ? WHERE ?", "'a', 1 WHERE 1")]
+    assert db.commits == commits + 1
+    other = sqlite3.connect(path)
+    assert other.execute("SELECT k, n FROM t").fetchall() == [("a", 1)]
+    assert db.write_returning(sql, ("b", 2, False)) == []  # its condition refused it
+    assert db.write_returning(sql, ("a", 3, True)) == []  # the key exists
+    assert db.commits == commits + 1
+    other.execute("BEGIN IMMEDIATE")
+    with pytest.raises(StoreUnavailableError, match="busy_timeout"):
+        db.write_returning(sql, ("c", 1, True))
+    other.rollback()
+    assert other.execute("SELECT k, n FROM t").fetchall() == [("a", 1)]
+    other.close()
+    db.close()

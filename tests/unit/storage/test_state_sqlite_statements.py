@@ -10,7 +10,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from surefoot.clock import FakeClock
+from surefoot.errors import ConflictError
 from surefoot.statebus import Store
 from surefoot.storage.sqlite._state_sql import MIGRATIONS
 
@@ -33,16 +36,26 @@ def _statements(st: Store, fn: Callable[[], Any]) -> list[str]:
     return [" ".join(s.split())[:40] for s in seen]
 
 
-def test_a_versioned_write_is_four_statements_and_a_merged_append_five(tmp_path: Path) -> None:
+def test_a_write_is_one_statement_and_a_merged_append_five(tmp_path: Path) -> None:
     st = Store(f"sqlite:///{tmp_path / 's.db'}", "ns")
     st.declare_merge("log/*", "append")
     e = st.write("doc", {"n": 0})
     st.merge("log/a", "first", id="m0")
     stmts = _statements(st, lambda: st.write("doc", {"n": 1}, expect=e.version))
-    # BEGIN IMMEDIATE, the expiry check, the UPDATE (its trigger logs the change), COMMIT.
-    assert len(stmts) == 4, stmts
-    assert stmts[0] == "BEGIN IMMEDIATE" and stmts[-1] == "COMMIT"
-    assert len(_statements(st, lambda: st.write("doc", {"n": 2}))) == 4  # last-writer-wins
+    # The UPDATE alone, its own transaction (its trigger logs the change): no BEGIN, no read.
+    assert len(stmts) == 1 and stmts[0].startswith("UPDATE sf_state"), stmts
+    stmts = _statements(st, lambda: st.write("doc", {"n": 2}))  # last-writer-wins
+    assert len(stmts) == 1 and stmts[0].startswith("INSERT INTO sf_state"), stmts
+    assert len(_statements(st, lambda: st.write("new", 1, expect=0))) == 1  # create-only
+    # Refused: the one statement wrote nothing; the transaction that says why, in full.
+    refused: list[str] = []
+    c = st.storage.db.conn()
+    c.set_trace_callback(refused.append)
+    with pytest.raises(ConflictError):
+        st.write("doc", {"n": 9}, expect=1)
+    c.set_trace_callback(None)
+    assert refused[1] == "BEGIN IMMEDIATE" and refused[-1] == "COMMIT", refused
+    assert st.read("doc").version == 3  # type: ignore[union-attr]
     # BEGIN, one read (row and expiry check), the item, the key's row (logged), COMMIT.
     stmts = _statements(st, lambda: st.merge("log/a", "second", id="m1"))
     assert len(stmts) == 5, stmts
@@ -55,6 +68,7 @@ def test_a_versioned_write_is_four_statements_and_a_merged_append_five(tmp_path:
         ("log/a", "merge", 1),
         ("doc", "put", 2),
         ("doc", "put", 3),
+        ("new", "put", 1),
         ("log/a", "merge", 2),
         ("log/b", "merge", 1),
     ]

@@ -19,17 +19,22 @@ def _statements(st: Stream, fn: object) -> list[str]:
     return [" ".join(s.split())[:40] for s in seen]
 
 
-def test_an_append_is_one_statement_in_one_transaction(tmp_path: Path) -> None:
-    """BEGIN IMMEDIATE, the INSERT (dedup and expect_last_seq folded in), COMMIT; a retry
-    adds one read to find the original."""
+def test_an_append_is_one_statement_in_its_own_transaction(tmp_path: Path) -> None:
+    """The INSERT alone (dedup and expect_last_seq folded in; no BEGIN, no COMMIT sent); a
+    retry, which appends nothing, then finds the original in one transaction."""
     st = Stream(f"sqlite:///{tmp_path / 's.db'}", "s")
     st.append(0, message_id="warm")
+    db = st.storage.db
+    commits = db.commits
     fresh = _statements(st, lambda: st.append(1, message_id="a"))
-    assert len(fresh) == 3 and fresh[0] == "BEGIN IMMEDIATE" and fresh[-1] == "COMMIT", fresh
+    assert len(fresh) == 1 and fresh[0].startswith("INSERT INTO sf_stream"), fresh
     guarded = _statements(st, lambda: st.append(2, message_id="b", expect_last_seq=2))
-    assert len(guarded) == 3, guarded
+    assert len(guarded) == 1, guarded
+    assert db.commits == commits + 2
     retry = _statements(st, lambda: st.append(1, message_id="a"))
-    assert len(retry) == 4, retry
+    # the INSERT (nothing appended), then BEGIN IMMEDIATE, the INSERT, the read, COMMIT
+    assert len(retry) == 5 and retry[1] == "BEGIN IMMEDIATE", retry
+    assert st.append(1, message_id="a").duplicate and st.stats().messages == 3
     st.close()
 
 

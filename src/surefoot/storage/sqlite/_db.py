@@ -308,6 +308,26 @@ class SQLiteDB:
         self.commits += 1
         return int(n)
 
+    def write_returning(self, sql: str, params: Any) -> list[Any]:
+        """One ``… RETURNING`` statement as its own write transaction (see
+        :meth:`write_one`); the rows it returned (read to the end, which commits it).
+        Counted in ``commits`` when it returned a row: the statements run this way return
+        the rows they wrote, and one that returns none has written nothing.
+
+        Raises:
+            StoreUnavailableError / StoreError: as :meth:`write`.
+        """
+        c = self.conn()
+        if c.in_transaction:  # another transaction is open here: refused, as write() does
+            self._begin(c)
+        try:
+            rows = c.execute(sql, params).fetchall()
+        except sqlite3.Error as exc:
+            raise self.error(exc) from exc
+        if rows:
+            self.commits += 1
+        return rows
+
     # -- schema ------------------------------------------------------------------------
 
     def migrate(self, component: str, migrations: Sequence[str]) -> None:

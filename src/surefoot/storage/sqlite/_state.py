@@ -1,15 +1,18 @@
 """SQLite ``StateStore``: versioned keys, one conditional statement per write.
 
-Every write is four statements: ``BEGIN IMMEDIATE``, one read (is a key due to expire; for
-a versioned write also the namespace's revision and the key's lineage), one ``INSERT … ON
-CONFLICT DO UPDATE … WHERE`` (or one ``UPDATE … WHERE version = ?``), then ``COMMIT``. The
-conditional statement is the check: there is no read-then-write, so several processes on
-one file never lose an update the version check was meant to catch. Keys due to expire are
-tombstoned first, in the same transaction. The global revision is ``MAX(revision) + 1`` of
-the namespace's log (every key's latest change stays in it), read under the write lock;
-the change's log row is written by a trigger on ``sf_state``, inside the statement that
-makes the change. A merged append is five: the one read (the key's row, the expiry check
-and the revision), its item row, the key's row.
+A write is one statement in its own transaction: one ``INSERT … ON CONFLICT DO UPDATE …
+WHERE`` (or one ``UPDATE … WHERE version = ?``) that reads the namespace's revision itself
+and returns what it wrote. The conditional statement is the check: there is no
+read-then-write, so several processes on one file never lose an update the version check was
+meant to catch. While some key of the namespace is due to expire the statement writes
+nothing, and so does a refused one; then four statements run: ``BEGIN IMMEDIATE``, one read
+(is a key due to expire; for a versioned write also the revision and the key's lineage),
+the keys due tombstoned first, the write again, ``COMMIT`` (and a refusal says why). The
+global revision is ``MAX(revision) + 1`` of the namespace's log (every key's latest change
+stays in it), read under the write lock (a lone write statement takes the lock before it
+reads: see ``SQLiteDB.write_one``); the change's log row is written by a trigger on
+``sf_state``, inside the statement that makes the change. A merged append is five: the one
+read (the key's row, the expiry check and the revision), its item row, the key's row.
 
 What a commit costs on a disk grows with the pages it writes, so a change writes few
 b-trees: the key's row, its log row (keyed by revision; a key's log rows are chained by
@@ -61,8 +64,12 @@ from ._state_sql import (
     TOMBSTONE,
     UPDATE,
     UPDATE_NOFENCE,
+    UPDATE_ONE,
+    UPDATE_ONE_NOFENCE,
     UPSERT,
     UPSERT_NOFENCE,
+    UPSERT_ONE,
+    UPSERT_ONE_NOFENCE,
     WATCH_READ,
     WRITE_READ,
 )
@@ -370,6 +377,30 @@ class SQLiteStateStore:
             "slin": seen[1] if seen else None,
             "exp": expires_at(now, ttl),
         }
+        # One statement, no read before it; nothing is written while a key is due to expire
+        # (UPDATE_ONE), and then, as when it is refused, the transaction below says why.
+        if expect:
+            one = UPDATE_ONE_NOFENCE if fence is None else UPDATE_ONE
+        else:
+            one = UPSERT_ONE_NOFENCE if fence is None else UPSERT_ONE
+        rows = self.db.write_returning(one, params)
+        if rows:
+            if not expect:
+                return _record(rows[0])
+            rev, lineage = rows[0]
+            r = _NEW(StateRecord)
+            _SKEY(r, key)
+            _SVALUE(r, value)
+            _SVER(r, expect + 1)
+            _SREV(r, rev)
+            _SAUTHOR(r, author)
+            _STRUST(r, trust)
+            _SAT(r, float(now))
+            _SLIN(r, lineage)
+            _SOP(r, None)
+            _SLOG(r, None)
+            _SEXP(r, params["exp"])
+            return r
         if fence is None:
             sql = UPDATE_NOFENCE if expect else UPSERT_NOFENCE
         else:

@@ -27,8 +27,12 @@ __all__ = [
     "TOMBSTONE",
     "UPDATE",
     "UPDATE_NOFENCE",
+    "UPDATE_ONE",
+    "UPDATE_ONE_NOFENCE",
     "UPSERT",
     "UPSERT_NOFENCE",
+    "UPSERT_ONE",
+    "UPSERT_ONE_NOFENCE",
     "WATCH_READ",
     "WRITE_READ",
 ]
@@ -195,9 +199,26 @@ WRITE_READ = (
 )
 
 
+# A write as one statement in its own transaction (``SQLiteDB.write_returning``), with no
+# read before it: the revision is read inside it, and it writes nothing while a key of the
+# namespace is due to expire at :now (the caller then runs UPSERT or UPDATE in a transaction
+# that tombstones those keys first, so each expiry takes its revision before the write).
+NOT_DUE = "NOT EXISTS (SELECT 1 FROM sf_state WHERE ns = :ns AND expires_at <= :now)"
+UPDATE_ONE = (
+    UPDATE.replace("revision = :rev", f"revision = {NEXT_REV}")
+    + f" AND {NOT_DUE} RETURNING revision, lineage"
+)
+UPSERT_ONE = UPSERT.replace(f"WHERE {FENCE_OK}", f"WHERE {FENCE_OK} AND {NOT_DUE}", 1).replace(
+    f"AND {FENCE_OK}\nRETURNING", f"AND {FENCE_OK} AND {NOT_DUE}\nRETURNING"
+)
+
 # Without a fence the EXISTS clause is left out of the statement altogether.
 UPSERT_NOFENCE = UPSERT.replace(f" WHERE {FENCE_OK}", " WHERE true").replace(f" AND {FENCE_OK}", "")
 UPDATE_NOFENCE = UPDATE.replace(f" AND {FENCE_OK}", "")
+UPDATE_ONE_NOFENCE = UPDATE_ONE.replace(f" AND {FENCE_OK}", "")
+UPSERT_ONE_NOFENCE = UPSERT_ONE.replace(f"WHERE {FENCE_OK} AND", "WHERE").replace(
+    f" AND {FENCE_OK}", ""
+)
 
 
 # A list merge key's items and log entries, joined in order, in the statement that reads it.

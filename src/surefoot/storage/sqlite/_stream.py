@@ -1,11 +1,15 @@
 """SQLite ``StreamLog``: the shared SQL stream (:mod:`surefoot.storage.sql.stream`) plus
 what only SQLite does: its migrations, the append and ``last_seq``.
 
-An append is one ``INSERT … SELECT MAX(seq) + 1 … HAVING … ON CONFLICT (message_id) DO
-NOTHING`` under ``BEGIN IMMEDIATE``: the id check, the ``expect_last_seq`` check and the
-insert cannot be split by another process. With a ``Retention`` the same transaction then
-trims: two index probes find nothing to do in the common case (the first message is young
-and the stream is within its length), so a bounded stream's append stays one commit. A claim
+An append is one ``INSERT … SELECT MAX(seq) + 1 … ON CONFLICT (message_id) DO NOTHING …
+RETURNING seq`` sent alone, its own transaction (a lone write statement takes the file's
+write lock before it reads: see ``SQLiteDB.write_one``): the id check, the
+``expect_last_seq`` check and the insert cannot be split by another process. When it appends
+nothing (a known id, another last seq), one transaction under ``BEGIN IMMEDIATE`` finds out
+which. With a ``Retention`` the append runs under ``BEGIN IMMEDIATE`` and the same
+transaction then trims: two index probes find nothing to do in the common case (the first
+message is young and the stream is within its length), so a bounded stream's append stays
+one commit. A claim
 is one short transaction that redelivers expired deliveries, dead-letters those past
 ``max_attempts``, and hands out new messages. ``wait`` polls ``PRAGMA data_version`` (it
 changes when another connection commits) every few milliseconds: no write, no lock.
@@ -124,6 +128,12 @@ class SQLiteStream(SQLStream):
             self._check_payload(message_id, payload)
         name = self.name
         p = {"s": name, "id": message_id, "payload": payload, "now": now, "expect": expect_last_seq}
+        if retention is None:  # the common append: one statement, its own transaction
+            row = self.db.write_returning(_APPEND, p)
+            if row:
+                return StreamRecord(row[0][0], message_id, payload, float(now))
+            # Nothing appended (a known id, or expect_last_seq did not match): say which,
+            # from one transaction.
         with self.db.write() as c:
             if retention is not None:  # ids past their window are forgotten before lookup
                 c.execute(_FORGET, (name, now - retention.dedup_window))
