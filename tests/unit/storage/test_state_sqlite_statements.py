@@ -233,3 +233,18 @@ def test_read_at_and_history_walk_each_keys_chain(tmp_path: Path) -> None:
     else:
         raise AssertionError("a compacted revision read back")
     st.close()
+
+
+def test_a_merge_id_that_reads_like_a_number_is_not_an_items_number(tmp_path: Path) -> None:
+    """An item's key is its id (text) or, without one, its n (an integer): the id "1" is
+    not item 1, so it is kept, and only a second "1" is a duplicate."""
+    st = Store(f"sqlite:///{tmp_path / 's.db'}", "ns")
+    st.declare_merge("log", "append")
+    assert st.merge("log", "no id").applied  # item n = 1, keyed by the integer 1
+    assert st.merge("log", "id one", id="1").applied
+    assert not st.merge("log", "again", id="1").applied
+    assert st.merge("log", "id two", id="2").applied
+    assert st.read("log").value == ["no id", "id one", "id two"]  # type: ignore[union-attr]
+    rows = st.storage.db.read("SELECT typeof(slot), n FROM sf_state_items ORDER BY n")
+    assert rows == [("integer", 1), ("text", 2), ("text", 3)]
+    st.close()

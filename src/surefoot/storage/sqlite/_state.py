@@ -16,7 +16,8 @@ read (the key's row, the expiry check and the revision), its item row, the key's
 
 What a commit costs on a disk grows with the pages it writes, so a change writes few
 b-trees: the key's row, its log row (keyed by revision; a key's log rows are chained by
-``prev``, one in ``SKIP`` indexed by key), and a list merge's item and its id's index.
+``prev``, one in ``SKIP`` indexed by key), and a list merge's item (keyed by its id, so
+no index of ids is written).
 """
 
 from __future__ import annotations
@@ -659,20 +660,15 @@ class SQLiteStateStore:
             raise merge_refused(key, op, self.db.url, "op", self._read_in(c, key))
         size = (row[3] if live else 2) + len(item.encode("utf-8", "surrogatepass"))
         size += 1 if live and row[3] > 2 else 0  # the comma
-        # The unique indexes on (key, mid) and (key, member) find a duplicate.
+        # The primary key (ns, key, the id or else n) and the unique index on (key, member)
+        # find a duplicate.
+        n = (row[0] if row is not None else 0) + 1
         added = c.execute(
-            "INSERT INTO sf_state_items (ns, key, n, item, entry, mid, member) "
+            "INSERT INTO sf_state_items (ns, key, slot, n, item, entry, member) "
             "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
-            (
-                ns,
-                key,
-                (row[0] if row is not None else 0) + 1,
-                item,
-                entry,
-                merge_id,
-                item if op == "set_add" else None,
-            ),
-        ).rowcount
+            (ns, key, n if merge_id is None else merge_id, n, item, entry,
+             item if op == "set_add" else None),
+        ).rowcount  # fmt: skip
         if not added:
             assert row is not None  # a duplicate needs an earlier item
             return MergeOutcome(key, row[0], row[4], row[5], row[1], row[6], False)

@@ -152,6 +152,24 @@ MIGRATIONS = [
     CREATE TRIGGER sf_state_logged_update AFTER UPDATE OF revision ON sf_state
         WHEN new.revision <> old.revision BEGIN {LOGGED.format(prev="old.revision")}; END
     """,
+    # A list item's dedup id is its primary key: an item is keyed by (ns, key, slot), where
+    # slot is its id (text) or, without one, its n (an integer; SQLite never finds a text
+    # equal to an integer, so the two kinds cannot collide). The index on (ns, key, mid), one
+    # more page written by every merge with an id, goes; a list is read in n order by a sort
+    # of its items (set_add's member index stays).
+    """
+    CREATE TABLE sf_state_items_v6 (
+        ns TEXT NOT NULL, key TEXT NOT NULL, slot NOT NULL, n INTEGER NOT NULL,
+        item TEXT NOT NULL, entry TEXT NOT NULL, member TEXT,
+        PRIMARY KEY (ns, key, slot)
+    ) WITHOUT ROWID;
+    INSERT INTO sf_state_items_v6
+        SELECT ns, key, COALESCE(mid, n), n, item, entry, member FROM sf_state_items;
+    DROP TABLE sf_state_items;
+    ALTER TABLE sf_state_items_v6 RENAME TO sf_state_items;
+    CREATE UNIQUE INDEX sf_state_items_member ON sf_state_items (ns, key, member)
+        WHERE member IS NOT NULL
+    """,
 ]
 
 COLS = (
@@ -263,7 +281,6 @@ ON CONFLICT (ns, key) DO UPDATE SET
     lineage = sf_state.lineage + 1, merge_op = excluded.merge_op, merge_log = NULL,
     merge_size = excluded.merge_size, deleted = 0
 """
-
 
 # A list merge's one read: the key's row (NULLs when it has none), whether some key of
 # the namespace is due to expire at ?3, and the namespace's revision.
