@@ -1,0 +1,176 @@
+"""What a SQLite commit can cost at best: the ceiling under issue 14's ratio targets.
+
+The statebus targets are ratios to one ``BEGIN IMMEDIATE; INSERT; COMMIT`` into a one-b-tree
+table (WAL, ``synchronous=FULL``). surefoot's writes must write more than that: a stream
+append keeps a message by sequence number *and* finds a retry by its id (a b-tree each), a
+versioned write keeps the key's row and its change-log row. This script measures, in one run
+on one file, alternated one operation at a time so fsync drift hits all alike:
+
+* the floor, and a bare ``INSERT`` into tables with 1, 2 and 3 b-trees (the pages a commit
+  writes), each alone in its own transaction;
+* the stream append as SQL alone, no Python around it: as surefoot stores it (3 b-trees:
+  the table, ``(stream, seq)``, ``(stream, message_id)``), a 2-b-tree design whose rowid
+  encodes (stream, seq), and a 2-b-tree design whose rowid is a hash of the message id;
+* warm and cold Python: ``Store.write`` against the backend's ``write`` with
+  ``synchronous=OFF`` (no fsync), back to back (warm) and after a 0.2 ms sleep before each
+  (cold: what the code between two fsyncs meets, its caches taken by other work).
+
+Each line prints the median µs per operation and the ratio to the floor. Usage:
+
+    .venv/bin/python benchmarks/bench_sqlite_ceiling.py [--n 2000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import hashlib
+import os
+import sqlite3
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from surefoot.statebus import Store
+
+TABLES = """
+CREATE TABLE floor (k INTEGER PRIMARY KEY, v TEXT);
+CREATE TABLE one (k INTEGER PRIMARY KEY, v TEXT);
+CREATE TABLE two (a TEXT, b INTEGER, v TEXT, PRIMARY KEY (a, b));
+CREATE TABLE three (a TEXT, b INTEGER, m TEXT, v TEXT, PRIMARY KEY (a, b), UNIQUE (a, m));
+CREATE TABLE ids (stream TEXT, message_id TEXT, PRIMARY KEY (stream, message_id));
+CREATE TABLE s3 (stream TEXT NOT NULL, seq INTEGER NOT NULL, message_id TEXT NOT NULL,
+    payload TEXT NOT NULL, appended_at REAL NOT NULL,
+    PRIMARY KEY (stream, seq), UNIQUE (stream, message_id));
+CREATE TABLE srange (id INTEGER PRIMARY KEY, stream TEXT NOT NULL, message_id TEXT NOT NULL,
+    payload TEXT NOT NULL, appended_at REAL NOT NULL, UNIQUE (stream, message_id));
+CREATE TABLE shash (stream TEXT NOT NULL, seq INTEGER NOT NULL, message_id TEXT NOT NULL,
+    payload TEXT NOT NULL, appended_at REAL NOT NULL, PRIMARY KEY (stream, seq));
+"""
+# surefoot's append (storage/sqlite/_stream.py), on its own table
+APPEND_3 = """INSERT INTO s3 (stream, seq, message_id, payload, appended_at)
+SELECT :s, last + 1, :id, :payload, :now
+FROM (SELECT COALESCE((SELECT MAX(seq) FROM s3 WHERE stream = :s), 0) AS last)
+WHERE NOT EXISTS (SELECT 1 FROM ids WHERE stream = :s AND message_id = :id)
+ON CONFLICT (stream, message_id) DO NOTHING RETURNING seq"""
+# rowid = stream number << 40 | seq: the table is in (stream, seq) order, no index for it
+APPEND_RANGE = """INSERT INTO srange (id, stream, message_id, payload, appended_at)
+SELECT last + 1, :s, :id, :payload, :now
+FROM (SELECT COALESCE((SELECT MAX(id) FROM srange WHERE id BETWEEN :lo AND :hi), :lo) AS last)
+WHERE NOT EXISTS (SELECT 1 FROM ids WHERE stream = :s AND message_id = :id)
+ON CONFLICT (stream, message_id) DO NOTHING RETURNING id - :lo"""
+# rowid = a hash of (stream, message_id): a retry is found by rowid, no index for the id
+APPEND_HASH = """INSERT INTO shash (rowid, stream, seq, message_id, payload, appended_at)
+SELECT :h, :s, last + 1, :id, :payload, :now
+FROM (SELECT COALESCE((SELECT MAX(seq) FROM shash WHERE stream = :s), 0) AS last)
+WHERE NOT EXISTS (SELECT 1 FROM shash WHERE rowid = :h)
+  AND NOT EXISTS (SELECT 1 FROM ids WHERE stream = :s AND message_id = :id)
+RETURNING seq"""
+
+
+def _slot(stream: str, message_id: str) -> int:
+    digest = hashlib.blake2b(f"{stream}\x00{message_id}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big", signed=True)
+
+
+def sql_ceiling(folder: Path, n: int) -> dict[str, float]:
+    """Median µs per operation, alternated one at a time on one WAL + FULL file."""
+    c = sqlite3.connect(folder / "ceiling.db", isolation_level=None)
+    c.execute("PRAGMA journal_mode=WAL")
+    c.execute("PRAGMA synchronous=FULL")
+    c.executescript(TABLES)
+    lo = 5 << 40
+
+    def tx(sql: str, params: tuple[object, ...]) -> Callable[[], None]:
+        def run() -> None:
+            c.execute("BEGIN IMMEDIATE")
+            c.execute(sql, params)
+            c.execute("COMMIT")
+
+        return run
+
+    def one_statement(sql: str, params: dict[str, object]) -> Callable[[], None]:
+        return lambda: c.execute(sql, params).fetchall() and None
+
+    times: dict[str, list[float]] = {}
+    for i in range(n):
+        msg = {"s": "bench", "id": f"m{i}", "payload": f'{{"i":{i}}}', "now": time.time()}
+        ops = {
+            "floor": tx("INSERT INTO floor VALUES (?, ?)", (i, "x")),
+            "1 b-tree": tx("INSERT INTO one VALUES (?, ?)", (i, "x")),
+            "2 b-trees": tx("INSERT INTO two VALUES ('run', ?, ?)", (i, "x")),
+            "3 b-trees": tx("INSERT INTO three VALUES ('run', ?, ?, ?)", (i, f"m{i}", "x")),
+            "append, surefoot's (3 b-trees)": one_statement(APPEND_3, msg),
+            "append, rowid = (stream, seq) (2)": one_statement(
+                APPEND_RANGE, {**msg, "lo": lo, "hi": lo + (1 << 40) - 1}
+            ),
+            "append, rowid = hash(id) (2)": one_statement(
+                APPEND_HASH, {**msg, "h": _slot("bench", f"m{i}")}
+            ),
+        }
+        names = list(ops)
+        k = i % len(names)  # rotate: no operation always follows the same one
+        for name in names[k:] + names[:k]:
+            t0 = time.perf_counter()
+            ops[name]()
+            times.setdefault(name, []).append(time.perf_counter() - t0)
+    c.close()
+    return {name: 1e6 * statistics.median(ts) for name, ts in times.items()}
+
+
+def python_cold(folder: Path, n: int) -> dict[str, float]:
+    """Median µs of ``Store.write`` and the backend's ``write`` (no fsync), warm and cold."""
+    st = Store(f"sqlite:///{folder / 'python.db'}?synchronous=OFF", namespace="bench")
+    backend = st.state
+    version = st.write("doc", {"n": 0}).version
+    raw = backend.write("raw", '{"n":0}', author="system", trust="system", expect=None, now=0.0)
+    raw_version = raw.version
+    out: dict[str, float] = {}
+    for label, pause in (("warm", 0.0), ("cold", 0.0002)):
+        store_t: list[float] = []
+        backend_t: list[float] = []
+        for i in range(n):
+            if pause:
+                time.sleep(pause)
+            t0 = time.perf_counter()
+            version = st.write("doc", {"n": i}, expect=version).version
+            store_t.append(time.perf_counter() - t0)
+            if pause:
+                time.sleep(pause)
+            t0 = time.perf_counter()
+            raw_version = backend.write(
+                "raw", f'{{"n":{i}}}', author="system", trust="system", expect=raw_version,
+                now=time.time(),
+            ).version  # fmt: skip
+            backend_t.append(time.perf_counter() - t0)
+        out[f"Store.write, {label}"] = 1e6 * statistics.median(store_t)
+        out[f"backend write, {label}"] = 1e6 * statistics.median(backend_t)
+    st.close()
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--n", type=int, default=2000, help="operations of each kind")
+    args = ap.parse_args()
+    started = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    print(f"started {started}; load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    with tempfile.TemporaryDirectory(prefix="bench-ceiling-") as tmp:
+        sql = sql_ceiling(Path(tmp), args.n)
+        py = python_cold(Path(tmp), args.n)
+    floor = sql["floor"]
+    print(f"\nSQLite WAL + FULL, median µs per operation (n={args.n} each, alternated)")
+    for name, us in sql.items():
+        print(f"  {name:36} {us:8.1f} µs  {floor / us:5.2f}x the floor's rate")
+    print("\nPython around one versioned write, synchronous=OFF (no fsync), median µs")
+    for name, us in py.items():
+        print(f"  {name:36} {us:8.1f} µs")
+    for label in ("warm", "cold"):
+        extra = py[f"Store.write, {label}"] - py[f"backend write, {label}"]
+        print(f"  Store.write over the backend, {label}: {extra:5.1f} µs")
+
+
+if __name__ == "__main__":
+    main()
