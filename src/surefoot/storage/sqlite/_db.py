@@ -293,20 +293,13 @@ class SQLiteDB:
         statement under :meth:`write`), in one driver call instead of three: on a connection
         in autocommit, a lone write statement takes the write lock (waiting up to
         busy_timeout) before it reads, and commits (at the file's ``synchronous`` level) or
-        rolls back as a whole. A journalled step's hot path: one per step.
+        rolls back as a whole. A journalled step's hot path: one per step. Counted in
+        ``commits`` when it changed a row (one that changed none has written nothing).
 
         Raises:
             StoreUnavailableError / StoreError: as :meth:`write`.
         """
-        c = self.conn()
-        if c.in_transaction:  # another transaction is open here: refused, as write() does
-            self._begin(c)
-        try:
-            n = c.execute(sql, params).rowcount
-        except sqlite3.Error as exc:
-            raise self.error(exc) from exc
-        self.commits += 1
-        return int(n)
+        return self._alone(sql, params, False)  # type: ignore[no-any-return]
 
     def write_returning(self, sql: str, params: Any) -> list[Any]:
         """One ``… RETURNING`` statement as its own write transaction (see
@@ -317,16 +310,20 @@ class SQLiteDB:
         Raises:
             StoreUnavailableError / StoreError: as :meth:`write`.
         """
+        return self._alone(sql, params, True)  # type: ignore[no-any-return]
+
+    def _alone(self, sql: str, params: Any, rows: bool) -> Any:
         c = self.conn()
         if c.in_transaction:  # another transaction is open here: refused, as write() does
             self._begin(c)
         try:
-            rows = c.execute(sql, params).fetchall()
+            cur = c.execute(sql, params)
+            out = cur.fetchall() if rows else cur.rowcount
         except sqlite3.Error as exc:
             raise self.error(exc) from exc
-        if rows:
+        if out:
             self.commits += 1
-        return rows
+        return out
 
     # -- schema ------------------------------------------------------------------------
 
