@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 
 from ...errors import ConfigError, SchemaVersionError, StoreError, StoreUnavailableError
 from ..base import DEFAULT_MAX_VALUE_BYTES
+from ._changes import FileChanges
 
 __all__ = ["SQLiteDB", "owner_only"]
 
@@ -86,6 +87,7 @@ class SQLiteDB:
         self._lock = threading.Lock()
         self._migrated: set[str] = set()
         self._all: list[sqlite3.Connection] = []
+        self._watches: list[FileChanges] = []
 
     # -- connections -------------------------------------------------------------------
 
@@ -99,6 +101,19 @@ class SQLiteDB:
         local.conn = c
         local.pid = os.getpid()
         return c
+
+    def file_changes(self) -> FileChanges | None:
+        """This thread's watch of the file's writes (see ``_changes``), made once and kept
+        until :meth:`close`; None where the system has no inotify (waits then poll)."""
+        local = self._local
+        if getattr(local, "changes_pid", None) == os.getpid():
+            return local.changes  # type: ignore[no-any-return]
+        w = FileChanges.open(self.path)
+        local.changes, local.changes_pid = w, os.getpid()
+        if w is not None:
+            with self._lock:
+                self._watches.append(w)
+        return w
 
     def _connect(self) -> sqlite3.Connection:
         if os.path.isdir(self.path):
@@ -194,14 +209,17 @@ class SQLiteDB:
                 time.sleep(0.005)
 
     def close(self) -> None:
-        """Close every connection this object opened (in this process)."""
+        """Close every connection (and file watch) this object opened (in this process)."""
         with self._lock:
             conns, self._all = self._all, []
+            watches, self._watches = self._watches, []
         for c in conns:
             try:
                 c.close()
             except sqlite3.Error:
                 pass
+        for w in watches:
+            w.close()
         self._local = threading.local()
 
     # -- transactions ------------------------------------------------------------------

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import time
 from typing import Any
 
 from ...errors import CompactedError, ConflictError, ValueTooLargeError
@@ -46,6 +45,7 @@ from ..merges import (
     lower_trust,
     merge_refused,
 )
+from ._changes import wait_for_commit
 from ._db import SQLiteDB
 from ._state_sql import (
     COLS,
@@ -77,7 +77,6 @@ from ._state_sql import (
 
 __all__ = ["MIGRATIONS", "SQLiteStateStore"]
 
-_POLL = 0.005  # seconds between two looks at PRAGMA data_version while a watch waits
 # StateRecord is a frozen dataclass: its __init__ sets each field through
 # object.__setattr__. Rows are built here by calling the slots' setters directly instead
 # (a hot path: one record per write and per read); SQLite hands back the columns' types.
@@ -330,21 +329,12 @@ class SQLiteStateStore:
             return len(gone)
 
     def wait(self, after: int, timeout: float) -> bool:
-        """Poll ``PRAGMA data_version`` (it moves when another connection commits) every
-        few milliseconds, reading the revision only when it moved."""
-        deadline = time.monotonic() + timeout
-        c = self.db.conn()
-        seen = None
-        while True:
-            version = c.execute("PRAGMA data_version").fetchone()[0]
-            if version != seen:
-                seen = version
-                if self.revision() > after:
-                    return True
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return False
-            time.sleep(min(_POLL, left))
+        """Until the namespace's revision passes ``after``: read when another connection
+        has committed (``PRAGMA data_version``, looked at when the file is written: see
+        ``_changes``)."""
+        return wait_for_commit(
+            self.db.conn(), self.db.file_changes(), lambda: self.revision() > after, timeout
+        )
 
     # -- writes ----------------------------------------------------------------------------
 

@@ -11,26 +11,24 @@ transaction then trims: two index probes find nothing to do in the common case (
 message is young and the stream is within its length), so a bounded stream's append stays
 one commit. A claim
 is one short transaction that redelivers expired deliveries, dead-letters those past
-``max_attempts``, and hands out new messages. ``wait`` polls ``PRAGMA data_version`` (it
-changes when another connection commits) every few milliseconds: no write, no lock.
+``max_attempts``, and hands out new messages. ``wait`` looks at ``PRAGMA data_version`` (it
+changes when another connection commits) when the file is written (``_changes``): no write,
+no lock.
 """
 
 from __future__ import annotations
 
 import hashlib
-import time
 from typing import Any
 
 from ...errors import DuplicateMessageError
 from ..base import Retention, StreamRecord, stream_conflict
 from ..sql.stream import FLOOR_SQL, REC_SQL, SQLStream, list_streams, record
+from ._changes import wait_for_commit
 from ._db import SQLiteDB
 from ._dialect import SQLiteDialect
 
 __all__ = ["SQLiteStream", "sqlite_streams"]
-
-POLL_S = 0.005
-"""How often a blocked ``wait`` reads ``PRAGMA data_version`` (seconds)."""
 
 MIGRATIONS = [
     """
@@ -198,21 +196,9 @@ class SQLiteStream(SQLStream):
         return int(self.db.read(_LAST, (self.name,))[0][0] or 0)
 
     def wait(self, after_seq: int, timeout: float) -> bool:
-        deadline = time.monotonic() + timeout
-        conn = self.db.conn()
-        version = conn.execute("PRAGMA data_version").fetchone()[0]
-        while True:
-            if self.last_seq() > after_seq:
-                return True
-            while True:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return False
-                time.sleep(min(POLL_S, left))
-                now_version = conn.execute("PRAGMA data_version").fetchone()[0]
-                if now_version != version:
-                    version = now_version
-                    break
+        return wait_for_commit(
+            self.db.conn(), self.db.file_changes(), lambda: self.last_seq() > after_seq, timeout
+        )
 
     def _last_in(self, c: Any) -> int:
         return int(c.execute(_LAST, (self.name,)).fetchone()[0] or 0)
