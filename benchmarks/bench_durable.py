@@ -15,6 +15,8 @@ All on one disk (a temporary folder under --dir), in one process run, side by si
 * concurrent: 100 surefoot runs of 100 steps started together (group commit), µs per step;
 * memory: RSS added to a worker process by 10,000 runs suspended at a timer, and the
   threads / in-memory runs left while they sleep;
+* result latency: from a run's last step to ``handle.result()`` returning it, when another
+  worker (another ``App`` on the file) executes the run (SQLite wakes on the commit);
 * recovery: a worker SIGKILLed mid-run while a second worker (another id) stands by, lease
   1 s: seconds from the kill to the standby's claim (median of ``--kills``; the standby
   sees the holder's liveness lock free, so it does not wait for the lease); and, for
@@ -130,6 +132,46 @@ def surefoot_concurrent(d: Path, n_runs: int = 100) -> tuple[float, float]:
     commits = (db.commits - c0) / (n_runs * STEPS)
     app.close()
     return 1e6 * dt / (n_runs * STEPS), commits
+
+
+def result_latency(d: Path, runs: int = 20) -> list[float]:
+    """ms from a run's last step to ``handle.result()`` returning it, when another worker
+    (another ``App`` on the file, in a thread) executes the run."""
+    import threading
+
+    from surefoot.durable._worker import Worker
+
+    url = f"sqlite:///{d / 'result-latency.db'}"
+
+    def make() -> tuple[durable.App, Any]:
+        app = durable.App(url)
+
+        @app.step
+        def stamp() -> float:
+            return time.time()
+
+        @app.workflow
+        def flow(i: int) -> float:
+            return stamp()
+
+        return app, flow
+
+    starter, flow = make()
+    worker_app, _ = make()
+    stop = threading.Event()
+    t = threading.Thread(target=Worker(worker_app).run, args=(stop,))
+    t.start()
+    out = []
+    try:
+        for i in range(runs):
+            at = starter.enqueue(flow, i, run_id=f"r{i}").result(timeout=60)
+            out.append(1000 * (time.time() - at))
+    finally:
+        stop.set()
+        t.join(10)
+        starter.close()
+        worker_app.close()
+    return out
 
 
 _DBOS: dict[str, Any] = {}
@@ -482,6 +524,7 @@ def main() -> None:
             res["langgraph"].append(langgraph_steps(d))
             print(f"round {r + 1}: " + ", ".join(f"{k} {v[-1]:,.0f} µs" for k, v in res.items()))
         conc, conc_commits = surefoot_concurrent(d)
+        result_ms = result_latency(d)
         mem = sleeping_memory(d, a.sleepers)
         resume = resume_after_kill(d, kills=a.kills)
     finally:
@@ -560,6 +603,11 @@ def main() -> None:
         + ", ".join(f"{t:.2f} s" for t in resume["standby_s"])
         + f"; same worker id restarted (startup included): {resume['same_id_s']:.2f} s"
     )
+    print(
+        f"  result() of a run another worker executes, from its last step: median "
+        f"{statistics.median(result_ms):.1f} ms, max {max(result_ms):.1f} ms "
+        f"({len(result_ms)} runs; app.poll 0.2 s)"
+    )
     if a.json_path:
         Path(a.json_path).write_text(
             json.dumps(
@@ -577,6 +625,7 @@ def main() -> None:
                     "targets": TARGETS,
                     "sleeping": mem,
                     "resume": resume,
+                    "result_latency_ms": result_ms,
                     "peers_measured": PEERS_MEASURED,
                 },
                 indent=2,

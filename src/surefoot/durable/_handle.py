@@ -76,7 +76,8 @@ class RunHandle:
 
         A run sleeping at a plain timer is waited for on the app's clock (a ``FakeClock``
         jumps to the wake time); a run that executes, waits for a worker or for a signal
-        is polled in real time (``app.poll``), since that is the time it moves in.
+        is waited for in real time, since that is the time it moves in: on SQLite until a
+        commit moves its row (read at once), elsewhere by looking every ``app.poll``.
 
         Args:
             timeout: seconds; it passes when either the app's clock or real time has
@@ -132,7 +133,22 @@ class RunHandle:
             ):  # a plain timer that this handle will run when due: wait on the clock
                 clock.sleep(min(row.wake_at - clock.now(), left()))
             else:
-                time.sleep(min(app.poll, left()))
+                self._wait_for_move(row.status, row.updated_at, min(app.poll, left()))
+
+    def _wait_for_move(self, status: str, updated_at: float, timeout: float) -> None:
+        """Up to ``timeout`` seconds until the run's row moves from what was read. A journal
+        that can wake on a commit (SQLite's ``wait_until``) ends the wait when the row
+        moves, so the result is read as soon as it is committed; otherwise it sleeps."""
+        wait = getattr(self.app.journal, "wait_until", None)
+        if wait is None:
+            time.sleep(timeout)
+            return
+
+        def moved() -> bool:
+            row = self.app.journal.get_run(self.run_id)
+            return row is None or (row.status, row.updated_at) != (status, updated_at)
+
+        wait(moved, timeout)
 
     async def aresult(self, timeout: float | None = None) -> Any:
         """``result()`` for async code (waits in a thread)."""

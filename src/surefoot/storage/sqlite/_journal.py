@@ -9,6 +9,8 @@ transaction).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from ..base import RunRow
 from ..sql.chunks import SQLITE_MIGRATION
 from ..sql.journal import (
@@ -19,6 +21,7 @@ from ..sql.journal import (
     SQLJournal,
     row_params,
 )
+from ._changes import wait_for_commit
 from ._db import SQLiteDB
 from ._dialect import SQLiteDialect
 from ._liveness import FileLiveness
@@ -175,6 +178,12 @@ class SQLiteJournal(SQLJournal):
             stored = c.execute(f"SELECT {SEL} FROM durable_runs WHERE run_id = ?", (row.run_id,))
             found = stored.fetchone()
         return RunRow(*found), False
+
+    def wait_until(self, ready: Callable[[], bool], timeout: float) -> bool:
+        """Until ``ready()`` is true (asked now, then after each commit another connection
+        makes to the file) or ``timeout`` seconds; whether it became true. A waiter wakes
+        on the commit, not at its next poll (see ``_changes``)."""
+        return wait_for_commit(self.db.conn(), self.db.file_changes(), ready, timeout)
 
     def heartbeat(
         self, owner: str, runs: list[tuple[str, int]], *, lease_until: float, now: float

@@ -1,0 +1,67 @@
+"""``handle.result()`` for a run another worker executes wakes on the commit that ends it
+(SQLite: ``journal.wait_until``), instead of sleeping its poll interval between looks."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from surefoot import durable
+from surefoot.durable import _handle
+from surefoot.durable._worker import Worker
+
+
+def _app(url: str, poll: float) -> tuple[durable.App, Any]:
+    app = durable.App(url, poll=poll)
+
+    @app.step
+    def double(x: int) -> int:
+        return 2 * x
+
+    @app.workflow
+    def flow(x: int) -> int:
+        return double(x) + 1
+
+    return app, flow
+
+
+def test_result_of_a_run_on_another_worker_waits_on_commits_not_the_poll(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = f"sqlite:///{tmp_path / 'r.db'}"
+    starter, flow = _app(url, poll=60.0)  # a sleep of the poll would outlast the test
+    worker_app, _ = _app(url, poll=0.05)
+    slept: list[float] = []
+    real_sleep = _handle.time.sleep  # the module time: every short sleep goes on as it was
+
+    def no_long_sleep(seconds: float) -> None:
+        if seconds >= 1.0:
+            slept.append(seconds)
+            raise AssertionError(f"slept {seconds} s instead of waiting for the commit")
+        real_sleep(seconds)
+
+    monkeypatch.setattr(_handle.time, "sleep", no_long_sleep)
+    looks: list[int] = []
+    wait_until = starter.journal.wait_until  # type: ignore[attr-defined]
+
+    def counted(ready: Any, timeout: float) -> bool:
+        looks.append(1)
+        return bool(wait_until(ready, timeout))
+
+    monkeypatch.setattr(starter.journal, "wait_until", counted)
+    stop = threading.Event()
+    w = Worker(worker_app)
+    t = threading.Thread(target=w.run, args=(stop,))
+    t.start()
+    try:
+        handles = [starter.enqueue(flow, i, run_id=f"r{i}") for i in range(3)]
+        assert [h.result(timeout=30) for h in handles] == [1, 3, 5]
+    finally:
+        stop.set()
+        t.join(10)
+    assert slept == [] and looks  # it waited on the journal, never slept the poll
+    starter.close()
+    worker_app.close()
