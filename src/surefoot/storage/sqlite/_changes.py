@@ -6,7 +6,8 @@ Linux a commit also writes the file's ``-wal`` (or, without WAL, the file itself
 inotify reports at once, but publishes itself through the ``-shm`` index in shared memory,
 which inotify does not see. So :func:`wait_for_commit` sleeps on an inotify watch of the
 file's folder and, once something was written there, looks at ``data_version`` every
-``HOT_POLL`` seconds for up to ``HOT`` seconds, until the commit shows. While the commits it
+``HOT_POLL`` seconds for up to ``HOT`` seconds, then every ``POLL`` seconds up to ``CEILING``
+(a sync can outlast ``HOT``), until the commit shows. While the commits it
 sees are not the one it waits for (a busy file), it looks less and less often, down to once
 every ``POLL`` seconds as polling did. It looks at least every ``CEILING`` seconds whatever
 inotify says (a write inotify does not see, such as one made over a network file system, is
@@ -14,10 +15,9 @@ found at most that late), and where inotify is not available (another OS, or no 
 left: Linux allows 128 per user by default) it polls every ``POLL`` seconds as before.
 
 Each thread keeps one watch per file (``SQLiteDB.file_changes``; closing an inotify instance
-waits for the kernel, milliseconds), and a wait drops the events queued before its first
-look, so a commit between a look and the sleep after it is an event already queued; the
-first ``HOT`` seconds are looked at closely, so a commit already being written at the first
-look is not missed either. Stdlib only (``ctypes`` for the two libc calls).
+waits for the kernel, milliseconds). Events are never dropped unread, so a commit written
+before a look but shown after it, or one between a look and the sleep after it, is an event
+still queued: nothing is missed. Stdlib only (``ctypes`` for the two libc calls).
 """
 
 from __future__ import annotations
@@ -71,6 +71,7 @@ class FileChanges:
     def __init__(self, fd: int, names: frozenset[bytes]) -> None:
         self.fd = fd
         self.names = names
+        self.fresh = True  # made just now: a commit written before it saw no event
 
     @classmethod
     def open(cls, path: str) -> FileChanges | None:
@@ -133,19 +134,22 @@ def wait_for_commit(
     seconds; whether it became true. ``changes``: this thread's watch of the file (kept
     between waits: closing an inotify instance can take milliseconds), None to poll."""
     deadline = time.monotonic() + timeout
-    if changes is not None:
-        changes.drain()  # what was written before this look is seen by the look itself
     seen = None
-    # Hot from the start too: a commit whose frames were written (and drained) before the
-    # look shows without another event.
-    hot_until = time.monotonic() + HOT
+    # Events queued before the first look are kept: a commit whose frames were written
+    # before it but which showed only after it still wakes this wait (a few needless looks
+    # for commits the look already saw is the price).
+    hot_until = warm_until = 0.0
+    if changes is not None and changes.fresh:  # its first wait: look closely for a while
+        changes.fresh = False
+        now = time.monotonic()
+        hot_until, warm_until = now + HOT, now + CEILING
     gap = 0.0  # the least time between two looks: grows while the commits are others'
     while True:
         version = conn.execute("PRAGMA data_version").fetchone()[0]
         if version != seen:
             if seen is not None:  # a commit showed, and was not this one: look less often
-                gap = min(POLL, max(HOT_POLL, 2 * gap))
-                hot_until = 0.0
+                gap = min(POLL, max(HOT_POLL, 2 * gap))  # (the windows stay: the events
+                # read with its own may have been those of the next commit too)
             seen = version
             if ready():
                 return True
@@ -157,8 +161,11 @@ def wait_for_commit(
             time.sleep(min(POLL, left))
         elif now < hot_until:  # a commit is being written: see HOT
             time.sleep(min(max(HOT_POLL, gap), left))
+        elif now < warm_until:  # one whose sync outlasts HOT shows within POLL of it
+            time.sleep(min(POLL, left))
         elif changes.wait(min(CEILING, left)):
-            hot_until = time.monotonic() + HOT
+            now = time.monotonic()
+            hot_until, warm_until = now + HOT, now + CEILING
             if gap:  # a busy file: at most one look every gap (POLL at most, as polling)
                 time.sleep(min(gap, left))
         else:
