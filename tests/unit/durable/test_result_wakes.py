@@ -65,3 +65,35 @@ def test_result_of_a_run_on_another_worker_waits_on_commits_not_the_poll(
     assert slept == [] and looks  # it waited on the journal, never slept the poll
     starter.close()
     worker_app.close()
+
+
+def test_a_sqlite_worker_wakes_on_an_enqueue_from_another_app_not_its_poll(
+    tmp_path: Path,
+) -> None:
+    """A worker whose poll is 60 s claims a run another App enqueues when its commit lands
+    (``journal.wait_for_work``), well inside the poll."""
+    url = f"sqlite:///{tmp_path / 'w.db'}"
+    starter, flow = _app(url, poll=0.05)
+    worker_app, _ = _app(url, poll=60.0)
+    woke: list[bool] = []
+    wait_for_work = worker_app.journal.wait_for_work  # type: ignore[attr-defined]
+
+    def counted(timeout: float) -> bool:
+        got = bool(wait_for_work(timeout))
+        woke.append(got)
+        return got
+
+    worker_app.journal.wait_for_work = counted  # type: ignore[attr-defined]
+    stop = threading.Event()
+    t = threading.Thread(target=Worker(worker_app).run, args=(stop,))
+    t.start()
+    try:
+        for i in range(3):
+            h = starter.enqueue(flow, i, run_id=f"w{i}")
+            assert h.result(timeout=20) == 2 * i + 1  # 20 s: a third of the worker's poll
+    finally:
+        stop.set()
+        t.join(70)
+    assert woke.count(True) >= 3, woke
+    starter.close()
+    worker_app.close()

@@ -10,6 +10,7 @@ transaction).
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from ..base import RunRow
 from ..sql.chunks import SQLITE_MIGRATION
@@ -139,6 +140,13 @@ MIGRATIONS = [
 ]
 
 
+# What moves when a run may have become claimable (see SQLiteJournal.wait_for_work).
+_WORK_MARKS = (
+    "SELECT (SELECT MAX(rowid) FROM durable_runs), (SELECT MAX(id) FROM durable_signals), "
+    "(SELECT MAX(updated_at) FROM durable_runs WHERE status = 'pending')"
+)
+
+
 class SQLiteJournal(SQLJournal):
     """The ``Journal`` protocol on one SQLite file (see ``surefoot.storage.base``).
 
@@ -155,6 +163,7 @@ class SQLiteJournal(SQLJournal):
         super().__init__(SQLiteDialect(db))
         if FileLiveness.available(db.path):
             self.liveness = FileLiveness(db.path)
+        self._work_marks: tuple[Any, ...] | None = None
 
     def create_run(self, row: RunRow) -> tuple[RunRow, bool]:
         """Insert ``row`` unless the run id exists; return (the stored row, created).
@@ -178,6 +187,33 @@ class SQLiteJournal(SQLJournal):
             stored = c.execute(f"SELECT {SEL} FROM durable_runs WHERE run_id = ?", (row.run_id,))
             found = stored.fetchone()
         return RunRow(*found), False
+
+    def wait_for_work(self, timeout: float) -> bool:
+        """Block up to ``timeout`` seconds until a run may have become claimable: since the
+        last call returned, a run was created, one was made pending again (a retry, a fork,
+        a resume) or a signal was sent, by any connection (woken through the file watch,
+        see ``_changes``). Returns False on timeout; timers and expired leases are found by
+        the caller's next poll. A worker calls this instead of sleeping its poll interval,
+        as on PostgreSQL (``LISTEN``); the first call only takes the marks to compare with.
+        """
+        last = self._work_marks
+        if last is None:
+            self._work_marks = self._marks()
+            return False
+        now = [last]
+
+        def moved() -> bool:
+            now[0] = self._marks()
+            return now[0] != last
+
+        got = self.wait_until(moved, timeout)
+        self._work_marks = now[0]
+        return got
+
+    def _marks(self) -> tuple[Any, ...]:
+        """The newest run, the newest signal and the last time a run was made pending
+        (three index lookups)."""
+        return tuple(self.db.read(_WORK_MARKS)[0])
 
     def wait_until(self, ready: Callable[[], bool], timeout: float) -> bool:
         """Until ``ready()`` is true (asked now, then after each commit another connection
