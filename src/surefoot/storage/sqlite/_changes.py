@@ -7,12 +7,12 @@ inotify reports at once, but publishes itself through the ``-shm`` index in shar
 which inotify does not see. So :func:`wait_for_commit` sleeps on an inotify watch of the
 file's folder and, once something was written there, looks at ``data_version`` every
 ``HOT_POLL`` seconds for up to ``HOT`` seconds, then every ``POLL`` seconds up to ``CEILING``
-(a sync can outlast ``HOT``), until the commit shows. While the commits it
-sees are not the one it waits for (a busy file), it looks less and less often, down to once
-every ``POLL`` seconds as polling did. It looks at least every ``CEILING`` seconds whatever
-inotify says (a write inotify does not see, such as one made over a network file system, is
-found at most that late), and where inotify is not available (another OS, or no instance
-left: Linux allows 128 per user by default) it polls every ``POLL`` seconds as before.
+(a sync can outlast ``HOT``), until the commit shows. While the commits it sees are not the
+one it waits for (a busy file), it looks less and less often, down to once every ``POLL``
+seconds as polling did. It looks at least every ``CEILING`` seconds whatever inotify says (a
+write inotify does not see, such as one made over a network file system, is found at most
+that late), and where inotify is not available (another OS, or no instance left: Linux
+allows 128 per user by default) it polls every ``POLL`` seconds as before.
 
 Each thread keeps one watch per file (``SQLiteDB.file_changes``; closing an inotify instance
 waits for the kernel, milliseconds). Events are never dropped unread, so a commit written
