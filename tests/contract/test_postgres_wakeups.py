@@ -217,3 +217,36 @@ def test_a_queued_run_is_claimed_on_its_notification_by_a_worker_in_its_queue(
     print(f"claims, empty claims per worker: {claims}")
     assert by_id["w-n"].claims == 0
     assert by_id["w-q"].claims - by_id["w-q"].empty_claims >= RUNS // 4
+
+
+def test_result_of_a_run_on_another_worker_wakes_on_its_end(
+    tmp_path: Path, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``handle.result()`` of runs another worker executes returns when each run's end is
+    announced (migration 8's NOTIFY), not after the starter's 60 s poll."""
+    from surefoot.durable import _handle
+
+    url = backend_url("postgresql", tmp_path, request, "ends")
+    starter, one = _app(url, "client")
+    worker_app, _ = _app(url, "w0")
+    worker_app.poll = 0.05
+    real_sleep = _handle.time.sleep
+
+    def no_long_sleep(seconds: float) -> None:
+        if seconds >= 1.0:
+            raise AssertionError(f"slept {seconds} s instead of waiting for the run's end")
+        real_sleep(seconds)
+
+    monkeypatch.setattr(_handle.time, "sleep", no_long_sleep)
+    stop = threading.Event()
+    t = threading.Thread(target=durable.Worker(worker_app).run, args=(stop,))
+    t.start()
+    try:
+        for i in range(3):
+            assert starter.enqueue(one, i, run_id=f"e{i}").result(timeout=20) == i
+    finally:
+        stop.set()
+        t.join(10)
+    assert starter.journal._end.received >= 1  # type: ignore[attr-defined]
+    starter.close()
+    worker_app.close()

@@ -76,8 +76,9 @@ class RunHandle:
 
         A run sleeping at a plain timer is waited for on the app's clock (a ``FakeClock``
         jumps to the wake time); a run that executes, waits for a worker or for a signal
-        is waited for in real time, since that is the time it moves in: on SQLite until a
-        commit moves its row (read at once), elsewhere by looking every ``app.poll``.
+        is waited for in real time, since that is the time it moves in: woken when a
+        commit moves its row (SQLite) or when it ends (PostgreSQL), and read again at least
+        every ``app.poll``.
 
         Args:
             timeout: seconds; it passes when either the app's clock or real time has
@@ -137,8 +138,9 @@ class RunHandle:
 
     def _wait_for_move(self, status: str, updated_at: float, timeout: float) -> None:
         """Up to ``timeout`` seconds until the run's row moves from what was read. A journal
-        that can wake on a commit (SQLite's ``wait_until``) ends the wait when the row
-        moves, so the result is read as soon as it is committed; otherwise it sleeps."""
+        that can wake on commits (``wait_until``: SQLite on any commit to the file,
+        PostgreSQL on a run's end) ends the wait when the row moves, so a result is read as
+        soon as it is committed; otherwise it sleeps."""
         wait = getattr(self.app.journal, "wait_until", None)
         if wait is None:
             time.sleep(timeout)

@@ -24,6 +24,9 @@ notifies), the heartbeat (one statement over arrays) and the wake-ups.
 from __future__ import annotations
 
 import json
+import threading
+import time
+from collections.abc import Callable
 
 from ...errors import UnknownRunError
 from ..base import Record, RunRow, RunWrite
@@ -34,7 +37,10 @@ from ._db import Listener, PostgresDB
 from ._dialect import PostgresDialect
 from ._liveness import AdvisoryLiveness
 
-__all__ = ["CHANNEL", "MIGRATIONS", "PostgresJournal"]
+__all__ = ["CHANNEL", "END_CHANNEL", "MIGRATIONS", "PostgresJournal"]
+
+END_CHANNEL = "run_end"
+"""The channel a run's end is announced on (migration 8), its payload the run id."""
 
 MIGRATIONS = [
     """
@@ -145,6 +151,21 @@ MIGRATIONS = [
     # 7: the named queues a worker takes part in (a JSON array), so a wake-up for a queued
     # run is ranked among the workers that can claim it (storage/sql/liveness.py)
     "ALTER TABLE durable_workers ADD COLUMN queues TEXT",
+    # 8: a run's end NOTIFYs the schema's "run_end" channel with its id (at commit), so a
+    # handle waiting for its result wakes then (PostgresJournal.wait_until), not at its
+    # next poll. Not on the wake-up channel: an end gives workers nothing to claim.
+    f"""
+    CREATE FUNCTION sf_run_ended() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        PERFORM pg_notify(TG_TABLE_SCHEMA || '.{END_CHANNEL}', NEW.run_id);
+        RETURN NULL;
+    END;
+    $$;
+    CREATE TRIGGER durable_runs_ended AFTER UPDATE OF status ON durable_runs
+        FOR EACH ROW WHEN (NEW.status IN ('succeeded', 'failed', 'cancelled', 'needs_attention')
+                           AND OLD.status IS DISTINCT FROM NEW.status)
+        EXECUTE FUNCTION sf_run_ended()
+    """,
 ]
 
 
@@ -180,6 +201,8 @@ class PostgresJournal(SQLJournal):
     def __init__(self, db: PostgresDB) -> None:
         self.db = db
         self._listener: Listener | None = None
+        self._end: Listener | None = None  # run ends (wait_until)
+        self._end_lock = threading.Lock()
         db.migrate("durable", MIGRATIONS)
         super().__init__(PostgresDialect(db))
         self.liveness = AdvisoryLiveness(db)
@@ -265,10 +288,40 @@ class PostgresJournal(SQLJournal):
         surefoot gives ``(run_id, None, None)``)."""
         return [] if self._listener is None else [wake_of(p) for p in self._listener.payloads]
 
+    def wait_until(self, ready: Callable[[], bool], timeout: float) -> bool:
+        """Until ``ready()`` is true (asked now, then after each run's end is announced:
+        migration 8) or ``timeout`` seconds; whether it became true. One thread at a time
+        listens (one connection per journal); another waits out ``timeout`` and asks once
+        more, as a poll would."""
+        if not self._end_lock.acquire(blocking=False):
+            if ready():
+                return True
+            time.sleep(timeout)
+            return ready()
+        try:
+            if self._end is None:
+                self._end = self.db.listener(END_CHANNEL)
+            listener = self._end
+            listener.wait(0.0)  # LISTEN before the first look: no end falls in between
+            deadline = time.monotonic() + timeout
+            while True:
+                if ready():
+                    return True
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                listener.wait(left)
+        finally:
+            self._end_lock.release()
+
     def close(self) -> None:
-        """Close the wake-up listener's and the liveness lock's connections (the pool
-        belongs to the storage)."""
+        """Close the wake-up and run-end listeners' and the liveness lock's connections
+        (the pool belongs to the storage)."""
         super().close()
         if self._listener is not None:
             self._listener.close()
             self._listener = None
+        with self._end_lock:
+            if self._end is not None:
+                self._end.close()
+                self._end = None
