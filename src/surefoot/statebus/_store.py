@@ -443,11 +443,8 @@ class Store:
             SchemaViolationError: the value fails its key's schema; nothing was written.
             ConfigError: a bad key, a bad ``expect``, or an unregistered author.
         """
-        # The common key (short ASCII text) and expect (an int >= 0) pass without a call:
-        # the code a write runs between two commits runs cold, so each call costs.
-        if not (type(key) is str and 0 < len(key) <= 512 and key.isascii() and "\x00" not in key):
-            key = check_key(key)
-        if expect is not None and (type(expect) is not int or expect < 0):
+        key = check_key(key)
+        if expect is not None:
             expect = check_expect(key, expect)
         basis = basis_of(key, seen) if seen is not None else None
         rule = find_rule(self._merges, key) if self._merges else None

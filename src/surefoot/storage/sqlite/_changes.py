@@ -104,14 +104,6 @@ class FileChanges:
             if self._ours(os.read(self.fd, 65536)):
                 return True
 
-    def drain(self) -> None:
-        """Drop the events queued so far."""
-        try:
-            while os.read(self.fd, 65536):
-                pass
-        except BlockingIOError:
-            pass
-
     def _ours(self, data: bytes) -> bool:
         at = 0
         while at + _EVENT.size <= len(data):

@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 
 from ...errors import ConfigError, SchemaVersionError, StoreError, StoreUnavailableError
 from ..base import DEFAULT_MAX_VALUE_BYTES
-from ._changes import FileChanges
+from ._changes import FileChanges, wait_for_commit
 
 __all__ = ["SQLiteDB", "owner_only"]
 
@@ -114,6 +114,12 @@ class SQLiteDB:
             with self._lock:
                 self._watches.append(w)
         return w
+
+    def wait_for_commit(self, ready: Callable[[], bool], timeout: float) -> bool:
+        """Until ``ready()`` is true (asked now, then after each commit another connection
+        makes to the file) or ``timeout`` seconds; whether it became true. Wakes on the
+        commit where the system has inotify, else polls (see ``_changes``)."""
+        return wait_for_commit(self.conn(), self.file_changes(), ready, timeout)
 
     def _connect(self) -> sqlite3.Connection:
         if os.path.isdir(self.path):

@@ -22,7 +22,6 @@ from ..sql.journal import (
     SQLJournal,
     row_params,
 )
-from ._changes import wait_for_commit
 from ._db import SQLiteDB
 from ._dialect import SQLiteDialect
 from ._liveness import FileLiveness
@@ -219,7 +218,7 @@ class SQLiteJournal(SQLJournal):
         """Until ``ready()`` is true (asked now, then after each commit another connection
         makes to the file) or ``timeout`` seconds; whether it became true. A waiter wakes
         on the commit, not at its next poll (see ``_changes``)."""
-        return wait_for_commit(self.db.conn(), self.db.file_changes(), ready, timeout)
+        return self.db.wait_for_commit(ready, timeout)
 
     def heartbeat(
         self, owner: str, runs: list[tuple[str, int]], *, lease_until: float, now: float

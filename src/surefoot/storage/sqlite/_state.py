@@ -45,7 +45,6 @@ from ..merges import (
     lower_trust,
     merge_refused,
 )
-from ._changes import wait_for_commit
 from ._db import SQLiteDB
 from ._state_sql import (
     COLS,
@@ -103,6 +102,26 @@ def _record(row: tuple[Any, ...] | sqlite3.Row) -> StateRecord:
     _SOP(r, op)
     _SLOG(r, log)
     _SEXP(r, exp)
+    return r
+
+
+def _versioned(
+    key: str, expect: int, rev: int, lineage: int, params: dict[str, Any]
+) -> StateRecord:
+    """The record a versioned write (over version ``expect``, with ``params``) wrote: the
+    statement returned only its revision and lineage."""
+    r = _NEW(StateRecord)
+    _SKEY(r, key)
+    _SVALUE(r, params["value"])
+    _SVER(r, expect + 1)
+    _SREV(r, rev)
+    _SAUTHOR(r, params["author"])
+    _STRUST(r, params["trust"])
+    _SAT(r, float(params["now"]))
+    _SLIN(r, lineage)
+    _SOP(r, None)
+    _SLOG(r, None)
+    _SEXP(r, params["exp"])
     return r
 
 
@@ -332,9 +351,7 @@ class SQLiteStateStore:
         """Until the namespace's revision passes ``after``: read when another connection
         has committed (``PRAGMA data_version``, looked at when the file is written: see
         ``_changes``)."""
-        return wait_for_commit(
-            self.db.conn(), self.db.file_changes(), lambda: self.revision() > after, timeout
-        )
+        return self.db.wait_for_commit(lambda: self.revision() > after, timeout)
 
     # -- writes ----------------------------------------------------------------------------
 
@@ -379,19 +396,7 @@ class SQLiteStateStore:
             if not expect:
                 return _record(rows[0])
             rev, lineage = rows[0]
-            r = _NEW(StateRecord)
-            _SKEY(r, key)
-            _SVALUE(r, value)
-            _SVER(r, expect + 1)
-            _SREV(r, rev)
-            _SAUTHOR(r, author)
-            _STRUST(r, trust)
-            _SAT(r, float(now))
-            _SLIN(r, lineage)
-            _SOP(r, None)
-            _SLOG(r, None)
-            _SEXP(r, params["exp"])
-            return r
+            return _versioned(key, expect, rev, lineage, params)
         if fence is None:
             sql = UPDATE_NOFENCE if expect else UPSERT_NOFENCE
         else:
@@ -421,19 +426,7 @@ class SQLiteStateStore:
                 due, top, lineage = c.execute(WRITE_READ, (ns, key, None)).fetchone()
             params["rev"] = rev = (top or 0) + 1
             if c.execute(sql, params).rowcount == 1:
-                r = _NEW(StateRecord)
-                _SKEY(r, key)
-                _SVALUE(r, params["value"])
-                _SVER(r, expect + 1)
-                _SREV(r, rev)
-                _SAUTHOR(r, params["author"])
-                _STRUST(r, params["trust"])
-                _SAT(r, float(now))
-                _SLIN(r, lineage + 1)
-                _SOP(r, None)
-                _SLOG(r, None)
-                _SEXP(r, params["exp"])
-                return r
+                return _versioned(key, expect, rev, lineage + 1, params)
             return self._refusal(c, key, expect, fence)
         if c.execute(DUE, (self.namespace, now)).fetchone() is not None:
             self._sweep_due(c, now)

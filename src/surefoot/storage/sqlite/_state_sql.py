@@ -282,6 +282,7 @@ ON CONFLICT (ns, key) DO UPDATE SET
     merge_size = excluded.merge_size, deleted = 0
 """
 
+
 # A list merge's one read: the key's row (NULLs when it has none), whether some key of
 # the namespace is due to expire at ?3, and the namespace's revision.
 LIST_ROW = (

@@ -9,11 +9,10 @@ nothing (a known id, another last seq), one transaction under ``BEGIN IMMEDIATE`
 which. With a ``Retention`` the append runs under ``BEGIN IMMEDIATE`` and the same
 transaction then trims: two index probes find nothing to do in the common case (the first
 message is young and the stream is within its length), so a bounded stream's append stays
-one commit. A claim
-is one short transaction that redelivers expired deliveries, dead-letters those past
-``max_attempts``, and hands out new messages. ``wait`` looks at ``PRAGMA data_version`` (it
-changes when another connection commits) when the file is written (``_changes``): no write,
-no lock.
+one commit. A claim is one short transaction that redelivers expired deliveries,
+dead-letters those past ``max_attempts``, and hands out new messages. ``wait`` looks at
+``PRAGMA data_version`` (it changes when another connection commits) when the file is
+written (``SQLiteDB.wait_for_commit``): no write, no lock.
 """
 
 from __future__ import annotations
@@ -24,7 +23,6 @@ from typing import Any
 from ...errors import DuplicateMessageError
 from ..base import Retention, StreamRecord, stream_conflict
 from ..sql.stream import FLOOR_SQL, REC_SQL, SQLStream, list_streams, record
-from ._changes import wait_for_commit
 from ._db import SQLiteDB
 from ._dialect import SQLiteDialect
 
@@ -196,9 +194,7 @@ class SQLiteStream(SQLStream):
         return int(self.db.read(_LAST, (self.name,))[0][0] or 0)
 
     def wait(self, after_seq: int, timeout: float) -> bool:
-        return wait_for_commit(
-            self.db.conn(), self.db.file_changes(), lambda: self.last_seq() > after_seq, timeout
-        )
+        return self.db.wait_for_commit(lambda: self.last_seq() > after_seq, timeout)
 
     def _last_in(self, c: Any) -> int:
         return int(c.execute(_LAST, (self.name,)).fetchone()[0] or 0)
