@@ -11,9 +11,16 @@ on one file, alternated one operation at a time so fsync drift hits all alike:
 * the stream append as SQL alone, no Python around it: as surefoot stores it (3 b-trees:
   the table, ``(stream, seq)``, ``(stream, message_id)``), a 2-b-tree design whose rowid
   encodes (stream, seq), and a 2-b-tree design whose rowid is a hash of the message id;
+* the durable step as SQL alone: surefoot's fenced upsert (``STEP_SQL``, its own
+  transaction) into its step table (2 b-trees: the table and ``(run_id, pos)``), and the
+  same fenced insert into a 1-b-tree design whose rowid encodes (run, journal order);
 * warm and cold Python: ``Store.write`` against the backend's ``write`` with
   ``synchronous=OFF`` (no fsync), back to back (warm) and after a 0.2 ms sleep before each
-  (cold: what the code between two fsyncs meets, its caches taken by other work).
+  (cold: what the code between two fsyncs meets, its caches taken by other work);
+* the WAL's growth: the floor's commit on a file whose ``-wal`` is reused (written past its
+  first checkpoint, at 1,000 frames, after which SQLite writes it again from its start)
+  against the same commit on a new file (each commit extends the ``-wal``), alternated in
+  blocks of 100 commits, a new file for every block.
 
 Each line prints the median µs per operation and the ratio to the floor. Usage:
 
@@ -34,6 +41,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from surefoot.statebus import Store
+from surefoot.storage.sql.journal import STEP_SQL
 
 TABLES = """
 CREATE TABLE floor (k INTEGER PRIMARY KEY, v TEXT);
@@ -48,7 +56,25 @@ CREATE TABLE srange (id INTEGER PRIMARY KEY, stream TEXT NOT NULL, message_id TE
     payload TEXT NOT NULL, appended_at REAL NOT NULL, UNIQUE (stream, message_id));
 CREATE TABLE shash (stream TEXT NOT NULL, seq INTEGER NOT NULL, message_id TEXT NOT NULL,
     payload TEXT NOT NULL, appended_at REAL NOT NULL, PRIMARY KEY (stream, seq));
+CREATE TABLE durable_runs (run_id TEXT PRIMARY KEY, epoch INTEGER NOT NULL, args TEXT);
+CREATE TABLE durable_steps (run_id TEXT NOT NULL, pos TEXT NOT NULL, name TEXT NOT NULL,
+    kind TEXT NOT NULL, status TEXT NOT NULL, result TEXT, error TEXT, attempts INTEGER NOT NULL,
+    epoch INTEGER NOT NULL, started_at REAL NOT NULL, finished_at REAL, PRIMARY KEY (run_id, pos));
+CREATE TABLE steps_range (id INTEGER PRIMARY KEY, run_id TEXT NOT NULL, pos TEXT NOT NULL,
+    name TEXT NOT NULL, kind TEXT NOT NULL, status TEXT NOT NULL, result TEXT, error TEXT,
+    attempts INTEGER NOT NULL, epoch INTEGER NOT NULL, started_at REAL NOT NULL,
+    finished_at REAL);
+INSERT INTO durable_runs VALUES ('run-1', 3, '[]');
 """
+# surefoot's step write (storage/sql/journal.py), and the same fenced insert with the rowid
+# = run number << 24 | journal order: no (run_id, pos) index (a retry would be found by the
+# writer, not by the index)
+STEP_2 = STEP_SQL.format(share_lock="")
+STEP_RANGE = (
+    "INSERT INTO steps_range (id, run_id, pos, name, kind, status, result, error, attempts, "
+    "epoch, started_at, finished_at) SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? FROM "
+    "durable_runs WHERE run_id = ? AND epoch = ?"
+)
 # surefoot's append (storage/sqlite/_stream.py), on its own table
 APPEND_3 = """INSERT INTO s3 (stream, seq, message_id, payload, appended_at)
 SELECT :s, last + 1, :id, :payload, :now
@@ -92,11 +118,22 @@ def sql_ceiling(folder: Path, n: int) -> dict[str, float]:
         return run
 
     def one_statement(sql: str, params: dict[str, object]) -> Callable[[], None]:
-        return lambda: c.execute(sql, params).fetchall() and None
+        def run() -> None:
+            c.execute(sql, params).fetchall()
+
+        return run
+
+    def alone(sql: str, params: tuple[object, ...]) -> Callable[[], None]:
+        def run() -> None:
+            c.execute(sql, params)
+
+        return run
 
     times: dict[str, list[float]] = {}
     for i in range(n):
         msg = {"s": "bench", "id": f"m{i}", "payload": f'{{"i":{i}}}', "now": time.time()}
+        now = time.time()
+        step = ("run-1", str(i), "step", "step", "done", str(i + 1), None, 1, 3, now, now)
         ops = {
             "floor": tx("INSERT INTO floor VALUES (?, ?)", (i, "x")),
             "1 b-tree": tx("INSERT INTO one VALUES (?, ?)", (i, "x")),
@@ -109,6 +146,8 @@ def sql_ceiling(folder: Path, n: int) -> dict[str, float]:
             "append, rowid = hash(id) (2)": one_statement(
                 APPEND_HASH, {**msg, "h": _slot("bench", f"m{i}")}
             ),
+            "step, surefoot's (2 b-trees)": alone(STEP_2, (*step, "run-1", 3)),
+            "step, rowid = (run, order) (1)": alone(STEP_RANGE, ((1 << 24) + i, *step, "run-1", 3)),
         }
         names = list(ops)
         k = i % len(names)  # rotate: no operation always follows the same one
@@ -151,6 +190,41 @@ def python_cold(folder: Path, n: int) -> dict[str, float]:
     return out
 
 
+def wal_growth(folder: Path, blocks: int) -> dict[str, float]:
+    """Median µs per floor commit on a settled file and on new files (see the module docs)."""
+
+    def connect(path: Path) -> sqlite3.Connection:
+        c = sqlite3.connect(path, isolation_level=None)
+        c.execute("PRAGMA journal_mode=WAL")
+        c.execute("PRAGMA synchronous=FULL")
+        c.execute("CREATE TABLE IF NOT EXISTS floor (k INTEGER PRIMARY KEY, v TEXT)")
+        return c
+
+    def commits(c: sqlite3.Connection, n: int) -> list[float]:
+        out = []
+        for _ in range(n):
+            t0 = time.perf_counter()
+            c.execute("BEGIN IMMEDIATE")
+            c.execute("INSERT INTO floor (v) VALUES ('x')")
+            c.execute("COMMIT")
+            out.append(time.perf_counter() - t0)
+        return out
+
+    settled = connect(folder / "settled.db")
+    commits(settled, 1_100)  # past the first checkpoint: the WAL is reused from here on
+    times: dict[str, list[float]] = {
+        "reused -wal (settled file)": [],
+        "growing -wal (new file)": [],
+    }
+    for b in range(blocks):
+        times["reused -wal (settled file)"] += commits(settled, 100)
+        new = connect(folder / f"new-{b}.db")
+        times["growing -wal (new file)"] += commits(new, 100)
+        new.close()
+    settled.close()
+    return {name: 1e6 * statistics.median(ts) for name, ts in times.items()}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--n", type=int, default=2000, help="operations of each kind")
@@ -160,6 +234,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench-ceiling-") as tmp:
         sql = sql_ceiling(Path(tmp), args.n)
         py = python_cold(Path(tmp), args.n)
+        growth = wal_growth(Path(tmp), max(args.n // 200, 5))
     floor = sql["floor"]
     print(f"\nSQLite WAL + FULL, median µs per operation (n={args.n} each, alternated)")
     for name, us in sql.items():
@@ -170,6 +245,10 @@ def main() -> None:
     for label in ("warm", "cold"):
         extra = py[f"Store.write, {label}"] - py[f"backend write, {label}"]
         print(f"  Store.write over the backend, {label}: {extra:5.1f} µs")
+    print("\nThe floor's commit while the -wal grows, median µs (blocks of 100, alternated)")
+    reused = growth["reused -wal (settled file)"]
+    for name, us in growth.items():
+        print(f"  {name:36} {us:8.1f} µs  {us / reused:5.2f}x the reused -wal's")
 
 
 if __name__ == "__main__":
