@@ -43,6 +43,7 @@ reconnected every round and surefoot took a new file every round, while DBOS kep
 from __future__ import annotations
 
 import argparse
+import asyncio
 import itertools
 import json
 import os
@@ -183,6 +184,7 @@ class HandWritten:
         from surefoot.storage.sql.journal import STEP_SQL
 
         self.sql = STEP_SQL.format(share_lock="")
+        self.loop = asyncio.new_event_loop()  # one loop for all runs, as surefoot's app has
         self.path = d / "hand.db"
         self.c = sqlite3.connect(self.path, isolation_level=None)
         self.c.execute("PRAGMA journal_mode=WAL")
@@ -196,7 +198,6 @@ class HandWritten:
 
     def run(self) -> tuple[float, float]:
         """One 100-step run: (seconds, CPU seconds)."""
-        import asyncio
         import json as json_
 
         c, sql = self.c, self.sql
@@ -219,8 +220,12 @@ class HandWritten:
 
         c.execute("INSERT INTO durable_runs VALUES (?, 1)", (run_id,))
         t0, p0 = time.perf_counter(), time.process_time()
-        asyncio.run(flow())
+        self.loop.run_until_complete(flow())
         return time.perf_counter() - t0, time.process_time() - p0
+
+    def close(self) -> None:
+        self.loop.close()
+        self.c.close()
 
 
 def sequential_round(
@@ -700,7 +705,7 @@ def step_only(rounds: int, where: str | None) -> None:
         for r in range(rounds):
             print(_sequential(d, r, kept, hand, wall)[0])
         kept.app.close()
-        hand.c.close()
+        hand.close()
     finally:
         for conn in _FLOOR.values():
             conn.close()
@@ -748,7 +753,7 @@ def main() -> None:
                 f"{line}; dbos {res['dbos'][-1]:,.0f} µs, langgraph {res['langgraph'][-1]:,.0f} µs"
             )
         kept.app.close()
-        hand.c.close()
+        hand.close()
         conc, conc_commits = surefoot_concurrent(d)
         handoff = handoff_latency(d)
         mem = sleeping_memory(d, a.sleepers)
