@@ -20,7 +20,9 @@ on one file, alternated one operation at a time so fsync drift hits all alike:
 * the WAL's growth: the floor's commit on a file whose ``-wal`` is reused (written past its
   first checkpoint, at 1,000 frames, after which SQLite writes it again from its start)
   against the same commit on a new file (each commit extends the ``-wal``), alternated in
-  blocks of 100 commits, a new file for every block.
+  blocks of 100 commits, a new file for every block; and on a new file whose ``-wal`` was
+  first extended to 1,000 frames of zeros under the write lock (what a pre-sized WAL would
+  give; surefoot does not do it), with the time that extension took.
 
 Each line prints the median µs per operation and the ratio to the floor. Usage:
 
@@ -210,19 +212,46 @@ def wal_growth(folder: Path, blocks: int) -> dict[str, float]:
             out.append(time.perf_counter() - t0)
         return out
 
+    def presize(path: Path, frames: int = 1_000) -> tuple[sqlite3.Connection, float]:
+        """A new file whose ``-wal`` is extended with zeros, beyond its end only, while this
+        connection holds the write lock (zeros are no valid frame: SQLite stops there)."""
+        c = connect(path)
+        t0 = time.perf_counter()
+        c.execute("BEGIN IMMEDIATE")
+        try:
+            wal = Path(f"{path}-wal")
+            have, want = wal.stat().st_size, 32 + frames * (4096 + 24)
+            if have < want:
+                with wal.open("r+b") as f:
+                    f.seek(have)
+                    f.write(bytes(want - have))
+                    f.flush()
+                    os.fsync(f.fileno())
+        finally:
+            c.execute("COMMIT")
+        return c, time.perf_counter() - t0
+
     settled = connect(folder / "settled.db")
     commits(settled, 1_100)  # past the first checkpoint: the WAL is reused from here on
     times: dict[str, list[float]] = {
         "reused -wal (settled file)": [],
         "growing -wal (new file)": [],
+        "pre-sized -wal (new file)": [],
     }
+    extend: list[float] = []
     for b in range(blocks):
         times["reused -wal (settled file)"] += commits(settled, 100)
         new = connect(folder / f"new-{b}.db")
         times["growing -wal (new file)"] += commits(new, 100)
         new.close()
+        sized, took = presize(folder / f"sized-{b}.db")
+        extend.append(took)
+        times["pre-sized -wal (new file)"] += commits(sized, 100)
+        sized.close()
     settled.close()
-    return {name: 1e6 * statistics.median(ts) for name, ts in times.items()}
+    out = {name: 1e6 * statistics.median(ts) for name, ts in times.items()}
+    out["extend ms"] = 1e3 * statistics.median(extend)
+    return out
 
 
 def main() -> None:
@@ -246,9 +275,11 @@ def main() -> None:
         extra = py[f"Store.write, {label}"] - py[f"backend write, {label}"]
         print(f"  Store.write over the backend, {label}: {extra:5.1f} µs")
     print("\nThe floor's commit while the -wal grows, median µs (blocks of 100, alternated)")
+    took = growth.pop("extend ms")
     reused = growth["reused -wal (settled file)"]
     for name, us in growth.items():
         print(f"  {name:36} {us:8.1f} µs  {us / reused:5.2f}x the reused -wal's")
+    print(f"  extending a new -wal to 1,000 frames took {took:.1f} ms (median)")
 
 
 if __name__ == "__main__":
