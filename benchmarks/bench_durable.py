@@ -28,7 +28,7 @@ Rounds interleave the cases so drift on a noisy machine hits all alike; medians 
 and the targets of issue 13 section 3 are printed last, one PASS/MISS line each.
 
 Every file is settled before round 1. A commit while SQLite's ``-wal`` file still grows
-costs about 1.7x one that reuses it (``bench_sqlite_ceiling.py``, its last part): after the
+costs 1.6x–1.8x one that reuses it (``bench_sqlite_ceiling.py``, its last part): after the
 first checkpoint (1,000 frames) the WAL is written again from its start, while a new WAL's
 commits each extend the file, so their ``fsync`` also writes the file system's metadata;
 closing the last connection to a file deletes its ``-wal``. So the floor, surefoot, DBOS and
