@@ -421,7 +421,7 @@ class App(Management, PlusApi):
             row, created = self._create(wf, args, kwargs, run_id, strategy, embedded=True)
         if created:
             return RunHandle(
-                self, row.run_id, drive=True, future=self.executor.submit(row.run_id, 1)
+                self, row.run_id, drive=True, future=self.executor.submit(row.run_id, 1, row)
             )
         return RunHandle(self, row.run_id, drive=True, future=self.executor.drive(row))
 

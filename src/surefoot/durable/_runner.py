@@ -167,13 +167,19 @@ class Executor:
         except Exception:  # a run that ignores cancellation: stop the loop regardless
             pass
 
-    def submit(self, run_id: str, epoch: int) -> concurrent.futures.Future[str]:
-        """Execute a claimed run on the loop; the future gives the status it reached."""
+    def submit(
+        self, run_id: str, epoch: int, created: RunRow | None = None
+    ) -> concurrent.futures.Future[str]:
+        """Execute a claimed run on the loop; the future gives the status it reached.
+
+        ``created``: the row this process has just created for the run (``App.start``),
+        which therefore has no steps yet: neither the row nor its steps are read again.
+        """
         loop = self.loop()
         with self._lock:
             assert self.writer is not None
             self.writer.starting += 1  # a run executing alone now shares its next commits
-        return asyncio.run_coroutine_threadsafe(self._execute(run_id, epoch), loop)
+        return asyncio.run_coroutine_threadsafe(self._execute(run_id, epoch, created), loop)
 
     def drive(self, row: RunRow) -> concurrent.futures.Future[str] | None:
         """Claim and execute ``row`` here if it is claimable now; the future, or None."""
@@ -259,13 +265,13 @@ class Executor:
 
     # -- one execution -----------------------------------------------------------------
 
-    async def _execute(self, run_id: str, epoch: int) -> str:
+    async def _execute(self, run_id: str, epoch: int, created: RunRow | None = None) -> str:
         with self._lock:
             if self.writer is not None:
                 self.writer.starting -= 1
         app = self.host
         journal = app.journal
-        row = journal.get_run(run_id)
+        row = created if created is not None else journal.get_run(run_id)
         if row is None or row.epoch != epoch:
             return "lost"
         wf = self.registry.workflow_for(row.workflow, row.version)
@@ -278,7 +284,7 @@ class Executor:
             journal=journal,
             clock=app.clock,
             actor=app.worker_id,
-            recorded={s.pos: s for s in journal.steps(run_id)},
+            recorded={} if created is not None else {s.pos: s for s in journal.steps(run_id)},
             crash=app.crash,
             writer=self.writer,
             parent_id=row.parent_id,
