@@ -213,7 +213,10 @@ async def run_async(run: RunState, sd: StepDef, pos: str, args: Any, kwargs: Any
     try:
         op, a, b = next(flow)
         if failed is not None:  # the direct path's first attempt: op is its CALL
-            op, a, b = flow.throw(failed)
+            try:
+                op, a, b = flow.throw(failed)
+            finally:
+                failed = None  # no cycle through this frame's locals and the traceback
         while True:
             try:
                 if op is CALL:
