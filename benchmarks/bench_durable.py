@@ -60,6 +60,7 @@ from pathlib import Path
 from typing import Any
 
 from surefoot import durable
+from surefoot.storage.sql.journal import STEP_SQL
 
 STEPS = 100
 # Issue 13 section 3 (and the earlier targets still held): (limit, "<=" or ">=").
@@ -181,8 +182,6 @@ class HandWritten:
     """
 
     def __init__(self, d: Path) -> None:
-        from surefoot.storage.sql.journal import STEP_SQL
-
         self.sql = STEP_SQL.format(share_lock="")
         self.loop = asyncio.new_event_loop()  # one loop for all runs, as surefoot's app has
         self.path = d / "hand.db"
@@ -198,8 +197,6 @@ class HandWritten:
 
     def run(self) -> tuple[float, float]:
         """One 100-step run: (seconds, CPU seconds)."""
-        import json as json_
-
         c, sql = self.c, self.sql
         run_id = f"h{time.monotonic_ns()}"
 
@@ -211,7 +208,7 @@ class HandWritten:
             for i in range(STEPS):
                 started = time.time()
                 v = await step(i)
-                params = (run_id, str(i), "step", "step", "done", json_.dumps(v), None, 1, 1,
+                params = (run_id, str(i), "step", "step", "done", json.dumps(v), None, 1, 1,
                           started, time.time(), run_id, 1)  # fmt: skip
                 if c.execute(sql, params).rowcount != 1:
                     raise RuntimeError(f"run {run_id} was taken over")
