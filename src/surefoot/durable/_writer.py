@@ -37,6 +37,7 @@ class Writer:
         self._scheduled = False
         self._inflight = False
         self._thread: concurrent.futures.ThreadPoolExecutor | None = None
+        self._done: concurrent.futures.Future[list[bool]] | None = None  # the last commit sent
         self.batches = 0
 
     def alone(self) -> bool:
@@ -58,11 +59,17 @@ class Writer:
             loop.call_soon(self._flush)
         return fut
 
-    def close(self) -> None:
-        """Stop the commit thread (a commit in flight finishes; nothing new starts)."""
+    def close(self, wait: float = 10.0) -> None:
+        """Stop the commit thread: nothing new starts, and a commit in flight is waited
+        for (up to ``wait`` seconds), since the journal's connections are closed next and
+        a commit still using one would use a closed SQLite handle (a segfault, seen in
+        tests when the thread was left to finish on its own)."""
         thread, self._thread = self._thread, None
         if thread is not None:
             thread.shutdown(wait=False)
+        done = self._done
+        if done is not None:
+            concurrent.futures.wait([done], timeout=wait)
 
     def _flush(self) -> None:
         self._scheduled = False
@@ -87,7 +94,7 @@ class Writer:
         loop = asyncio.get_running_loop()
         self._inflight = True
         try:
-            done = self._thread.submit(self._commit, [r for r, _ in batch])
+            done = self._done = self._thread.submit(self._commit, [r for r, _ in batch])
         except RuntimeError as exc:  # the writer was closed: the app is stopping
             self._inflight = False
             _settle(batch, None, exc)
