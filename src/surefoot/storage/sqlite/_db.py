@@ -13,6 +13,7 @@ module above ``storage/`` needs to import ``sqlite3``.
 
 from __future__ import annotations
 
+import functools
 import os
 import sqlite3
 import threading
@@ -31,6 +32,17 @@ _T = TypeVar("_T")
 _SYNC = {"OFF", "NORMAL", "FULL", "EXTRA"}
 # The files SQLite keeps beside a database; opening a file can create them.
 _SIDECARS = ("-wal", "-shm", "-journal")
+# This process's id, kept by a fork hook: every write asks whether its thread's connection
+# was made in this process, and os.getpid() is a system call each time.
+_pid = os.getpid()
+
+
+def _forked() -> None:
+    global _pid
+    _pid = os.getpid()
+
+
+os.register_at_fork(after_in_child=_forked)
 
 
 def owner_only(path: str) -> None:
@@ -95,21 +107,21 @@ class SQLiteDB:
         """This thread's connection (a new one after ``fork``)."""
         local = self._local
         c: sqlite3.Connection | None = getattr(local, "conn", None)
-        if c is not None and local.pid == os.getpid():
+        if c is not None and local.pid == _pid:
             return c
         c = self._connect()
         local.conn = c
-        local.pid = os.getpid()
+        local.pid = _pid
         return c
 
     def file_changes(self) -> FileChanges | None:
         """This thread's watch of the file's writes (see ``_changes``), made once and kept
         until :meth:`close`; None where the system has no inotify (waits then poll)."""
         local = self._local
-        if getattr(local, "changes_pid", None) == os.getpid():
+        if getattr(local, "changes_pid", None) == _pid:
             return local.changes  # type: ignore[no-any-return]
         w = FileChanges.open(self.path)
-        local.changes, local.changes_pid = w, os.getpid()
+        local.changes, local.changes_pid = w, _pid
         if w is not None:
             with self._lock:
                 self._watches.append(w)
@@ -323,7 +335,12 @@ class SQLiteDB:
         Raises:
             StoreUnavailableError / StoreError: as :meth:`write`.
         """
-        return self._alone(sql, params, False)  # type: ignore[no-any-return]
+        return self._alone(False, sql, params)  # type: ignore[no-any-return]
+
+    def writer_of(self, sql: str) -> Callable[[Sequence[Any]], int]:
+        """``write_one`` bound to ``sql``, without a Python frame around it: a journalled
+        step's hot path calls it once per step."""
+        return functools.partial(self._alone, False, sql)
 
     def write_returning(self, sql: str, params: Any) -> list[Any]:
         """One ``… RETURNING`` statement as its own write transaction (see
@@ -334,10 +351,13 @@ class SQLiteDB:
         Raises:
             StoreUnavailableError / StoreError: as :meth:`write`.
         """
-        return self._alone(sql, params, True)  # type: ignore[no-any-return]
+        return self._alone(True, sql, params)  # type: ignore[no-any-return]
 
-    def _alone(self, sql: str, params: Any, rows: bool) -> Any:
-        c = self.conn()
+    def _alone(self, rows: bool, sql: str, params: Any) -> Any:
+        local = self._local  # conn(), inlined: a journalled step's hot path
+        c = getattr(local, "conn", None)
+        if c is None or local.pid != _pid:
+            c = self.conn()
         if c.in_transaction:  # another transaction is open here: refused, as write() does
             self._begin(c)
         try:
