@@ -117,8 +117,10 @@ class RunState:
     observer: Any = None  # a _observe.RunObserver while a worker executes it
 
     def write_sync(self, rec: StepWrite) -> None:
-        """Commit one record now (sync code); refused -> ``LeaseLostError``."""
-        self._check_released()
+        """Commit one record now (sync code, or async code that has nobody to share a
+        commit with: see ``write``); refused -> ``LeaseLostError``."""
+        if self.released:  # _check_released, inlined: every step of a lone run is here
+            self._check_released()
         try:
             ok = self.journal.commit([rec])[0]
         except DOWN as exc:

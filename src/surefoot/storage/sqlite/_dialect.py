@@ -59,8 +59,7 @@ class SQLiteDialect:
         self, sql: str, types: Sequence[str], *, idempotent: bool = False
     ) -> Callable[[Sequence[Any]], int]:
         """``write`` bound to ``sql``: sqlite3 keeps its compiled statements already."""
-        write_one = self.db.write_one
-        return lambda params: write_one(sql, params)
+        return self.db.writer_of(sql)
 
     def transaction(self, fn: Callable[[Any], T], *, idempotent: bool = False) -> T:
         with self.db.write() as c:
