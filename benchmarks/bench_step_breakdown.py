@@ -1,0 +1,249 @@
+"""Where a durable step's time goes: surefoot's step taken apart, beside the hand-written
+fenced step and the SQLite floor of ``bench_durable.py``, in one run.
+
+Three parts, each alternating its cases so the machine's drift hits all alike:
+
+* warm (a folder on ``/dev/shm``, where an fsync costs nothing): CPU µs per step of a
+  1,000-step run; the same with the step's statement replaced by a stub (what surefoot's
+  Python costs around it); the hand-written step with and without its statement; and the
+  statements alone: the floor's ``BEGIN``/``INSERT``/``COMMIT``, surefoot's fenced step
+  upsert (a table and its ``(run_id, pos)`` index: two b-trees) and the same fenced insert
+  into a table of one b-tree (no unique position, so no upsert);
+* a run: CPU µs of a run of no steps (``start`` then ``result``: two commits, the hand-off
+  to the app's loop thread and back), with the process free to use every CPU and pinned to
+  one (a thread woken on an idle virtual CPU costs more than one woken on a busy one);
+* on the disk (``--dir``, settled files as in ``bench_durable.py``): user and system CPU
+  µs per step (``getrusage``) of the floor, the hand-written step and surefoot.
+
+Nothing here has a target: it says which part of surefoot's ratio to the floor is whose.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import sqlite3
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from bench_durable import CPU, HandWritten, Kept, floor, settle_floor
+from surefoot.storage.sql.journal import STEP_SQL
+
+WARM_STEPS = 1_000
+
+
+def _cpu(fn: Callable[[], Any]) -> float:
+    t0 = time.process_time()
+    fn()
+    return time.process_time() - t0
+
+
+def warm(rounds: int) -> dict[str, float]:
+    """Median CPU µs per step of each warm case (see the module docs)."""
+    shm = "/dev/shm" if os.path.isdir("/dev/shm") else None
+    d = Path(tempfile.mkdtemp(prefix="bench-breakdown-", dir=shm))
+    try:
+        kept, hand = Kept(d), HandWritten(d)
+        inner: Any = kept.app.journal._j  # type: ignore[attr-defined]  # the SQL journal
+        real = inner._write_step
+
+        def surefoot(stub: bool) -> float:
+            inner._write_step = (lambda params: 1) if stub else real
+            try:
+                run_id = f"w{time.monotonic_ns()}"
+                return _cpu(lambda: kept.app.start(kept.flow, WARM_STEPS, run_id=run_id).result(60))
+            finally:
+                inner._write_step = real
+
+        def hand_python() -> float:  # HandWritten.run's loop, without its statement
+            async def step(i: int) -> int:
+                return i + 1
+
+            async def flow() -> int:
+                total = 0
+                for i in range(WARM_STEPS):
+                    started = time.time()
+                    v = await step(i)
+                    params = ("r", str(i), "step", "step", "done", json.dumps(v), None, 1, 1,
+                              started, time.time(), "r", 1)  # fmt: skip
+                    total += v + len(params)
+                return total
+
+            return _cpu(lambda: hand.loop.run_until_complete(flow()))
+
+        sql = _statements(d)
+        cases: dict[str, Callable[[], float]] = {
+            "surefoot step": lambda: surefoot(False),
+            "surefoot step, statement stubbed": lambda: surefoot(True),
+            "hand-written step": lambda: sum(hand.run()[1] for _ in range(WARM_STEPS // 100)),
+            "hand-written, no statement": hand_python,
+            **sql,
+        }
+        got = _alternate(cases, rounds)
+        kept.app.close()
+        hand.close()
+        return {name: 1e6 * t / WARM_STEPS for name, t in got.items()}
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def _statements(d: Path) -> dict[str, Callable[[], float]]:
+    """The statements alone, ``WARM_STEPS`` of each per call, on one WAL + FULL file."""
+    c = sqlite3.connect(d / "statements.db", isolation_level=None)
+    c.execute("PRAGMA journal_mode=WAL")
+    c.execute("PRAGMA synchronous=FULL")
+    cols = ("run_id TEXT NOT NULL, pos TEXT NOT NULL, name TEXT NOT NULL, kind TEXT NOT NULL, "
+            "status TEXT NOT NULL, result TEXT, error TEXT, attempts INTEGER NOT NULL, "
+            "epoch INTEGER NOT NULL, started_at REAL NOT NULL, finished_at REAL")  # fmt: skip
+    c.executescript(
+        f"""CREATE TABLE floor (k INTEGER PRIMARY KEY, v TEXT);
+        CREATE TABLE durable_runs (run_id TEXT PRIMARY KEY, epoch INTEGER NOT NULL);
+        CREATE TABLE durable_steps ({cols}, PRIMARY KEY (run_id, pos));
+        CREATE TABLE one_btree ({cols});"""
+    )
+    step = STEP_SQL.format(share_lock="")
+    one = step.replace("durable_steps", "one_btree").split(" ON CONFLICT")[0]
+
+    def statement(sql: str | None) -> Callable[[], float]:
+        def run() -> float:
+            run_id = f"s{time.monotonic_ns()}"
+            c.execute("INSERT INTO durable_runs VALUES (?, 1)", (run_id,))
+            t0 = time.process_time()
+            for i in range(WARM_STEPS):
+                if sql is None:
+                    c.execute("BEGIN IMMEDIATE")
+                    c.execute("INSERT INTO floor (v) VALUES (?)", (f"value {i}",))
+                    c.execute("COMMIT")
+                else:
+                    c.execute(sql, (run_id, str(i), "step", "step", "done", str(i + 1), None,
+                                    1, 1, 1.0, 1.0, run_id, 1))  # fmt: skip
+            return time.process_time() - t0
+
+        return run
+
+    return {
+        "SQL: the floor (BEGIN, INSERT, COMMIT)": statement(None),
+        "SQL: surefoot's step statement (2 b-trees)": statement(step),
+        "SQL: the same fenced insert, 1 b-tree": statement(one),
+    }
+
+
+def _alternate(cases: dict[str, Callable[[], float]], rounds: int) -> dict[str, float]:
+    """Each case once per round, in a rotating order; the median of each."""
+    got: dict[str, list[float]] = {name: [] for name in cases}
+    names = list(cases)
+    for r in range(rounds):
+        for name in names[r % len(names) :] + names[: r % len(names)]:
+            got[name].append(cases[name]())
+    return {name: statistics.median(ts) for name, ts in got.items()}
+
+
+def _pin(cpus: set[int]) -> None:
+    """Every thread of this process (the app's loop thread too) to ``cpus``: a pid given
+    to ``sched_setaffinity`` names one thread on Linux."""
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            os.sched_setaffinity(int(tid), cpus)
+        except ProcessLookupError:  # the thread ended meanwhile
+            pass
+
+
+def run_cost(runs: int, rounds: int) -> dict[str, float]:
+    """CPU µs of a run of no steps, free on every CPU and pinned to one, alternated."""
+    shm = "/dev/shm" if os.path.isdir("/dev/shm") else None
+    d = Path(tempfile.mkdtemp(prefix="bench-breakdown-", dir=shm))
+    cpus = os.sched_getaffinity(0)
+    try:
+        kept = Kept(d)
+        n = iter(range(10**9))
+
+        def batch(pin: bool) -> float:
+            _pin({min(cpus)} if pin else cpus)
+            try:
+                return _cpu(
+                    lambda: [
+                        kept.app.start(kept.flow, 0, run_id=f"z{next(n)}").result(60)
+                        for _ in range(runs)
+                    ]
+                )
+            finally:
+                _pin(cpus)
+
+        got = _alternate({"free": lambda: batch(False), "pinned": lambda: batch(True)}, rounds)
+        kept.app.close()
+        return {name: 1e6 * t / runs for name, t in got.items()}
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def on_disk(where: str | None, rounds: int) -> dict[str, tuple[float, float]]:
+    """User and system CPU µs per step of the floor, the hand-written step and surefoot
+    (100 steps a case, 10 of each per round, rotating), on settled files."""
+    d = Path(tempfile.mkdtemp(prefix="bench-breakdown-", dir=where))
+    try:
+        settle_floor(d)
+        kept, hand = Kept(d), HandWritten(d)
+
+        def go_floor() -> None:
+            floor(d, 100)
+            CPU["floor"].pop()
+
+        def go_surefoot() -> None:
+            kept.app.start(kept.flow, 100, run_id=f"d{time.monotonic_ns()}").result(60)
+
+        cases: dict[str, Callable[[], Any]] = {
+            "floor": go_floor,
+            "hand-written": hand.run,
+            "surefoot": go_surefoot,
+        }
+        acc = {name: [0.0, 0.0] for name in cases}
+        names = list(cases)
+        for k in range(rounds * 10):
+            for name in names[k % 3 :] + names[: k % 3]:
+                a = resource.getrusage(resource.RUSAGE_SELF)
+                cases[name]()
+                b = resource.getrusage(resource.RUSAGE_SELF)
+                acc[name][0] += b.ru_utime - a.ru_utime
+                acc[name][1] += b.ru_stime - a.ru_stime
+        kept.app.close()
+        hand.close()
+        steps = rounds * 10 * 100
+        return {name: (1e6 * u / steps, 1e6 * s / steps) for name, (u, s) in acc.items()}
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--dir", default=None, help="where the on-disk part's files go")
+    a = ap.parse_args()
+    started = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
+    print(f"bench_step_breakdown.py, {started}, load average {os.getloadavg()[0]:.1f}")
+    w = warm(a.rounds)
+    print(f"\nwarm (/dev/shm), CPU µs per step, medians of {a.rounds} alternated rounds")
+    for name, us in w.items():
+        print(f"  {name:46} {us:7.2f}")
+    print(
+        f"  surefoot's Python around its statement vs the hand-written's: "
+        f"{w['surefoot step, statement stubbed']:.2f} vs {w['hand-written, no statement']:.2f}"
+    )
+    r = run_cost(300, a.rounds)
+    print(f"\na run of no steps (start + result), CPU µs per run, medians of {a.rounds}")
+    print(f"  free on every CPU {r['free']:7.1f}    pinned to one CPU {r['pinned']:7.1f}")
+    disk = on_disk(a.dir, max(a.rounds // 2, 2))
+    fl = sum(disk["floor"])
+    print("\non the disk (settled files), CPU µs per step: user + system = total (vs floor)")
+    for name, (u, s) in disk.items():
+        print(f"  {name:14} {u:6.1f} + {s:6.1f} = {u + s:6.1f}  ({(u + s) / fl:.2f}x)")
+
+
+if __name__ == "__main__":
+    main()
