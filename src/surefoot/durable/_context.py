@@ -115,16 +115,20 @@ class RunState:
     parent_id: str | None = None  # the run awaiting this one as a child (_children.py)
     deadline_at: float | None = None  # the run's deadline (_deadlines.py)
     observer: Any = None  # a _observe.RunObserver while a worker executes it
+    writing: int = 0  # commits in flight from sync code (a pool thread): close() waits for them
 
     def write_sync(self, rec: StepWrite) -> None:
         """Commit one record now (sync code, or async code that has nobody to share a
         commit with: see ``write``); refused -> ``LeaseLostError``."""
-        if self.released:  # _check_released, inlined: every step of a lone run is here
-            self._check_released()
+        self.writing += 1  # before the check: a write it lets through is waited for
         try:
+            if self.released:  # _check_released, inlined: every step of a lone run is here
+                self._check_released()
             ok = self.journal.commit([rec])[0]
         except DOWN as exc:
             raise JournalDown(exc) from exc
+        finally:
+            self.writing -= 1
         if not ok:
             self.lost = True
             raise LeaseLostError(self.run_id, self.epoch)
@@ -149,11 +153,14 @@ class RunState:
 
     def commit_sync(self, rec: Record) -> bool:
         """Commit one record now (sync code); whether it was applied."""
-        self._check_released()
+        self.writing += 1  # as write_sync
         try:
+            self._check_released()
             return self.journal.commit([rec])[0]
         except DOWN as exc:
             raise JournalDown(exc) from exc
+        finally:
+            self.writing -= 1
 
     async def commit(self, rec: Record) -> bool:
         """Commit one record through the group-commit writer (async code); whether it was

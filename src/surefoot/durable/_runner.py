@@ -12,6 +12,7 @@ import asyncio
 import concurrent.futures
 import sys
 import threading
+import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -133,6 +134,7 @@ class Executor:
             # the journal is closed right after this: a beat still writing with its
             # connection would use a closed SQLite handle (seen as a segfault in tests)
             beat.join(timeout=10)
+        runs = tuple(self.active.values())
         if loop is not None and thread is not None:
             self._release(loop, thread)
             loop.call_soon_threadsafe(loop.stop)
@@ -141,7 +143,8 @@ class Executor:
         if pool is not None:
             pool.shutdown(wait=False, cancel_futures=True)
         if writer is not None:
-            writer.close()
+            writer.close()  # waits for its commit in flight, for the same reason
+        _wait_for_writes(runs, timeout=10.0)
 
     def _release(self, loop: asyncio.AbstractEventLoop, thread: threading.Thread) -> None:
         """Let go of the runs executing here: they write nothing more and are cancelled.
@@ -452,6 +455,16 @@ class Executor:
             )
         except Exception:
             pass
+
+
+def _wait_for_writes(runs: tuple[RunState, ...], timeout: float) -> None:
+    """Until no run of ``runs`` has a commit in flight from sync code (a sync workflow's
+    pool thread, which close does not join: it may be in the user's code for long), or
+    ``timeout``. Released runs start no new commit; one already past that check would
+    otherwise use a connection the journal is about to close."""
+    deadline = time.monotonic() + timeout
+    while any(run.writing for run in runs) and time.monotonic() < deadline:
+        time.sleep(0.002)
 
 
 async def _stop_tasks(run: RunState) -> None:
