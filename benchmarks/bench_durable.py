@@ -195,8 +195,9 @@ class HandWritten:
             self.run()
         self.run()
 
-    def run(self) -> tuple[float, float]:
-        """One 100-step run: (seconds, CPU seconds)."""
+    def run(self, write: bool = True) -> tuple[float, float]:
+        """One 100-step run: (seconds, CPU seconds). ``write=False``: the same loop without
+        its statement (``bench_step_breakdown.py``: the Python around it)."""
         c, sql = self.c, self.sql
         run_id = f"h{time.monotonic_ns()}"
 
@@ -210,7 +211,7 @@ class HandWritten:
                 v = await step(i)
                 params = (run_id, str(i), "step", "step", "done", json.dumps(v), None, 1, 1,
                           started, time.time(), run_id, 1)  # fmt: skip
-                if c.execute(sql, params).rowcount != 1:
+                if write and c.execute(sql, params).rowcount != 1:
                     raise RuntimeError(f"run {run_id} was taken over")
                 total += v
             return total

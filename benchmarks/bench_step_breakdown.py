@@ -21,7 +21,6 @@ Nothing here has a target: it says which part of surefoot's ratio to the floor i
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import resource
 import shutil
@@ -62,28 +61,14 @@ def warm(rounds: int) -> dict[str, float]:
             finally:
                 inner._write_step = real
 
-        def hand_python() -> float:  # HandWritten.run's loop, without its statement
-            async def step(i: int) -> int:
-                return i + 1
-
-            async def flow() -> int:
-                total = 0
-                for i in range(WARM_STEPS):
-                    started = time.time()
-                    v = await step(i)
-                    params = ("r", str(i), "step", "step", "done", json.dumps(v), None, 1, 1,
-                              started, time.time(), "r", 1)  # fmt: skip
-                    total += v + len(params)
-                return total
-
-            return _cpu(lambda: hand.loop.run_until_complete(flow()))
-
         sql = _statements(d)
         cases: dict[str, Callable[[], float]] = {
             "surefoot step": lambda: surefoot(False),
             "surefoot step, statement stubbed": lambda: surefoot(True),
             "hand-written step": lambda: sum(hand.run()[1] for _ in range(WARM_STEPS // 100)),
-            "hand-written, no statement": hand_python,
+            "hand-written, no statement": lambda: sum(
+                hand.run(write=False)[1] for _ in range(WARM_STEPS // 100)
+            ),
             **sql,
         }
         got = _alternate(cases, rounds)
