@@ -7,13 +7,15 @@ Three parts, each alternating its cases so the machine's drift hits all alike:
   1,000-step run; the same with the step's statement replaced by a stub (what surefoot's
   Python costs around it); the hand-written step with and without its statement; and the
   statements alone: the floor's ``BEGIN``/``INSERT``/``COMMIT``, surefoot's fenced step
-  upsert (a table and its ``(run_id, pos)`` index: two b-trees) and the same fenced insert
-  into a table of one b-tree (no unique position, so no upsert);
+  upsert (a table and its ``(run_id, pos)`` index: two b-trees), and the same upsert into
+  one b-tree whose rowid is (the run's number, the step's journal order), that order given
+  by the writer or found by the statement (the run's last rowid + 1);
 * a run: CPU µs of a run of no steps (``start`` then ``result``: two commits, the hand-off
   to the app's loop thread and back), with the process free to use every CPU and pinned to
   one (a thread woken on an idle virtual CPU costs more than one woken on a busy one);
 * on the disk (``--dir``, settled files as in ``bench_durable.py``): user and system CPU
-  µs per step (``getrusage``) of the floor, the hand-written step and surefoot.
+  µs per step (``getrusage``) of the floor, the hand-written step, surefoot, and the step
+  statements alone as above.
 
 Nothing here has a target: it says which part of surefoot's ratio to the floor is whose.
 """
@@ -28,6 +30,7 @@ import sqlite3
 import statistics
 import tempfile
 import time
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -79,8 +82,46 @@ def warm(rounds: int) -> dict[str, float]:
         shutil.rmtree(d, ignore_errors=True)
 
 
-def _statements(d: Path) -> dict[str, Callable[[], float]]:
-    """The statements alone, ``WARM_STEPS`` of each per call, on one WAL + FULL file."""
+# A one-b-tree layout for the step table (not surefoot's): the rowid is the run's number
+# << 24 plus the step's journal order, so a run's steps are one range of the table and a
+# re-journalled position is the same rowid. ``run_no`` is a column with a unique index,
+# given by a trigger (a rowid may change in VACUUM; a column does not).
+_RANGE_SCHEMA = """
+CREATE TABLE range_runs (run_id TEXT PRIMARY KEY, epoch INTEGER NOT NULL, run_no INTEGER);
+CREATE UNIQUE INDEX range_runs_no ON range_runs (run_no);
+CREATE TRIGGER range_runs_no AFTER INSERT ON range_runs WHEN NEW.run_no IS NULL BEGIN
+    UPDATE range_runs SET run_no = (SELECT COALESCE(MAX(run_no), 0) + 1 FROM range_runs)
+    WHERE rowid = NEW.rowid;
+END;
+CREATE TABLE range_steps (id INTEGER PRIMARY KEY, {cols});
+"""
+_RANGE_COLS = (
+    "id, run_id, pos, name, kind, status, result, error, attempts, epoch, started_at, finished_at"
+)
+_RANGE_UPSERT = (
+    "ON CONFLICT (id) DO UPDATE SET status = excluded.status, result = excluded.result, "
+    "error = excluded.error, attempts = excluded.attempts, epoch = excluded.epoch, "
+    "finished_at = excluded.finished_at"
+)
+_RANGE_VALUES = "?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11 FROM range_runs r"
+_RANGE_FENCE = "WHERE r.run_id = ?12 AND r.epoch = ?13"
+# the journal order given by the writer (?14), which must then know it for every row
+RANGE_GIVEN = (
+    f"INSERT INTO range_steps ({_RANGE_COLS}) SELECT (r.run_no << 24) + ?14, {_RANGE_VALUES} "
+    f"{_RANGE_FENCE} {_RANGE_UPSERT}"
+)
+# the journal order found by the statement: the run's last rowid + 1 (a seek)
+_SPAN = "s.id BETWEEN r.run_no << 24 AND (r.run_no << 24) + 16777215"
+RANGE_FOUND = (
+    f"INSERT INTO range_steps ({_RANGE_COLS}) SELECT (SELECT COALESCE(MAX(s.id), "
+    f"r.run_no << 24) + 1 FROM range_steps s WHERE {_SPAN}), {_RANGE_VALUES} "
+    f"{_RANGE_FENCE} {_RANGE_UPSERT}"
+)
+
+
+def _statements(d: Path, n: int = WARM_STEPS) -> dict[str, Callable[[], float]]:
+    """The statements alone, ``n`` of each per call, on one WAL + FULL file, each call on a
+    new run (as surefoot's steps: a run's row is read for its epoch)."""
     c = sqlite3.connect(d / "statements.db", isolation_level=None)
     c.execute("PRAGMA journal_mode=WAL")
     c.execute("PRAGMA synchronous=FULL")
@@ -91,24 +132,24 @@ def _statements(d: Path) -> dict[str, Callable[[], float]]:
         f"""CREATE TABLE floor (k INTEGER PRIMARY KEY, v TEXT);
         CREATE TABLE durable_runs (run_id TEXT PRIMARY KEY, epoch INTEGER NOT NULL);
         CREATE TABLE durable_steps ({cols}, PRIMARY KEY (run_id, pos));
-        CREATE TABLE one_btree ({cols});"""
+        {_RANGE_SCHEMA.format(cols=cols)}"""
     )
     step = STEP_SQL.format(share_lock="")
-    one = step.replace("durable_steps", "one_btree").split(" ON CONFLICT")[0]
 
-    def statement(sql: str | None) -> Callable[[], float]:
+    def statement(sql: str | None, runs: str = "durable_runs") -> Callable[[], float]:
         def run() -> float:
-            run_id = f"s{time.monotonic_ns()}"
-            c.execute("INSERT INTO durable_runs VALUES (?, 1)", (run_id,))
+            run_id = uuid.uuid4().hex  # as surefoot's own run ids
+            c.execute(f"INSERT INTO {runs} (run_id, epoch) VALUES (?, 1)", (run_id,))
             t0 = time.process_time()
-            for i in range(WARM_STEPS):
+            for i in range(n):
                 if sql is None:
                     c.execute("BEGIN IMMEDIATE")
                     c.execute("INSERT INTO floor (v) VALUES (?)", (f"value {i}",))
                     c.execute("COMMIT")
-                else:
-                    c.execute(sql, (run_id, str(i), "step", "step", "done", str(i + 1), None,
-                                    1, 1, 1.0, 1.0, run_id, 1))  # fmt: skip
+                    continue
+                params = (run_id, str(i), "step", "step", "done", str(i + 1), None, 1, 1, 1.0,
+                          1.0, run_id, 1)  # fmt: skip
+                c.execute(sql, (*params, i + 1) if sql is RANGE_GIVEN else params)
             return time.process_time() - t0
 
         return run
@@ -116,7 +157,8 @@ def _statements(d: Path) -> dict[str, Callable[[], float]]:
     return {
         "SQL: the floor (BEGIN, INSERT, COMMIT)": statement(None),
         "SQL: surefoot's step statement (2 b-trees)": statement(step),
-        "SQL: the same fenced insert, 1 b-tree": statement(one),
+        "SQL: 1 b-tree, order given by the writer": statement(RANGE_GIVEN, "range_runs"),
+        "SQL: 1 b-tree, order found by the statement": statement(RANGE_FOUND, "range_runs"),
     }
 
 
@@ -169,8 +211,9 @@ def run_cost(runs: int, rounds: int) -> dict[str, float]:
 
 
 def on_disk(where: str | None, rounds: int) -> dict[str, tuple[float, float]]:
-    """User and system CPU µs per step of the floor, the hand-written step and surefoot
-    (100 steps a case, 10 of each per round, rotating), on settled files."""
+    """User and system CPU µs per step of the floor, the hand-written step, surefoot and the
+    step statement alone in 2 and 1 b-trees (100 steps a case, 10 of each per round,
+    rotating), on settled files."""
     d = Path(tempfile.mkdtemp(prefix="bench-breakdown-", dir=where))
     try:
         settle_floor(d)
@@ -183,15 +226,22 @@ def on_disk(where: str | None, rounds: int) -> dict[str, tuple[float, float]]:
         def go_surefoot() -> None:
             kept.app.start(kept.flow, 100, run_id=f"d{time.monotonic_ns()}").result(60)
 
+        sql = _statements(d, 100)
+        for _ in range(6):  # past the statements file's first checkpoint, as the others
+            for statement in sql.values():
+                statement()
         cases: dict[str, Callable[[], Any]] = {
             "floor": go_floor,
             "hand-written": hand.run,
             "surefoot": go_surefoot,
+            "statement, 2 b-trees": sql["SQL: surefoot's step statement (2 b-trees)"],
+            "statement, 1 b-tree, order given": sql["SQL: 1 b-tree, order given by the writer"],
+            "statement, 1 b-tree, order found": sql["SQL: 1 b-tree, order found by the statement"],
         }
         acc = {name: [0.0, 0.0] for name in cases}
         names = list(cases)
         for k in range(rounds * 10):
-            for name in names[k % 3 :] + names[: k % 3]:
+            for name in names[k % len(names) :] + names[: k % len(names)]:
                 a = resource.getrusage(resource.RUSAGE_SELF)
                 cases[name]()
                 b = resource.getrusage(resource.RUSAGE_SELF)
@@ -227,7 +277,7 @@ def main() -> None:
     fl = sum(disk["floor"])
     print("\non the disk (settled files), CPU µs per step: user + system = total (vs floor)")
     for name, (u, s) in disk.items():
-        print(f"  {name:14} {u:6.1f} + {s:6.1f} = {u + s:6.1f}  ({(u + s) / fl:.2f}x)")
+        print(f"  {name:32} {u:6.1f} + {s:6.1f} = {u + s:6.1f}  ({(u + s) / fl:.2f}x)")
 
 
 if __name__ == "__main__":
