@@ -116,6 +116,27 @@ class RunState:
     deadline_at: float | None = None  # the run's deadline (_deadlines.py)
     observer: Any = None  # a _observe.RunObserver while a worker executes it
     writing: int = 0  # commits in flight from sync code (a pool thread): close() waits for them
+    orders: dict[str, int] = field(default_factory=dict)  # journal order of positions written
+    next_order: int = 1  # the next new position's journal order (see ``number``)
+
+    def number(self, rec: Any) -> None:
+        """Give a step record (or a child's step) its place in the run's journal: a
+        position journalled before keeps its own, a new one takes the next. Every record
+        a run writes passes here (``write``, ``commit`` and the writer's batches)."""
+        w = rec if type(rec) is StepWrite else getattr(rec, "step", None)
+        if w is None or w.order is not None:
+            return
+        pos = w.pos
+        order = self.orders.get(pos)
+        if order is None:
+            row = self.recorded.get(pos)
+            if row is not None:
+                order = row.seq
+            else:
+                order = self.next_order
+                self.next_order = order + 1
+            self.orders[pos] = order
+        w.order = order
 
     def write_sync(self, rec: StepWrite) -> None:
         """Commit one record now (sync code, or async code that has nobody to share a
@@ -124,6 +145,7 @@ class RunState:
         try:
             if self.released:  # _check_released, inlined: every step of a lone run is here
                 self._check_released()
+            self.number(rec)
             ok = self.journal.commit([rec])[0]
         except DOWN as exc:
             raise JournalDown(exc) from exc
@@ -137,6 +159,7 @@ class RunState:
         """Commit one record through the group-commit writer (async code)."""
         if self.released:  # _check_released, inlined: every step of an async run is here
             self._check_released()
+        self.number(rec)
         try:
             if self.writer is None or self.writer.alone():
                 ok = self.journal.commit([rec])[0]  # nobody to share a commit with: no hand-off
@@ -156,6 +179,7 @@ class RunState:
         self.writing += 1  # as write_sync
         try:
             self._check_released()
+            self.number(rec)
             return self.journal.commit([rec])[0]
         except DOWN as exc:
             raise JournalDown(exc) from exc
@@ -166,6 +190,7 @@ class RunState:
         """Commit one record through the group-commit writer (async code); whether it was
         applied. The loop runs other runs while the writer's thread commits."""
         self._check_released()
+        self.number(rec)
         try:
             if self.writer is None or self.writer.alone():
                 return self.journal.commit([rec])[0]

@@ -85,6 +85,7 @@ def _submit(run: RunState, rec: StepWrite) -> None:
     if run.released:
         run.write_sync(rec)  # raises: a released run records nothing more
     assert run.writer is not None
+    run.number(rec)
     fut = run.writer.submit(rec)
 
     def held(f: asyncio.Future[bool]) -> None:

@@ -293,6 +293,8 @@ class Executor:
             parent_id=row.parent_id,
             deadline_at=row.deadline_at,
         )
+        if run.recorded:  # new positions go after the journal's last (see RunState.number)
+            run.next_order = 1 + max(s.seq for s in run.recorded.values())
         self.active[run_id] = run
         run.observer = obs = RunObserver(row, app.worker_id)
         try:
@@ -383,7 +385,10 @@ class Executor:
             waiting_for=WAIT_SEP.join(dict.fromkeys(names)) if names else None,
             audit=_claim_of(run),
         )
-        futs = [self.writer.submit(w.record) for w in waits if w.record is not None]
+        records = [w.record for w in waits if w.record is not None]
+        for rec in records:
+            run.number(rec)
+        futs = [self.writer.submit(rec) for rec in records]
         futs.append(self.writer.submit(sleep))  # same batch, same transaction as the record
         try:
             oks = await asyncio.gather(*futs)

@@ -787,6 +787,10 @@ class StepWrite:
     """Insert or update one step row, if the run's epoch is still ``epoch``.
 
     ``consume_signal`` marks that signal as delivered to this step in the same transaction.
+    ``order``: the step's place in its run's journal (1, 2, …; the same for a position
+    journalled again), numbered by the run that writes it; None where the writer does not
+    know it (an operator's edit), and the journal finds it. SQLite keeps a run's steps in
+    one range of one b-tree by it; PostgreSQL does not use it.
     """
 
     run_id: str
@@ -801,6 +805,7 @@ class StepWrite:
     started_at: float
     finished_at: float | None
     consume_signal: int | None = None
+    order: int | None = None
 
 
 @dataclass(slots=True)

@@ -56,6 +56,20 @@ _CHILD_VALUES = ", ".join(
 )  # fmt: skip
 
 
+#: The parent's step of a new child, journalled only if the child is the parent's (see
+#: :class:`~surefoot.storage.base.ChildWrite`); a journal may give its own (SQLite's).
+CHILD_STEP_SQL = (
+    "INSERT INTO durable_steps (run_id, pos, name, kind, status, result, error, "
+    f"attempts, epoch, started_at, finished_at) SELECT {_TEXT}, {_TEXT}, {_TEXT}, "
+    f"{_TEXT}, {_TEXT}, {_TEXT}, {_TEXT}, ?, ?, {_F8}, {_F8} FROM durable_runs "
+    "WHERE run_id = ? AND epoch = ? AND EXISTS (SELECT 1 FROM durable_runs c WHERE "
+    "c.run_id = ? AND c.parent_id = ? AND c.workflow = ? AND c.args = ?){share_lock} "
+    "ON CONFLICT (run_id, pos) DO UPDATE SET status = excluded.status, "
+    "result = excluded.result, error = excluded.error, attempts = excluded.attempts, "
+    "epoch = excluded.epoch, finished_at = excluded.finished_at"
+)
+
+
 class JournalChildren:
     """Children on the journal's tables (a mixin)."""
 
@@ -64,6 +78,8 @@ class JournalChildren:
     _get: str
     _audit: str
     _channel: str
+
+    CHILD_STEP = CHILD_STEP_SQL  # its parameters, then the step's order if ORDERED_STEPS
 
     def _children_init(self, run_cols: str, plus_cols: str) -> None:
         d = self.d
@@ -97,16 +113,7 @@ class JournalChildren:
             "durable_runs WHERE run_id = ? AND parent_id = ?) AND NOT EXISTS (SELECT 1 "
             "FROM durable_audit WHERE run_id = ? AND action = 'created')"
         )
-        self._child_step = d.sql(
-            "INSERT INTO durable_steps (run_id, pos, name, kind, status, result, error, "
-            f"attempts, epoch, started_at, finished_at) SELECT {_TEXT}, {_TEXT}, {_TEXT}, "
-            f"{_TEXT}, {_TEXT}, {_TEXT}, {_TEXT}, ?, ?, {_F8}, {_F8} FROM durable_runs "
-            "WHERE run_id = ? AND epoch = ? AND EXISTS (SELECT 1 FROM durable_runs c WHERE "
-            f"c.run_id = ? AND c.parent_id = ? AND c.workflow = ? AND c.args = ?){d.share_lock} "
-            "ON CONFLICT (run_id, pos) DO UPDATE SET status = excluded.status, "
-            "result = excluded.result, error = excluded.error, attempts = excluded.attempts, "
-            "epoch = excluded.epoch, finished_at = excluded.finished_at"
-        )
+        self._child_step = d.sql(self.CHILD_STEP.format(share_lock=d.share_lock))
 
     def lock_first(self, records: Sequence[Any]) -> list[str] | None:
         """PostgreSQL: the run ids a batch locks first (in run-id order, see the module
@@ -148,6 +155,7 @@ class JournalChildren:
                 parent, w.pos, w.name, w.kind, w.status, w.result, w.error, w.attempts,
                 w.epoch, w.started_at, w.finished_at, parent, w.epoch,
                 kid.run_id, parent, kid.workflow, kid.args,
+                *((w.order,) if self.ORDERED_STEPS else ()),  # type: ignore[attr-defined]
             ),
         )  # fmt: skip
 

@@ -20,10 +20,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from ...errors import ConfigError, RunConflictError, UnknownRunError
+from ...errors import ConfigError, RunConflictError, StoreError, UnknownRunError
 from ..base import AuditRow, ChildWrite, Record, RunRow, RunWrite, StepRow, StepWrite, check_size
 from .chunks import ChunkStore, ChunkWrite
 from .dialect import Dialect
@@ -114,6 +114,28 @@ def step_params(r: StepWrite) -> tuple[Any, ...]:
     )  # fmt: skip
 
 
+MAX_ORDER = 16_777_215  # 2**24 - 1: the most steps one run journals where orders are kept
+
+
+def ordered_step_params(r: StepWrite) -> tuple[Any, ...]:
+    """:func:`step_params` and the record's journal ``order`` (a journal that keeps it).
+
+    Raises:
+        StoreError: the run has journalled ``MAX_ORDER`` positions already.
+    """
+    if r.order is not None and r.order > MAX_ORDER:
+        raise StoreError(
+            "sqlite",
+            f"run {r.run_id!r} would journal its {r.order:,}th step; a run holds at most "
+            f"{MAX_ORDER:,} in a SQLite journal. Split the work into child runs, or keep "
+            "the journal on PostgreSQL.",
+        )
+    return (
+        r.run_id, r.pos, r.name, r.kind, r.status, r.result, r.error, r.attempts, r.epoch,
+        r.started_at, r.finished_at, r.run_id, r.epoch, r.order,
+    )  # fmt: skip
+
+
 def row_params(row: RunRow) -> tuple[Any, ...]:
     """The parameters of an insert of ``row`` into :data:`RUN_COLS`."""
     return (
@@ -135,15 +157,36 @@ class SQLJournal(JournalPlus, SQLRunQueries, ChunkStore, JournalLiveness):
     """
 
     _sel = SEL
+    # The step table's statements, by what they are given: SQLite's keep a run's steps in
+    # one range of one b-tree (its journal), so they differ; ``{seq}`` is the dialect's.
+    STEP_STATEMENT = STEP_SQL  # step_args(r); ``{share_lock}`` is the dialect's
+    # (run_id,)
+    STEPS_OF_RUN = (
+        f"SELECT {_STEP_COLS}, {{seq}} FROM durable_steps WHERE run_id = ? ORDER BY {{seq}}"
+    )
+    STEP_AT = "SELECT {seq} FROM durable_steps WHERE run_id = ? AND pos = ?"  # (run_id, pos)
+    STEP_DELETE = "DELETE FROM durable_steps WHERE run_id = ? AND pos = ?"  # (run_id, pos)
+    STEPS_DELETE = "DELETE FROM durable_steps WHERE run_id = ?"  # (run_id,)
+    # (new run id, run id, the step's seq): the steps journalled before it, in order
+    STEPS_COPY = (
+        f"INSERT INTO durable_steps ({_STEP_COLS}) SELECT ?, pos, name, kind, status, "
+        "result, error, attempts, 0, started_at, finished_at FROM durable_steps "
+        "WHERE run_id = ? AND {seq} < ? AND status IN ('done', 'error') ORDER BY {seq}"
+    )
+    ORDERED_STEPS = False  # True: step statements also take the record's ``order``
+    STEP_FOUND = ""  # ORDERED_STEPS: the step statement for a record without an order
 
     def __init__(self, dialect: Dialect) -> None:
         d = self.d = dialect
         self.url = dialect.url
-        self._step = d.sql(STEP_SQL.format(share_lock=d.share_lock))
-        # the hot path: one step, one statement, prepared once per connection
-        self._write_step = d.prepare(
-            STEP_SQL.format(share_lock=d.share_lock), STEP_TYPES, idempotent=True
+        self.step_args: Callable[[StepWrite], tuple[Any, ...]] = (
+            ordered_step_params if self.ORDERED_STEPS else step_params
         )
+        statement = self.STEP_STATEMENT.format(share_lock=d.share_lock)
+        self._step = d.sql(statement)
+        self._step_found = d.sql(self.STEP_FOUND) if self.ORDERED_STEPS else self._step
+        # the hot path: one step, one statement, prepared once per connection
+        self._write_step = d.prepare(statement, STEP_TYPES, idempotent=True)
         self._consume = d.sql(_CONSUME_SQL)
         self._finish = d.sql(FINISH_SQL)
         self._sleep = d.sql(_SLEEP_SQL.format(member=d.member(_TEXT, "name")))
@@ -216,14 +259,8 @@ class SQLJournal(JournalPlus, SQLRunQueries, ChunkStore, JournalLiveness):
         return [RunRow(*r) for r in self.d.read(self.d.sql(sql), (*params, int(limit)))]
 
     def steps(self, run_id: str) -> list[StepRow]:
-        seq = self.d.step_seq
-        rows = self.d.read(
-            self.d.sql(
-                f"SELECT {_STEP_COLS}, {seq} FROM durable_steps WHERE run_id = ? ORDER BY {seq}"
-            ),
-            (run_id,),
-        )
-        return [StepRow(*r) for r in rows]
+        sql = self.d.sql(self.STEPS_OF_RUN.format(seq=self.d.step_seq))
+        return [StepRow(*r) for r in self.d.read(sql, (run_id,))]
 
     # -- the hot path ------------------------------------------------------------------
 
@@ -238,12 +275,16 @@ class SQLJournal(JournalPlus, SQLRunQueries, ChunkStore, JournalLiveness):
             return []
         if chunks is None and len(records) == 1:
             only = records[0]
-            if type(only) is StepWrite and only.consume_signal is None:
+            if (
+                type(only) is StepWrite
+                and only.consume_signal is None
+                and (only.order is not None or not self.ORDERED_STEPS)
+            ):
                 text, limit = only.result, self._limit
                 if text is not None and limit and len(text) * 4 > limit:
                     self._check_values(records)  # only a long text can be over the limit
                 # Re-applying the same step row is harmless, so a lost reply may be retried.
-                return [self._write_step(step_params(only)) == 1]
+                return [self._write_step(self.step_args(only)) == 1]
         self._check_values(records)
 
         # PostgreSQL locks run rows in run-id order (a stable sort keeps each run's records
@@ -265,7 +306,8 @@ class SQLJournal(JournalPlus, SQLRunQueries, ChunkStore, JournalLiveness):
             for i in order:
                 r = records[i]
                 if type(r) is StepWrite:
-                    counted[i] = ex(self._step, step_params(r))
+                    step = self._step if r.order is not None else self._step_found
+                    counted[i] = ex(step, self.step_args(r))
                     if r.consume_signal is not None:
                         ex(self._consume, (r.pos, r.consume_signal, r.run_id, r.epoch))
                 elif type(r) is RunWrite:
@@ -413,7 +455,7 @@ class SQLJournal(JournalPlus, SQLRunQueries, ChunkStore, JournalLiveness):
             "lease_until = NULL, wake_at = NULL, waiting_for = NULL, updated_at = ? "
             f"WHERE run_id = ? AND {d.any_of('status')} RETURNING {SEL}"
         )
-        delete = d.sql("DELETE FROM durable_steps WHERE run_id = ? AND pos = ?")
+        delete = d.sql(self.STEP_DELETE)
 
         def work(c: Any) -> RunRow | None:
             if not c.execute(exists, (run_id,)).fetchone():
@@ -425,7 +467,10 @@ class SQLJournal(JournalPlus, SQLRunQueries, ChunkStore, JournalLiveness):
                 c.execute(delete, (run_id, pos))
             for w in put_steps or ():
                 moved = dataclasses.replace(w, run_id=run_id, epoch=row[_EPOCH])
-                c.execute(self._step, step_params(moved))
+                c.execute(
+                    self._step if moved.order is not None else self._step_found,
+                    self.step_args(moved),
+                )
             c.execute(self._audit, (run_id, now, actor, action, detail))
             if status == "pending":
                 d.notify_run(c, CHANNEL, run_id)
@@ -501,16 +546,12 @@ class SQLJournal(JournalPlus, SQLRunQueries, ChunkStore, JournalLiveness):
             RunConflictError: ``new_run_id`` is taken.
         """
         d, seq = self.d, self.d.step_seq
-        at_sql = d.sql(f"SELECT {seq} FROM durable_steps WHERE run_id = ? AND pos = ?")
+        at_sql = d.sql(self.STEP_AT.format(seq=seq))
         insert = d.sql(
             f"INSERT INTO durable_runs ({RUN_COLS}) VALUES ({RUN_MARKS}) "
             "ON CONFLICT (run_id) DO NOTHING"
         )
-        copy = d.sql(
-            f"INSERT INTO durable_steps ({_STEP_COLS}) SELECT ?, pos, name, kind, status, "
-            "result, error, attempts, 0, started_at, finished_at FROM durable_steps "
-            f"WHERE run_id = ? AND {seq} < ? AND status IN ('done', 'error') ORDER BY {seq}"
-        )
+        copy = d.sql(self.STEPS_COPY.format(seq=seq))
 
         def work(c: Any) -> RunRow:
             src = c.execute(self._get, (run_id,)).fetchone()

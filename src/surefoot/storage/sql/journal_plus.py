@@ -202,10 +202,12 @@ class JournalPlus(JournalQueues, JournalChildren):
         )
         # chunks after the run row: on PostgreSQL, a late writer holding the run row's share
         # lock has committed its chunks by then (or finds no run and inserts none)
-        tables = ["durable_steps", "durable_signals", "durable_runs", "durable_chunks"]
+        tables = ["durable_signals", "durable_runs", "durable_chunks"]
         if drop_audit:
             tables.append("durable_audit")
-        deletes = [d.sql(f"DELETE FROM {t} WHERE run_id = ?") for t in tables]
+        # the steps first, while the run's row says where they are (SQLite: a range)
+        deletes = [d.sql(self.STEPS_DELETE)]  # type: ignore[attr-defined]
+        deletes += [d.sql(f"DELETE FROM {t} WHERE run_id = ?") for t in tables]
 
         def work(c: Any) -> list[str]:
             ids: dict[str, None] = {}

@@ -16,6 +16,7 @@ from ..base import RunRow
 from ..sql.chunks import SQLITE_MIGRATION
 from ..sql.journal import (
     AUDIT_SQL,
+    MAX_ORDER,
     RUN_COLS,
     RUN_MARKS,
     SEL,
@@ -27,6 +28,36 @@ from ._dialect import SQLiteDialect
 from ._liveness import FileLiveness
 
 __all__ = ["MIGRATIONS", "SQLiteJournal"]
+
+_COLS = "run_id, pos, name, kind, status, result, error, attempts, epoch, started_at, finished_at"
+_ORDER = MAX_ORDER  # a run's journal orders: its steps' ids are run_no << 24 + order
+
+
+def _span(run: str, col: str = "id") -> str:
+    """``col`` within the id range of the run whose id is parameter ``run`` (``?1``)."""
+    return (
+        f"{col} BETWEEN (SELECT run_no << 24 FROM durable_runs WHERE run_id = {run}) "
+        f"AND (SELECT (run_no << 24) + {_ORDER} FROM durable_runs WHERE run_id = {run})"
+    )
+
+
+# The step's id within the fenced run ``r``: from the order the writer gave (the hot path),
+# else the row journalled at the position, else after the run's last row.
+_IN_RUN = f"s.id BETWEEN r.run_no << 24 AND (r.run_no << 24) + {_ORDER}"
+_STEP_ID = (
+    "COALESCE((r.run_no << 24) + {order}, "
+    f"(SELECT s.id FROM durable_steps s WHERE {_IN_RUN} AND s.pos = {{pos}}), "
+    f"(SELECT COALESCE(MAX(s.id), r.run_no << 24) + 1 FROM durable_steps s WHERE {_IN_RUN}))"
+)
+# A position's row is updated only if the id found is that position's (a wrong order
+# given updates nothing: the write is refused, as a stale epoch's).
+_STEP_UPSERT = (
+    "ON CONFLICT (id) DO UPDATE SET status = excluded.status, result = excluded.result, "
+    "error = excluded.error, attempts = excluded.attempts, epoch = excluded.epoch, "
+    "finished_at = excluded.finished_at "
+    "WHERE durable_steps.run_id = excluded.run_id AND durable_steps.pos = excluded.pos"
+)
+_VALUES = "?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11"
 
 MIGRATIONS = [
     """
@@ -136,6 +167,40 @@ MIGRATIONS = [
     # 7: the named queues a worker takes part in (a JSON array), so a wake-up for a queued
     # run is ranked among the workers that can claim it (storage/sql/liveness.py)
     "ALTER TABLE durable_workers ADD COLUMN queues TEXT",
+    # 8: a run's steps in one range of one b-tree (see STEP_STATEMENT below): a step row's
+    # id is its run's number << 24 + its journal order. A run's number is a column (a
+    # rowid may change in VACUUM), given at insert by the trigger. Existing steps keep
+    # their order (the old rowid's); steps of no run are not carried over.
+    f"""
+    ALTER TABLE durable_runs ADD COLUMN run_no INTEGER;
+    UPDATE durable_runs SET run_no = rowid;
+    CREATE UNIQUE INDEX durable_runs_no ON durable_runs (run_no);
+    CREATE TRIGGER durable_runs_no AFTER INSERT ON durable_runs WHEN NEW.run_no IS NULL
+    BEGIN
+        UPDATE durable_runs SET run_no = (SELECT COALESCE(MAX(run_no), 0) + 1
+            FROM durable_runs) WHERE rowid = NEW.rowid;
+    END;
+    CREATE TABLE durable_steps_8 (
+        id INTEGER PRIMARY KEY,
+        run_id TEXT NOT NULL,
+        pos TEXT NOT NULL,
+        name TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        status TEXT NOT NULL,
+        result TEXT,
+        error TEXT,
+        attempts INTEGER NOT NULL,
+        epoch INTEGER NOT NULL,
+        started_at REAL NOT NULL,
+        finished_at REAL
+    );
+    INSERT INTO durable_steps_8 (id, {_COLS})
+        SELECT (r.run_no << 24) + ROW_NUMBER() OVER (PARTITION BY s.run_id ORDER BY s.rowid),
+            {", ".join("s." + c for c in _COLS.split(", "))}
+        FROM durable_steps s JOIN durable_runs r ON r.run_id = s.run_id;
+    DROP TABLE durable_steps;
+    ALTER TABLE durable_steps_8 RENAME TO durable_steps
+    """,
 ]
 
 
@@ -155,6 +220,46 @@ class SQLiteJournal(SQLJournal):
     Raises:
         SchemaVersionError: the file is foreign or from a newer surefoot (left untouched).
     """
+
+    # A run's steps are one range of one b-tree (migration 8): a step is one page written,
+    # where a (run_id, pos) index made it two; the position's row is found by the order the
+    # run's writer gives (StepWrite.order), by the position within the range otherwise.
+    ORDERED_STEPS = True
+    # The record's order given (every record a run writes): the id is computed, no lookup.
+    # A statement that could also find it (below) costs 1.3x this one even when the order
+    # is given (8.4 against 6.5 µs warm, 2026-12-05), so the two are kept apart.
+    STEP_STATEMENT = (
+        f"INSERT INTO durable_steps (id, {_COLS}) SELECT (r.run_no << 24) + ?14, {_VALUES} "
+        "FROM durable_runs r WHERE r.run_id = ?12 AND r.epoch = ?13 AND ?14 IS NOT NULL "
+        f"{_STEP_UPSERT}"
+    )
+    # No order given (an operator's edit): the position's row, else after the run's last.
+    STEP_FOUND = (
+        f"INSERT INTO durable_steps (id, {_COLS}) SELECT "
+        f"{_STEP_ID.format(order='?14', pos='?2')}, {_VALUES} FROM durable_runs r "
+        f"WHERE r.run_id = ?12 AND r.epoch = ?13 {_STEP_UPSERT}"
+    )
+    CHILD_STEP = (
+        f"INSERT INTO durable_steps (id, {_COLS}) SELECT "
+        f"{_STEP_ID.format(order='?18', pos='?2')}, {_VALUES} FROM durable_runs r "
+        "WHERE r.run_id = ?12 AND r.epoch = ?13 AND EXISTS (SELECT 1 FROM durable_runs c "
+        "WHERE c.run_id = ?14 AND c.parent_id = ?15 AND c.workflow = ?16 AND c.args = ?17) "
+        f"{_STEP_UPSERT}"
+    )
+    STEPS_OF_RUN = (
+        f"SELECT {_COLS}, id & {_ORDER} FROM durable_steps WHERE {_span('?1')} "
+        "AND run_id = ?1 ORDER BY id"
+    )
+    STEP_AT = f"SELECT id FROM durable_steps WHERE {_span('?1')} AND pos = ?2"
+    STEP_DELETE = f"DELETE FROM durable_steps WHERE {_span('?1')} AND pos = ?2"
+    STEPS_DELETE = f"DELETE FROM durable_steps WHERE {_span('?1')}"
+    STEPS_COPY = (
+        f"INSERT INTO durable_steps (id, {_COLS}) SELECT ((SELECT run_no FROM durable_runs "
+        f"WHERE run_id = ?1) << 24) + (s.id & {_ORDER}), ?1, s.pos, s.name, s.kind, s.status, "
+        "s.result, s.error, s.attempts, 0, s.started_at, s.finished_at FROM durable_steps s "
+        f"WHERE {_span('?2', 's.id')} AND s.id < ?3 AND s.status IN ('done', 'error') "
+        "ORDER BY s.id"
+    )
 
     def __init__(self, db: SQLiteDB) -> None:
         self.db = db
