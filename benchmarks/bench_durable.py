@@ -60,7 +60,7 @@ from pathlib import Path
 from typing import Any
 
 from surefoot import durable
-from surefoot.storage.sql.journal import STEP_SQL
+from surefoot.storage.sqlite._journal import SQLiteJournal
 
 STEPS = 100
 # Issue 13 section 3 (and the earlier targets still held): (limit, "<=" or ">=").
@@ -169,20 +169,24 @@ def surefoot_new_file(d: Path, runs: int = 3) -> float:
 
 class HandWritten:
     """The least a fenced durable step needs, written by hand: per step, the function is
-    awaited, its value encoded and one statement (surefoot's own step SQL, on its two
-    tables) writes the row only while the run has the writer's epoch; no replay, retries,
-    observability or group commit. Kept and settled as ``Kept``."""
+    awaited, its value encoded and one statement (surefoot's own SQLite step statement, on
+    a copy of its two tables: the run's row and the steps in one b-tree, numbered by run
+    and journal order) writes the row only while the run has the writer's epoch; no
+    replay, retries, observability or group commit. Kept and settled as ``Kept``.
+    (Until 2026-12-05 22:00 UTC: the previous statement, on a steps table with a
+    ``(run_id, pos)`` index, as surefoot's was then.)"""
 
     SCHEMA = """
-    CREATE TABLE IF NOT EXISTS durable_runs (run_id TEXT PRIMARY KEY, epoch INTEGER NOT NULL);
-    CREATE TABLE IF NOT EXISTS durable_steps (run_id TEXT NOT NULL, pos TEXT NOT NULL,
-        name TEXT NOT NULL, kind TEXT NOT NULL, status TEXT NOT NULL, result TEXT, error TEXT,
-        attempts INTEGER NOT NULL, epoch INTEGER NOT NULL, started_at REAL NOT NULL,
-        finished_at REAL, PRIMARY KEY (run_id, pos));
+    CREATE TABLE IF NOT EXISTS durable_runs (run_no INTEGER PRIMARY KEY,
+        run_id TEXT NOT NULL UNIQUE, epoch INTEGER NOT NULL);
+    CREATE TABLE IF NOT EXISTS durable_steps (id INTEGER PRIMARY KEY, run_id TEXT NOT NULL,
+        pos TEXT NOT NULL, name TEXT NOT NULL, kind TEXT NOT NULL, status TEXT NOT NULL,
+        result TEXT, error TEXT, attempts INTEGER NOT NULL, epoch INTEGER NOT NULL,
+        started_at REAL NOT NULL, finished_at REAL);
     """
 
     def __init__(self, d: Path) -> None:
-        self.sql = STEP_SQL.format(share_lock="")
+        self.sql = SQLiteJournal.STEP_STATEMENT
         self.loop = asyncio.new_event_loop()  # one loop for all runs, as surefoot's app has
         self.path = d / "hand.db"
         self.c = sqlite3.connect(self.path, isolation_level=None)
@@ -210,13 +214,13 @@ class HandWritten:
                 started = time.time()
                 v = await step(i)
                 params = (run_id, str(i), "step", "step", "done", json.dumps(v), None, 1, 1,
-                          started, time.time(), run_id, 1)  # fmt: skip
+                          started, time.time(), run_id, 1, i + 1)  # fmt: skip
                 if write and c.execute(sql, params).rowcount != 1:
                     raise RuntimeError(f"run {run_id} was taken over")
                 total += v
             return total
 
-        c.execute("INSERT INTO durable_runs VALUES (?, 1)", (run_id,))
+        c.execute("INSERT INTO durable_runs (run_id, epoch) VALUES (?, 1)", (run_id,))
         t0, p0 = time.perf_counter(), time.process_time()
         self.loop.run_until_complete(flow())
         return time.perf_counter() - t0, time.process_time() - p0
