@@ -6,10 +6,11 @@ Three parts, each alternating its cases so the machine's drift hits all alike:
 * warm (a folder on ``/dev/shm``, where an fsync costs nothing): CPU µs per step of a
   1,000-step run; the same with the step's statement replaced by a stub (what surefoot's
   Python costs around it); the hand-written step with and without its statement; and the
-  statements alone: the floor's ``BEGIN``/``INSERT``/``COMMIT``, surefoot's fenced step
-  upsert (a table and its ``(run_id, pos)`` index: two b-trees), and the same upsert into
-  one b-tree whose rowid is (the run's number, the step's journal order), that order given
-  by the writer or found by the statement (the run's last rowid + 1);
+  statements alone: the floor's ``BEGIN``/``INSERT``/``COMMIT``, the fenced step upsert
+  into a table and its ``(run_id, pos)`` index (two b-trees: surefoot's SQLite layout
+  before durable migration 8, PostgreSQL's), and the same upsert into one b-tree whose
+  rowid is (the run's number, the step's journal order), that order given by the writer
+  (surefoot's SQLite layout since migration 8) or found by the statement;
 * a run: CPU µs of a run of no steps (``start`` then ``result``: two commits, the hand-off
   to the app's loop thread and back), with the process free to use every CPU and pinned to
   one (a thread woken on an idle virtual CPU costs more than one woken on a busy one);
@@ -119,6 +120,11 @@ RANGE_FOUND = (
 )
 
 
+TWO = "SQL: 2 b-trees (the step statement before migration 8)"
+GIVEN = "SQL: 1 b-tree, order given (surefoot's since migration 8)"
+FOUND = "SQL: 1 b-tree, order found by the statement"
+
+
 def _statements(d: Path, n: int = WARM_STEPS) -> dict[str, Callable[[], float]]:
     """The statements alone, ``n`` of each per call, on one WAL + FULL file, each call on a
     new run (as surefoot's steps: a run's row is read for its epoch)."""
@@ -156,9 +162,9 @@ def _statements(d: Path, n: int = WARM_STEPS) -> dict[str, Callable[[], float]]:
 
     return {
         "SQL: the floor (BEGIN, INSERT, COMMIT)": statement(None),
-        "SQL: surefoot's step statement (2 b-trees)": statement(step),
-        "SQL: 1 b-tree, order given by the writer": statement(RANGE_GIVEN, "range_runs"),
-        "SQL: 1 b-tree, order found by the statement": statement(RANGE_FOUND, "range_runs"),
+        TWO: statement(step),
+        GIVEN: statement(RANGE_GIVEN, "range_runs"),
+        FOUND: statement(RANGE_FOUND, "range_runs"),
     }
 
 
@@ -234,9 +240,9 @@ def on_disk(where: str | None, rounds: int) -> dict[str, tuple[float, float]]:
             "floor": go_floor,
             "hand-written": hand.run,
             "surefoot": go_surefoot,
-            "statement, 2 b-trees": sql["SQL: surefoot's step statement (2 b-trees)"],
-            "statement, 1 b-tree, order given": sql["SQL: 1 b-tree, order given by the writer"],
-            "statement, 1 b-tree, order found": sql["SQL: 1 b-tree, order found by the statement"],
+            "statement, 2 b-trees": sql[TWO],
+            "statement, 1 b-tree, order given": sql[GIVEN],
+            "statement, 1 b-tree, order found": sql[FOUND],
         }
         acc = {name: [0.0, 0.0] for name in cases}
         names = list(cases)
