@@ -271,7 +271,7 @@ def main() -> None:
     w = warm(a.rounds)
     print(f"\nwarm (/dev/shm), CPU µs per step, medians of {a.rounds} alternated rounds")
     for name, us in w.items():
-        print(f"  {name:46} {us:7.2f}")
+        print(f"  {name:58} {us:7.2f}")
     print(
         f"  surefoot's Python around its statement vs the hand-written's: "
         f"{w['surefoot step, statement stubbed']:.2f} vs {w['hand-written, no statement']:.2f}"
