@@ -139,12 +139,10 @@ class RunState:
         w.order = order
 
     def write_sync(self, rec: StepWrite) -> None:
-        """Commit one record now (sync code, or async code that has nobody to share a
-        commit with: see ``write``); refused -> ``LeaseLostError``."""
+        """Commit one record now (sync code); refused -> ``LeaseLostError``."""
         self.writing += 1  # before the check: a write it lets through is waited for
         try:
-            if self.released:  # _check_released, inlined: every step of a lone run is here
-                self._check_released()
+            self._check_released()
             self.number(rec)
             ok = self.journal.commit([rec])[0]
         except DOWN as exc:

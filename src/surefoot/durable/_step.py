@@ -199,12 +199,7 @@ async def run_async(run: RunState, sd: StepDef, pos: str, args: Any, kwargs: Any
             current.reset(token)
         if failed is None:
             text, value = encode(run, pos, sd, value)
-            rec = step_row(run, pos, sd, "done", attempt, started, text)
-            w = run.writer
-            if w is None or w.alone():  # nobody to share a commit with: no coroutine either
-                run.write_sync(rec)
-            else:
-                await run.write(rec)
+            await run.write(step_row(run, pos, sd, "done", attempt, started, text))
             run.steps_run += 1
             if run.observer is not None:
                 run.observer.step_done(sd.name, sd.kind, pos, attempt)

@@ -17,7 +17,7 @@ from surefoot import durable
 from surefoot.durable import CrashPlan, SimulatedCrash
 from surefoot.errors import StoreError
 from surefoot.storage.base import RunRow, StepWrite
-from surefoot.storage.sql.journal import MAX_ORDER, ordered_step_params
+from surefoot.storage.sql.journal import MAX_ORDER
 from surefoot.storage.sqlite import SQLiteDB
 from surefoot.storage.sqlite._journal import MIGRATIONS, SQLiteJournal
 
@@ -129,10 +129,18 @@ def test_a_wrong_order_updates_no_other_position(tmp_path: Path) -> None:
     j.db.close()
 
 
-def test_a_run_holds_at_most_max_order_steps() -> None:
-    w = StepWrite("r", 1, "9", "s", "step", "done", "1", None, 1, 1.0, 2.0, order=MAX_ORDER + 1)
-    with pytest.raises(StoreError, match="at most 16,777,215"):
-        ordered_step_params(w)
+def test_a_run_holds_at_most_max_order_steps(tmp_path: Path) -> None:
+    """The step past the limit is refused with the journal's file named; nothing written."""
+    j = _journal(tmp_path / "j.db")
+    j.create_run(RunRow("r", "wf", "1", "h", "[]", "journal_keys", "pending", 1.0, 1.0))
+    ((run_id, epoch),) = j.claim("w", now=1.0, lease_until=9.0, workflows=[("wf", "1")], limit=1)
+    w = StepWrite(run_id, epoch, "9", "s", "step", "done", "1", None, 1, 1.0, 2.0,
+                  order=MAX_ORDER + 1)  # fmt: skip
+    with pytest.raises(StoreError, match="at most 16,777,215") as info:
+        j.commit([w])
+    assert "j.db" in info.value.url
+    assert j.steps("r") == []
+    j.db.close()
 
 
 def test_a_journal_of_layout_7_is_carried_over_in_journal_order(tmp_path: Path) -> None:

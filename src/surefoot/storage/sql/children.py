@@ -78,6 +78,7 @@ class JournalChildren:
     _get: str
     _audit: str
     _channel: str
+    ORDERED_STEPS: bool
 
     CHILD_STEP = CHILD_STEP_SQL  # its parameters, then the step's order if ORDERED_STEPS
 
@@ -155,7 +156,7 @@ class JournalChildren:
                 parent, w.pos, w.name, w.kind, w.status, w.result, w.error, w.attempts,
                 w.epoch, w.started_at, w.finished_at, parent, w.epoch,
                 kid.run_id, parent, kid.workflow, kid.args,
-                *((w.order,) if self.ORDERED_STEPS else ()),  # type: ignore[attr-defined]
+                *((w.order,) if self.ORDERED_STEPS else ()),
             ),
         )  # fmt: skip
 

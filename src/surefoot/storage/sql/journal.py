@@ -117,25 +117,6 @@ def step_params(r: StepWrite) -> tuple[Any, ...]:
 MAX_ORDER = 16_777_215  # 2**24 - 1: the most steps one run journals where orders are kept
 
 
-def ordered_step_params(r: StepWrite) -> tuple[Any, ...]:
-    """:func:`step_params` and the record's journal ``order`` (a journal that keeps it).
-
-    Raises:
-        StoreError: the run has journalled ``MAX_ORDER`` positions already.
-    """
-    if r.order is not None and r.order > MAX_ORDER:
-        raise StoreError(
-            "sqlite",
-            f"run {r.run_id!r} would journal its {r.order:,}th step; a run holds at most "
-            f"{MAX_ORDER:,} in a SQLite journal. Split the work into child runs, or keep "
-            "the journal on PostgreSQL.",
-        )
-    return (
-        r.run_id, r.pos, r.name, r.kind, r.status, r.result, r.error, r.attempts, r.epoch,
-        r.started_at, r.finished_at, r.run_id, r.epoch, r.order,
-    )  # fmt: skip
-
-
 def row_params(row: RunRow) -> tuple[Any, ...]:
     """The parameters of an insert of ``row`` into :data:`RUN_COLS`."""
     return (
@@ -180,7 +161,7 @@ class SQLJournal(JournalPlus, SQLRunQueries, ChunkStore, JournalLiveness):
         d = self.d = dialect
         self.url = dialect.url
         self.step_args: Callable[[StepWrite], tuple[Any, ...]] = (
-            ordered_step_params if self.ORDERED_STEPS else step_params
+            self._ordered_step_params if self.ORDERED_STEPS else step_params
         )
         statement = self.STEP_STATEMENT.format(share_lock=d.share_lock)
         self._step = d.sql(statement)
@@ -211,6 +192,24 @@ class SQLJournal(JournalPlus, SQLRunQueries, ChunkStore, JournalLiveness):
         self._liveness_init()
 
     # -- runs --------------------------------------------------------------------------
+
+    def _ordered_step_params(self, r: StepWrite) -> tuple[Any, ...]:
+        """:func:`step_params` and the record's journal ``order`` (ORDERED_STEPS).
+
+        Raises:
+            StoreError: the run has journalled ``MAX_ORDER`` positions already.
+        """
+        if r.order is not None and r.order > MAX_ORDER:
+            raise StoreError(
+                self.url,
+                f"run {r.run_id!r} would journal its {r.order:,}th step; a run holds at "
+                f"most {MAX_ORDER:,} in this journal. Split the work into child runs, or "
+                "keep the journal on PostgreSQL.",
+            )
+        return (
+            r.run_id, r.pos, r.name, r.kind, r.status, r.result, r.error, r.attempts,
+            r.epoch, r.started_at, r.finished_at, r.run_id, r.epoch, r.order,
+        )  # fmt: skip
 
     def create_run(self, row: RunRow) -> tuple[RunRow, bool]:
         """Insert ``row`` unless the run id exists; return (the stored row, created)."""

@@ -47,6 +47,7 @@ class JournalPlus(JournalQueues, JournalChildren):
     url: str
     _get: str
     _audit: str
+    STEPS_DELETE: str
 
     def _plus_init(self) -> None:
         from .journal import CHANNEL, RUN_COLS, RUN_MARKS, SEL
@@ -206,7 +207,7 @@ class JournalPlus(JournalQueues, JournalChildren):
         if drop_audit:
             tables.append("durable_audit")
         # the steps first, while the run's row says where they are (SQLite: a range)
-        deletes = [d.sql(self.STEPS_DELETE)]  # type: ignore[attr-defined]
+        deletes = [d.sql(self.STEPS_DELETE)]
         deletes += [d.sql(f"DELETE FROM {t} WHERE run_id = ?") for t in tables]
 
         def work(c: Any) -> list[str]:

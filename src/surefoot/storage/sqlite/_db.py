@@ -354,10 +354,7 @@ class SQLiteDB:
         return self._alone(True, sql, params)  # type: ignore[no-any-return]
 
     def _alone(self, rows: bool, sql: str, params: Any) -> Any:
-        local = self._local  # conn(), inlined: a journalled step's hot path
-        c = getattr(local, "conn", None)
-        if c is None or local.pid != _pid:
-            c = self.conn()
+        c = self.conn()
         if c.in_transaction:  # another transaction is open here: refused, as write() does
             self._begin(c)
         try:
