@@ -1,6 +1,8 @@
 """The package layout, read from the source with ``ast``: product apart from lab, no reaching in.
 
 - ``durable/`` and ``statebus/`` import nothing from ``surefoot.llm`` or ``surefoot.lab``;
+- ``guard/`` imports nothing from ``statebus``, ``durable``, ``lab`` or ``cli`` (statebus uses
+  the guard, not the other way round; the guard may use the core, ``resilience`` and ``llm``);
 - nothing outside ``lab/`` and ``cli/`` imports ``surefoot.lab`` or ``surefoot.cli`` (the
   ``python -m surefoot`` entry excepted), and the lab does not import the CLI;
 - no module imports another module's ``_private`` name, nor a private module of another
@@ -29,6 +31,9 @@ ALLOWED: dict[tuple[str, str], str] = {
     # by name, only when an old name is read; removed with the aliases.
     ("surefoot.statebus._moved", "surefoot.lab.statebus.*"): "deprecated aliases",
 }
+
+# What the guard must not import: the subsystems that use it, the lab and the CLI.
+GUARD_BELOW = ("surefoot.statebus", "surefoot.durable", "surefoot.lab", "surefoot.cli")
 
 
 @dataclass(frozen=True)
@@ -102,9 +107,16 @@ def _subsystem(module: str) -> str:
 
 
 def _violations() -> dict[str, list[Imported]]:
-    found: dict[str, list[Imported]] = {"llm_or_lab": [], "lab_or_cli": [], "private": []}
+    found: dict[str, list[Imported]] = {
+        "llm_or_lab": [],
+        "lab_or_cli": [],
+        "private": [],
+        "guard_above": [],
+    }
     for imp in all_imports():
         mod, tgt = imp.module, imp.target
+        if _within(mod, "surefoot.guard") and any(_within(tgt, p) for p in GUARD_BELOW):
+            found["guard_above"].append(imp)
         product = _within(mod, "surefoot.durable") or _within(mod, "surefoot.statebus")
         if product and (_within(tgt, "surefoot.llm") or _within(tgt, "surefoot.lab")):
             found["llm_or_lab"].append(imp)
@@ -148,6 +160,11 @@ def test_only_lab_and_cli_import_lab_and_cli() -> None:
     assert _report(_violations()["lab_or_cli"]) == []
 
 
+def test_guard_imports_nothing_of_statebus_durable_lab_or_cli() -> None:
+    """``surefoot.guard`` sits below the subsystems that use it: no import of theirs."""
+    assert _report(_violations()["guard_above"]) == []
+
+
 def test_no_module_imports_another_modules_private_names() -> None:
     """No ``from X import _name`` across modules, no private module of another subsystem."""
     assert _report(_violations()["private"]) == []
@@ -185,3 +202,8 @@ def test_the_checker_sees_each_kind_of_violation(tmp_path: Path) -> None:
     assert ("surefoot.statebus._store._helper", True) in got
     assert ("surefoot.lab.statebus", False) in got
     assert ("surefoot.llm", False) in got
+    guard = tmp_path / "surefoot" / "guard"
+    guard.mkdir()
+    (guard / "_labels.py").write_text("def f():\n    from ..statebus import Store\n")
+    got = {i.target for i in _imports(guard / "_labels.py", tmp_path / "surefoot")}
+    assert "surefoot.statebus.Store" in got

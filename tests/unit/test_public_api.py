@@ -22,6 +22,7 @@ PACKAGES = [
     "surefoot",
     "surefoot.resilience",
     "surefoot.durable",
+    "surefoot.guard",
     "surefoot.statebus",
     "surefoot.storage",
     "surefoot.llm",

@@ -10,7 +10,7 @@ import decimal
 import enum
 import json
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from .. import errors as _errors
@@ -37,12 +37,18 @@ def type_name(tp: type) -> str:
     return f"{tp.__module__}.{tp.__qualname__}"
 
 
-def register(cls: type) -> type:
+def register(cls: type, *, former: Iterable[str] = ()) -> type:
     """Let tagged values of ``cls`` (a dataclass, pydantic model or enum) decode to ``cls``.
 
     Usable as a class decorator. Returns ``cls`` unchanged.
+
+    Args:
+        former: the tags (``module.QualName``) the class was stored under before it moved,
+            so values written then still decode to it; new values carry its current name.
     """
     _registry[type_name(cls)] = cls
+    for name in former:
+        _registry[name] = cls
     return cls
 
 

@@ -26,33 +26,42 @@ from ..errors import (
     ScopeError,
     TrustError,
 )
-from ..storage.base import MergeOutcome
-from ._capabilities import (
+from ..guard import (
+    FIELD_TYPES,
     KINDS,
+    TRUST_LEVELS,
     Answer,
     Arg,
     CapabilityPolicy,
-    Delegation,
-    ToolPolicy,
-    document_of,
-    env_label,
-    kind_of,
-    label_output,
-)
-from ._entry import TRUST_LEVELS, AgentSpec, Endorsement, Entry, Lease, LostUpdate
-from ._history import Change, TxnResult, Watch
-from ._merge import Contribution
-from ._quarantine import (
-    FIELD_TYPES,
     Condition,
+    Delegation,
+    Endorser,
+    Label,
+    Labeled,
     Plan,
     PlanRunner,
     PlanStep,
     QuarantinedParser,
+    SinkPolicy,
+    ToolPolicy,
+    derive,
+    document_of,
+    env_label,
+    kind_of,
+    label_of,
+    label_output,
+    labeled,
     make_plan,
+    reject_label_fields,
+    render,
+    trusted,
 )
+from ..storage.base import MergeOutcome
+from ._entry import AgentSpec, Endorsement, Entry, Lease, LostUpdate
+from ._history import Change, TxnResult, Watch
+from ._merge import Contribution
 from ._resolvers import ChatClient, Proposal, Resolution, judge, priority, vote
-from ._session import AgentSession
+from ._session import AgentSession, write_labeled
 from ._store import Store
 from ._stream import (
     Consumer,
@@ -63,19 +72,6 @@ from ._stream import (
     StreamEntry,
     StreamStats,
     streams,
-)
-from ._trust import (
-    Endorser,
-    Label,
-    Labeled,
-    SinkPolicy,
-    derive,
-    label_of,
-    labeled,
-    reject_label_fields,
-    render,
-    trusted,
-    write_labeled,
 )
 
 __all__ = [

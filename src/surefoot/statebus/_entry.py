@@ -10,13 +10,11 @@ from typing import Any
 
 from ..codec import loads
 from ..errors import ConfigError
+from ..guard import Label, Labeled
 from ..storage.base import StateRecord, check_text
 from ._merge import Contribution, contributions
-from ._trust import Label, Labeled
 
-__all__ = ["TRUST_LEVELS", "AgentSpec", "Endorsement", "Entry", "Lease", "LostUpdate"]
-
-TRUST_LEVELS = ("system", "trusted", "untrusted")
+__all__ = ["AgentSpec", "Endorsement", "Entry", "Lease", "LostUpdate"]
 
 
 @dataclass(frozen=True, slots=True)

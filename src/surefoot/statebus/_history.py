@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 from ..codec import loads
 from ..errors import ConfigError, ConflictError
+from ..guard import Label, Labeled
 from ..storage.base import StateChange, txn_conflict
-from ._trust import Label, Labeled
 
 if TYPE_CHECKING:
     from ._store import Store

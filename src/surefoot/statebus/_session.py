@@ -7,20 +7,20 @@ from __future__ import annotations
 import fnmatch
 import re
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..errors import ConfigError, ConflictError, ScopeError
+from ..guard import Endorser, Label, Labeled, label_of
 from ..storage.base import MergeOutcome
 from ._entry import AgentSpec, Endorsement, Entry, Lease, seen_of
 from ._history import Change, TxnResult, Watch
 from ._merge import update
-from ._trust import Endorser, Label, Labeled, label_of
 
 if TYPE_CHECKING:
     from ..resilience import RetryPolicy
     from ._store import Store
 
-__all__ = ["AgentSession"]
+__all__ = ["AgentSession", "write_labeled"]
 
 
 class AgentSession:
@@ -361,6 +361,20 @@ class AgentSession:
 
     def __repr__(self) -> str:
         return f"AgentSession({self.name!r}, trust={self.trust!r})"
+
+
+class _Writer(Protocol):
+    def write(self, key: str, value: Any, *, expect: int | None = None) -> Any: ...
+
+
+def write_labeled(session: _Writer, key: str, value: Labeled[Any], **kwargs: Any) -> Any:
+    """Write a derived value together with its label, so readers inherit the taint.
+
+    A session's plain ``write`` already carries the taint of everything the session read;
+    use this when a value derives from data read elsewhere (another session, a tool). A
+    stored label can only add taint to what the author's identity gives.
+    """
+    return session.write(key, value, **kwargs)
 
 
 def _change_label(c: Change) -> Label:

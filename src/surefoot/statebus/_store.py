@@ -16,6 +16,7 @@ from .. import storage as _storage
 from ..clock import Clock, SystemClock
 from ..codec import dumps, loads
 from ..errors import ConfigError, ConflictError
+from ..guard import Labeled
 from ..storage.base import MergeOutcome, StateStore, check_text
 from ..storage.history import check_policy
 from ._entry import (
@@ -32,7 +33,6 @@ from ._entry import (
 from ._history import HIDDEN, Change, TxnResult, Watch, change, txn_result
 from ._merge import MergeRule, find_rule, make_rule, update
 from ._session import AgentSession
-from ._trust import Labeled
 
 if TYPE_CHECKING:
     from ..resilience import RetryPolicy

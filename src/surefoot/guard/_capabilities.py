@@ -7,7 +7,7 @@ carry data out); an email's recipient must be someone the user named or who alre
 them. A :class:`CapabilityPolicy` declares that per argument, as data (printable, versioned,
 fingerprinted), and denies by default: an undeclared tool or argument is refused.
 
-Sources are the principals in a value's :class:`~surefoot.statebus.Label`, named
+Sources are the principals in a value's :class:`~surefoot.guard.Label`, named
 ``kind:where`` (``content:read_file.content``, ``correspondent:get_received_emails.sender``);
 a name without a colon is its own kind (``user``). The kinds an argument may accept:
 
@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import ConfigError, TrustError
-from ._trust import Label, Labeled
+from ._labels import Label, Labeled
 
 __all__ = [
     "KINDS",

@@ -9,8 +9,8 @@ applied to a blackboard:
 - Labels propagate: an ``AgentSession`` that read untrusted data stores every write with
   that taint, so a trusted agent that copies untrusted text passes the taint on instead of
   laundering it. :func:`derive` applies a function to labelled values and labels the result
-  with the union of their sources; :func:`write_labeled` stores a value with its label (a
-  stored label can only add taint to what the author's identity gives).
+  with the union of their sources; ``surefoot.statebus.write_labeled`` stores a value with its
+  label (a stored label can only add taint to what the author's identity gives).
 - :func:`render` shows entries to a model: untrusted ones inside delimited, labelled data
   blocks with a per-render nonce, the content JSON-escaped so it cannot contain ``<`` or
   ``>`` and therefore cannot close its block early (delimiter spoofing). Rendering helps a
@@ -35,6 +35,7 @@ from ..errors import ConfigError, TrustError
 
 __all__ = [
     "LABEL_FIELDS",
+    "TRUST_LEVELS",
     "Endorser",
     "Label",
     "Labeled",
@@ -45,13 +46,13 @@ __all__ = [
     "reject_label_fields",
     "render",
     "trusted",
-    "write_labeled",
 ]
 
 T = TypeVar("T")
 U = TypeVar("U")
 
-_LEVELS = ("system", "trusted", "untrusted")  # as in Store; repeated to keep this module free
+TRUST_LEVELS = ("system", "trusted", "untrusted")
+"""The trust a writer is registered with: the runtime itself, a trusted or an untrusted agent."""
 # Fields a model must never supply: provenance is the runtime's to set.
 LABEL_FIELDS = frozenset({"author", "trust", "label", "endorsed_by", "$label"})
 
@@ -65,10 +66,6 @@ class _EntryLike(Protocol):
     def author(self) -> str: ...
     @property
     def trust(self) -> str: ...
-
-
-class _Writer(Protocol):
-    def write(self, key: str, value: Any, *, expect: int | None = None) -> Any: ...
 
 
 def _fs(x: Iterable[str]) -> frozenset[str]:
@@ -117,8 +114,8 @@ class Label:
     @classmethod
     def of(cls, author: str, trust: str) -> Label:
         """The label of a value written by ``author`` at ``trust`` level."""
-        if trust not in _LEVELS:
-            raise ConfigError(f"trust must be one of {_LEVELS}, got {trust!r}")
+        if trust not in TRUST_LEVELS:
+            raise ConfigError(f"trust must be one of {TRUST_LEVELS}, got {trust!r}")
         bad = frozenset({author}) if trust == "untrusted" else frozenset()
         return cls(frozenset({author}), bad, bad)
 
@@ -138,6 +135,11 @@ class Labeled(Generic[T]):
     def map(self, fn: Callable[[T], U]) -> Labeled[U]:
         """Apply ``fn`` to the value; the result keeps this label."""
         return Labeled(fn(self.value), self.label)
+
+
+# Where Label and Labeled lived until 0.1: values stored then carry these tags.
+register(Label, former=("surefoot.statebus._trust.Label",))
+register(Labeled, former=("surefoot.statebus._trust.Labeled",))
 
 
 def trusted(value: T, source: str = "user") -> Labeled[T]:
@@ -173,15 +175,6 @@ def derive(fn: Callable[..., U], *inputs: Labeled[Any]) -> Labeled[U]:
     """Compute ``fn(*values)`` and label it with the join of the inputs' labels."""
     label = Label().join(*(x.label for x in inputs))
     return Labeled(fn(*(x.value for x in inputs)), label)
-
-
-def write_labeled(session: _Writer, key: str, value: Labeled[Any], **kwargs: Any) -> Any:
-    """Write a derived value together with its label, so readers inherit the taint.
-
-    A session's plain ``write`` already carries the taint of everything the session read;
-    use this when a value derives from data read elsewhere (another session, a tool).
-    """
-    return session.write(key, value, **kwargs)
 
 
 def reject_label_fields(payload: Any, where: str) -> None:

@@ -8,7 +8,7 @@
   it was read from.
 - :class:`PlanRunner` runs the plan: literal arguments carry the task's label, references
   (``{"ref": "step.field"}``) carry the label of the value they point to, and every call goes
-  through a :class:`~surefoot.statebus.CapabilityPolicy`, which decides per argument.
+  through a :class:`~surefoot.guard.CapabilityPolicy`, which decides per argument.
   :meth:`PlanRunner.register` makes each tool call and each parse a durable step
   (``surefoot.durable``), so a crash mid-plan resumes without calling the parser again.
 
@@ -24,12 +24,11 @@ import json
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from ..errors import ConfigError, TrustError
 from ._capabilities import Answer, CapabilityPolicy
-from ._resolvers import ChatClient
-from ._trust import Label, Labeled, reject_label_fields
+from ._labels import Label, Labeled, reject_label_fields
 
 __all__ = [
     "FIELD_TYPES",
@@ -51,6 +50,12 @@ FIELD_TYPES: dict[str, Callable[[Any], bool]] = {
     "list[str]": lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v),
 }
 _ID = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+class ChatClient(Protocol):
+    """Anything with a chat-completions ``create`` (``FakeLLM``, an OpenAI-style client)."""
+
+    def create(self, *, model: str, messages: Sequence[dict[str, Any]]) -> Any: ...
 
 
 def _text_of(resp: Any) -> str:

@@ -1,0 +1,107 @@
+"""What untrusted data may do: trust labels, sink and capability policies, plans.
+
+An agent reads text it did not write: a web page, an e-mail, a tool's output, another
+agent's note in the shared state. If that text says "transfer 900 to ACC-666", a model may
+do it. The guard decides, in code and not in the prompt, what such data may reach. It guards
+every place where a model's choice turns into an action: provider calls (what a model is
+shown and what it may answer), tool calls, MCP tools, framework agents, and writes to the
+shared state (``surefoot.statebus`` labels every entry with its author's trust and uses the
+guard for the rest).
+
+- **Labels.** A :class:`Label` says which principals a value derives from and which of them
+  were untrusted and not endorsed (``tainted``); a :class:`Labeled` value carries its label.
+  :func:`trusted` labels what the runtime itself holds (the user's task), :func:`label_of`
+  and :func:`labeled` read the label of a stored entry, :func:`derive` joins the labels of
+  what a result was computed from, and an :class:`Endorser` (a person, a reviewer) lifts a
+  taint on record. :func:`reject_label_fields` refuses a model's attempt to set provenance.
+- **Rendering.** :func:`render` shows entries to a model with untrusted ones in delimited
+  data blocks. It helps a model ignore planted text; it is not the control.
+- **Sinks.** :class:`SinkPolicy` refuses a tainted value at any tool not declared safe, and
+  at instructions (deny by default).
+- **Per-argument capabilities.** A :class:`CapabilityPolicy` of :class:`ToolPolicy`
+  declarations says, per argument (:class:`Arg`), which sources may supply it (:data:`KINDS`:
+  the user, a record, a document the user pointed to, a correspondent, anything); a user's
+  task may delegate one argument to a document it names (:class:`Delegation`). Tool outputs
+  are labelled per field (:func:`label_output`), and the final answer is a sink too
+  (:class:`Answer`, marked when it derives from untrusted data).
+- **Plans and the quarantined parser.** :func:`make_plan` asks a model for a :class:`Plan`
+  from the trusted task alone; a :class:`QuarantinedParser` (a model with no tools) reads
+  untrusted content into typed fields (:data:`FIELD_TYPES`); a :class:`PlanRunner` runs the
+  plan under a capability policy, labelling every value as it goes, and can make each call a
+  durable step.
+
+Refusals raise :class:`~surefoot.errors.TrustError` (with ``sink`` and ``sources``); a bad
+declaration raises :class:`~surefoot.errors.ConfigError`.
+
+Until 0.1 these names were defined in ``surefoot.statebus``, which still exports them.
+"""
+
+from __future__ import annotations
+
+from ..errors import TrustError
+from ._capabilities import (
+    KINDS,
+    Answer,
+    Arg,
+    CapabilityPolicy,
+    Delegation,
+    ToolPolicy,
+    document_of,
+    env_label,
+    kind_of,
+    label_output,
+)
+from ._labels import (
+    TRUST_LEVELS,
+    Endorser,
+    Label,
+    Labeled,
+    SinkPolicy,
+    derive,
+    label_of,
+    labeled,
+    reject_label_fields,
+    render,
+    trusted,
+)
+from ._plans import (
+    FIELD_TYPES,
+    Condition,
+    Plan,
+    PlanRunner,
+    PlanStep,
+    QuarantinedParser,
+    make_plan,
+)
+
+__all__ = [
+    "FIELD_TYPES",
+    "KINDS",
+    "TRUST_LEVELS",
+    "Answer",
+    "Arg",
+    "CapabilityPolicy",
+    "Condition",
+    "Delegation",
+    "Endorser",
+    "Label",
+    "Labeled",
+    "Plan",
+    "PlanRunner",
+    "PlanStep",
+    "QuarantinedParser",
+    "SinkPolicy",
+    "ToolPolicy",
+    "TrustError",
+    "derive",
+    "document_of",
+    "env_label",
+    "kind_of",
+    "label_of",
+    "label_output",
+    "labeled",
+    "make_plan",
+    "reject_label_fields",
+    "render",
+    "trusted",
+]
