@@ -39,39 +39,32 @@ Until 0.1 these names were defined in ``surefoot.statebus``, which still exports
 from __future__ import annotations
 
 from ..errors import TrustError
-from ._capabilities import (
+from ._capabilities import Answer, CapabilityPolicy
+from ._labels import (
+    TRUST_LEVELS,
+    Endorser,
+    Label,
+    Labeled,
+    derive,
+    label_of,
+    labeled,
+    reject_label_fields,
+    trusted,
+)
+from ._plans import Condition, Plan, PlanStep, make_plan
+from ._quarantine import FIELD_TYPES, QuarantinedParser
+from ._render import render
+from ._runner import PlanRunner
+from ._sinks import SinkPolicy
+from ._tools import (
     KINDS,
-    Answer,
     Arg,
-    CapabilityPolicy,
     Delegation,
     ToolPolicy,
     document_of,
     env_label,
     kind_of,
     label_output,
-)
-from ._labels import (
-    TRUST_LEVELS,
-    Endorser,
-    Label,
-    Labeled,
-    SinkPolicy,
-    derive,
-    label_of,
-    labeled,
-    reject_label_fields,
-    render,
-    trusted,
-)
-from ._plans import (
-    FIELD_TYPES,
-    Condition,
-    Plan,
-    PlanRunner,
-    PlanStep,
-    QuarantinedParser,
-    make_plan,
 )
 
 __all__ = [
