@@ -16,7 +16,8 @@ from _backends import BACKENDS, backend_url
 
 from surefoot.clock import FakeClock
 from surefoot.errors import ScopeError
-from surefoot.statebus import Store, label_of
+from surefoot.guard import label_of
+from surefoot.statebus import Store
 
 
 @pytest.fixture(params=BACKENDS)

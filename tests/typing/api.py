@@ -13,6 +13,17 @@ from typing import Any, assert_type
 import surefoot
 from surefoot import FakeClock, clock, codec, errors, lab, storage, testing
 from surefoot.durable import App, RunDetail, RunHandle, Workflow, current_run
+from surefoot.guard import (
+    CapabilityPolicy,
+    Condition,
+    Delegation,
+    Labeled,
+    Plan,
+    document_of,
+    label_of,
+    labeled,
+    trusted,
+)
 from surefoot.lab.agent import AgentServices, build_agent, start_agent
 from surefoot.llm import ChatCompletion, FakeLLM, count_tokens
 from surefoot.resilience import (
@@ -28,16 +39,11 @@ from surefoot.resilience import (
 from surefoot.statebus import (
     AgentSession,
     AgentSpec,
-    CapabilityPolicy,
     Change,
-    Condition,
     ConsumerStats,
-    Delegation,
     Entry,
-    Labeled,
     Lease,
     Message,
-    Plan,
     Proposal,
     Resolution,
     Store,
@@ -46,13 +52,9 @@ from surefoot.statebus import (
     StreamStats,
     TxnResult,
     Watch,
-    document_of,
     judge,
-    label_of,
-    labeled,
     priority,
     streams,
-    trusted,
     vote,
 )
 

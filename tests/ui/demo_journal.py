@@ -14,7 +14,8 @@ from typing import Any
 from surefoot import FakeClock
 from surefoot.durable import App, CrashPlan, SimulatedCrash, Worker
 from surefoot.errors import RunFailedError
-from surefoot.statebus import Answer, CapabilityPolicy, Label, Labeled, Store, Stream, derive
+from surefoot.guard import Answer, CapabilityPolicy, Label, Labeled, derive
+from surefoot.statebus import Store, Stream
 
 
 @dataclass

@@ -109,7 +109,7 @@ def test_statebus_exports_only_the_product() -> None:
         "simulate",
     }
     assert lab_names & set(statebus.__all__) == set()
-    assert {"Store", "Stream", "judge", "priority", "vote", "SinkPolicy"} <= set(statebus.__all__)
+    assert {"Store", "Stream", "judge", "priority", "vote"} <= set(statebus.__all__)
 
 
 @pytest.mark.parametrize(

@@ -33,7 +33,8 @@ guard for the rest).
 Refusals raise :class:`~surefoot.errors.TrustError` (with ``sink`` and ``sources``); a bad
 declaration raises :class:`~surefoot.errors.ConfigError`.
 
-Until 0.1 these names were defined in ``surefoot.statebus``, which still exports them.
+Until 0.1 these names were exported by ``surefoot.statebus``; reading them there still works
+for one release and warns with ``DeprecationWarning`` naming ``surefoot.guard``.
 """
 
 from __future__ import annotations

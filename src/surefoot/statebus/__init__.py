@@ -1,12 +1,15 @@
 """Shared state and messages between agents: nothing lost, nothing done twice.
 
 ``Store`` holds versioned keys (per-key versions and a global revision) with each entry's
-author and trust set by the runtime; ``Stream`` is an append-only log with ids, consumers and
-dead letters (SQLite: many processes on one file); ``priority``, ``vote`` and ``judge``
-resolve disagreeing proposals; trust labels and the ``SinkPolicy`` keep untrusted text out
-of consequential calls; a ``CapabilityPolicy`` says per tool argument which sources may
-supply it, and ``PlanRunner`` runs a plan made from trusted input with untrusted content read
-by a ``QuarantinedParser``.
+author and trust set by the runtime; an ``AgentSession`` reads and writes in its agent's
+scopes and carries the taint of what it read into what it writes; ``Stream`` is an
+append-only log with ids, consumers and dead letters (SQLite: many processes on one file);
+``priority``, ``vote`` and ``judge`` resolve disagreeing proposals. What untrusted data may do
+(trust labels, the sink and capability policies, plans) is ``surefoot.guard``'s.
+
+The guard's names (``Label``, ``label_of``, ``SinkPolicy``, ``CapabilityPolicy``,
+``PlanRunner``, ...) were exported here until 0.1; reading them here still works for one
+release and warns with ``DeprecationWarning`` naming ``surefoot.guard``.
 
 The course's simulators (``shared``, ``messages``, ``Channel``, ``simulate``,
 ``predicted_accuracy``, ``judge_responder``, ``ResolverStats``, ``run_real_agents``,
@@ -26,37 +29,9 @@ from ..errors import (
     ScopeError,
     TrustError,
 )
-from ..guard import (
-    FIELD_TYPES,
-    KINDS,
-    TRUST_LEVELS,
-    Answer,
-    Arg,
-    CapabilityPolicy,
-    Condition,
-    Delegation,
-    Endorser,
-    Label,
-    Labeled,
-    Plan,
-    PlanRunner,
-    PlanStep,
-    QuarantinedParser,
-    SinkPolicy,
-    ToolPolicy,
-    derive,
-    document_of,
-    env_label,
-    kind_of,
-    label_of,
-    label_output,
-    labeled,
-    make_plan,
-    reject_label_fields,
-    render,
-    trusted,
-)
+from ..guard import TRUST_LEVELS
 from ..storage.base import MergeOutcome
+from . import _deprecated_guard
 from ._entry import AgentSpec, Endorsement, Entry, Lease, LostUpdate
 from ._history import Change, TxnResult, Watch
 from ._merge import Contribution
@@ -74,66 +49,126 @@ from ._stream import (
     streams,
 )
 
+if _typing.TYPE_CHECKING:
+    # The guard's names, deprecated here: mypy sees them (at runtime each read warns).
+    from ..guard import (
+        FIELD_TYPES as FIELD_TYPES,
+    )
+    from ..guard import (
+        KINDS as KINDS,
+    )
+    from ..guard import (
+        Answer as Answer,
+    )
+    from ..guard import (
+        Arg as Arg,
+    )
+    from ..guard import (
+        CapabilityPolicy as CapabilityPolicy,
+    )
+    from ..guard import (
+        Condition as Condition,
+    )
+    from ..guard import (
+        Delegation as Delegation,
+    )
+    from ..guard import (
+        Endorser as Endorser,
+    )
+    from ..guard import (
+        Label as Label,
+    )
+    from ..guard import (
+        Labeled as Labeled,
+    )
+    from ..guard import (
+        Plan as Plan,
+    )
+    from ..guard import (
+        PlanRunner as PlanRunner,
+    )
+    from ..guard import (
+        PlanStep as PlanStep,
+    )
+    from ..guard import (
+        QuarantinedParser as QuarantinedParser,
+    )
+    from ..guard import (
+        SinkPolicy as SinkPolicy,
+    )
+    from ..guard import (
+        ToolPolicy as ToolPolicy,
+    )
+    from ..guard import (
+        derive as derive,
+    )
+    from ..guard import (
+        document_of as document_of,
+    )
+    from ..guard import (
+        env_label as env_label,
+    )
+    from ..guard import (
+        kind_of as kind_of,
+    )
+    from ..guard import (
+        label_of as label_of,
+    )
+    from ..guard import (
+        label_output as label_output,
+    )
+    from ..guard import (
+        labeled as labeled,
+    )
+    from ..guard import (
+        make_plan as make_plan,
+    )
+    from ..guard import (
+        reject_label_fields as reject_label_fields,
+    )
+    from ..guard import (
+        render as render,
+    )
+    from ..guard import (
+        trusted as trusted,
+    )
+
+# The guard's names, deprecated here, as properties found before the lab's __getattr__.
+_deprecated_guard.install(__name__)
+
 __all__ = [
-    "FIELD_TYPES",
-    "KINDS",
     "TRUST_LEVELS",
     "AgentSession",
     "AgentSpec",
-    "Answer",
-    "Arg",
-    "CapabilityPolicy",
     "Change",
     "ChatClient",
     "CompactedError",
-    "Condition",
     "ConflictError",
     "Consumer",
     "ConsumerStats",
     "Contribution",
     "DeadLetter",
-    "Delegation",
     "DuplicateMessageError",
     "Endorsement",
-    "Endorser",
     "Entry",
-    "Label",
-    "Labeled",
     "Lease",
     "LostUpdate",
     "MergeOutcome",
     "Message",
-    "Plan",
-    "PlanRunner",
-    "PlanStep",
     "Proposal",
-    "QuarantinedParser",
     "Resolution",
     "SchemaViolationError",
     "ScopeError",
-    "SinkPolicy",
     "Store",
     "Stream",
     "StreamEntry",
     "StreamStats",
-    "ToolPolicy",
     "TrustError",
     "TxnResult",
     "Watch",
-    "derive",
-    "document_of",
-    "env_label",
     "judge",
-    "kind_of",
-    "label_of",
-    "label_output",
-    "labeled",
-    "make_plan",
     "priority",
-    "reject_label_fields",
-    "render",
     "streams",
-    "trusted",
     "vote",
     "write_labeled",
 ]

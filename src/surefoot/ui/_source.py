@@ -82,7 +82,7 @@ class RunsPage:
 
 @dataclass(frozen=True, slots=True)
 class MarkedAnswer:
-    """A run result that is a ``statebus.Answer`` derived from untrusted data, not endorsed.
+    """A run result that is a ``guard.Answer`` derived from untrusted data, not endorsed.
 
     Attributes:
         text: the answer's text. sources: the untrusted sources it derives from (tainted).
@@ -97,14 +97,14 @@ def marked_answer(value: Any) -> MarkedAnswer | None:
 
     A durable run that returns ``CapabilityPolicy.check_answer(...)`` journals the
     ``Answer`` as the codec's tagged object ``{"$sf": "obj", "t":
-    "surefoot.statebus._capabilities.Answer", "v": {"text", "label", "marked"}}``. ``Answer``
+    "surefoot.guard._capabilities.Answer", "v": {"text", "label", "marked"}}``. ``Answer``
     is not a registered codec type, so it decodes to a dict with exactly those three keys,
-    ``label`` decoded to a ``statebus.Label`` (a registered type); that shape is what is
+    ``label`` decoded to a ``guard.Label`` (a registered type); that shape is what is
     recognised here. Marked: ``marked`` is true or the label has tainted sources (either
     one is enough: a page errs on the side of the warning). An ``Answer`` itself (decoded
     by an app that declares it as the workflow's return type) is recognised too.
     """
-    from ..statebus import Answer, Label
+    from ..guard import Answer, Label
 
     if isinstance(value, Answer):
         value = {"text": value.text, "label": value.label, "marked": value.marked}

@@ -29,7 +29,8 @@ def test_trust_examples_run_and_show_what_their_comments_say(
     blocks = re.findall(r"```python\n(.*?)```", section, flags=re.S)
     monkeypatch.chdir(tmp_path)
     ns: dict[str, object] = {"__name__": "docs_statebus_trust"}
-    from surefoot.statebus import Store, label_of
+    from surefoot.guard import label_of
+    from surefoot.statebus import Store
 
     assert len(blocks) == 3
     for i, block in enumerate(blocks):

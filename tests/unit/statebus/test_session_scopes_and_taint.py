@@ -12,7 +12,8 @@ import pytest
 from hypothesis import given
 
 from surefoot.errors import ConfigError, ConflictError, ScopeError
-from surefoot.statebus import Store, label_of
+from surefoot.guard import label_of
+from surefoot.statebus import Store
 
 
 @pytest.fixture

@@ -12,8 +12,7 @@ import pytest
 
 from surefoot.durable import App, CrashPlan, SimulatedCrash
 from surefoot.errors import ConfigError, TrustError
-from surefoot.llm import FakeLLM
-from surefoot.statebus import (
+from surefoot.guard import (
     Arg,
     CapabilityPolicy,
     Plan,
@@ -22,6 +21,7 @@ from surefoot.statebus import (
     ToolPolicy,
     trusted,
 )
+from surefoot.llm import FakeLLM
 
 EMAIL = {"id": "record", "sender": "correspondent", "*": "content"}
 POLICY = CapabilityPolicy(

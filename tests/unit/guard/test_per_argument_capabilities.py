@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from surefoot.errors import ConfigError, TrustError
-from surefoot.statebus import (
+from surefoot.guard import (
     Arg,
     CapabilityPolicy,
     Endorser,
