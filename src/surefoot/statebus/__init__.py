@@ -32,9 +32,8 @@ from ..errors import (
 from ..guard import TRUST_LEVELS
 from ..storage.base import MergeOutcome
 from . import _deprecated_guard
-from ._entry import AgentSpec, Endorsement, Entry, Lease, LostUpdate
+from ._entry import AgentSpec, Contribution, Endorsement, Entry, Lease, LostUpdate
 from ._history import Change, TxnResult, Watch
-from ._merge import Contribution
 from ._resolvers import ChatClient, Proposal, Resolution, judge, priority, vote
 from ._session import AgentSession, write_labeled
 from ._store import Store

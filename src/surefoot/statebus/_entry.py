@@ -1,10 +1,12 @@
-"""What a ``Store`` hands out and keeps: entries, endorsements, agent specs, leases, lost
-updates, and the small checks every write path shares (key, expect, the version a writer saw).
+"""What a ``Store`` hands out and keeps: entries, contributions, endorsements, agent specs,
+leases, lost updates, and the small checks every write path shares (key, expect, the version
+a writer saw). Records only: this module imports nothing else of ``statebus``.
 """
 
 from __future__ import annotations
 
 import fnmatch
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -12,9 +14,21 @@ from ..codec import loads
 from ..errors import ConfigError
 from ..guard import Label, Labeled
 from ..storage.base import StateRecord, check_text
-from ._merge import Contribution, contributions
+from ..storage.merges import LIST_OPS
 
-__all__ = ["AgentSpec", "Endorsement", "Entry", "Lease", "LostUpdate"]
+__all__ = ["AgentSpec", "Contribution", "Endorsement", "Entry", "Lease", "LostUpdate"]
+
+
+@dataclass(frozen=True, slots=True)
+class Contribution:
+    """One contribution merged into a key: who sent it, with what trust, when, its id (None
+    if it had none) and the value it contributed."""
+
+    author: str
+    trust: str
+    at: float
+    id: str | None
+    value: Any
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,6 +126,24 @@ class LostUpdate:
     overwritten_by: str
     seen: int
     versions: int = 1
+
+
+def contributions(rec: StateRecord, value: Any) -> tuple[Contribution, ...]:
+    """The contributions of a merge key's record, oldest first (none for a plain key).
+
+    ``value`` is the record's value, decoded: a list merge's items are its last entries.
+    """
+    if rec.merge_op is None or rec.merge_log is None:
+        return ()
+    log = json.loads(rec.merge_log)
+    if rec.merge_op in LIST_OPS:
+        values = list(value[-len(log) :]) if log else []
+    else:
+        values = [loads(json.dumps(e[4])) for e in log]
+    return tuple(
+        Contribution(str(e[0]), str(e[1]), float(e[2]), e[3], v)
+        for e, v in zip(log, values, strict=True)
+    )
 
 
 # Entry is a frozen dataclass, whose __init__ sets each field through object.__setattr__;

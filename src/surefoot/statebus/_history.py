@@ -14,15 +14,13 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from ..clock import Clock
 from ..codec import loads
 from ..errors import ConfigError, ConflictError
 from ..guard import Label, Labeled
-from ..storage.base import StateChange, txn_conflict
-
-if TYPE_CHECKING:
-    from ._store import Store
+from ..storage.base import StateChange, StateStore, txn_conflict
 
 __all__ = ["HIDDEN", "Change", "TxnResult", "Watch", "change"]
 
@@ -124,7 +122,8 @@ class Watch:
 
     def __init__(
         self,
-        store: Store,
+        state: StateStore,
+        clock: Clock,
         prefix: str,
         after_revision: int,
         *,
@@ -141,7 +140,8 @@ class Watch:
                 f"watch needs after_revision >= 0, poll > 0 and batch >= 1, got "
                 f"{after_revision!r}, {poll!r}, {batch!r}"
             )
-        self.store = store
+        self.state = state
+        self.clock = clock
         self.prefix = prefix
         self.revision = after_revision
         self.timeout = timeout
@@ -152,7 +152,7 @@ class Watch:
         self._scanned = after_revision
         self._caught_up = False
         self._buffer: deque[Change] = deque()
-        make = getattr(store.state, "waiter", None)  # a backend that keeps a connection
+        make = getattr(state, "waiter", None)  # a backend that keeps a connection
         self._waiter: Any = make() if make is not None else None
 
     def _fill(self) -> bool:
@@ -176,8 +176,8 @@ class Watch:
     def _read(self) -> list[StateChange]:
         """The next batch of changes under the prefix, after sweeping due expiries; moves
         ``_scanned`` to the revision the log was read up to."""
-        state = self.store.state
-        now = self.store.clock.now()
+        state = self.state
+        now = self.clock.now()
         after = self._scanned
         read = getattr(state, "watch_read", None)  # one round trip, where a backend folds it
         if read is not None:
@@ -206,7 +206,7 @@ class Watch:
             if self._waiter is not None:
                 self._waiter.wait(self._scanned, left)
             else:
-                self.store.state.wait(self._scanned, left)
+                self.state.wait(self._scanned, left)
         return self._deliver()
 
     def _deliver(self) -> Change:
@@ -245,7 +245,7 @@ class Watch:
         waiter, self._waiter = self._waiter, None
         if waiter is not None:
             waiter.close()
-            self._waiter = self.store.state.waiter()  # type: ignore[attr-defined]
+            self._waiter = self.state.waiter()  # type: ignore[attr-defined]
 
     def __enter__(self) -> Watch:
         return self

@@ -1,26 +1,68 @@
 """``AgentSession``: one agent's handle on a ``Store`` — reads in its read scope, writes in
 its write scope, labelled with its registered identity and with the taint of what it read.
+
+The session states what it needs of its store as a protocol (``SessionHost``), so this module
+does not import the store: ``Store`` creates sessions, and satisfies the protocol.
 """
 
 from __future__ import annotations
 
 import fnmatch
 import re
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
 
+from ..clock import Clock
 from ..errors import ConfigError, ConflictError, ScopeError
 from ..guard import Endorser, Label, Labeled, label_of
-from ..storage.base import MergeOutcome
+from ..resilience import RetryPolicy
+from ..storage.base import MergeOutcome, StateStore
 from ._entry import AgentSpec, Endorsement, Entry, Lease, seen_of
 from ._history import Change, TxnResult, Watch
 from ._merge import update
 
-if TYPE_CHECKING:
-    from ..resilience import RetryPolicy
-    from ._store import Store
+__all__ = ["AgentSession", "SessionHost", "write_labeled"]
 
-__all__ = ["AgentSession", "write_labeled"]
+
+class SessionHost(Protocol):
+    """What a session uses of its store (``Store`` is one): reads, writes as the agent, and
+    the two hooks only sessions call: a contribution marked untrusted when the session is
+    tainted, and the audit record of an endorsed write."""
+
+    @property
+    def state(self) -> StateStore: ...
+    @property
+    def clock(self) -> Clock: ...
+    @property
+    def agents(self) -> Mapping[str, AgentSpec]: ...
+
+    def read(self, key: str) -> Entry | None: ...
+    def snapshot(self) -> dict[str, Entry]: ...
+    def history(self, key: str) -> list[Change]: ...
+    def write(
+        self,
+        key: str,
+        value: Any,
+        *,
+        author: str = ...,
+        expect: int | None = ...,
+        seen: Entry | tuple[int, int] | int | None = ...,
+        fence: Lease | None = ...,
+    ) -> Entry: ...
+    def delete(self, key: str, *, author: str = ..., expect: int | None = ...) -> Change | None: ...
+    def txn(
+        self,
+        compare: dict[str, int],
+        success: list[tuple[Any, ...]],
+        failure: list[tuple[Any, ...]] | None = ...,
+        *,
+        author: str = ...,
+    ) -> TxnResult: ...
+    def acquire(self, name: str, holder: str, ttl: float) -> Lease | None: ...
+    def _merge(
+        self, key: str, value: Any, author: str, id: str | None, *, tainted: bool
+    ) -> MergeOutcome: ...
+    def _record_endorsement(self, e: Endorsement) -> None: ...
 
 
 class AgentSession:
@@ -39,7 +81,7 @@ class AgentSession:
     reason="…")`` records who endorsed what (``Store.endorsements()``).
     """
 
-    def __init__(self, store: Store, spec: AgentSpec) -> None:
+    def __init__(self, store: SessionHost, spec: AgentSpec) -> None:
         self.store = store
         self.spec = spec
         self.name = spec.name
@@ -223,7 +265,8 @@ class AgentSession:
             self.context = self.context.join(_change_label(c))
 
         return Watch(
-            self.store,
+            self.store.state,
+            self.store.clock,
             prefix,
             after_revision,
             timeout=timeout,
@@ -332,7 +375,7 @@ class AgentSession:
                 raise
             return self._finish(e, record)
 
-        return update(self.store, key, fn, read=self.read, write=write, policy=policy)
+        return update(key, fn, read=self.read, write=write, policy=policy, clock=self.store.clock)
 
     def acquire(self, name: str, ttl: float) -> Lease | None:
         """Take the lease ``name`` as this agent (see ``Store.acquire``)."""

@@ -10,13 +10,14 @@ import fnmatch
 import threading
 import uuid
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .. import storage as _storage
 from ..clock import Clock, SystemClock
 from ..codec import dumps, loads
 from ..errors import ConfigError, ConflictError
 from ..guard import Labeled
+from ..resilience import RetryPolicy
 from ..storage.base import MergeOutcome, StateStore, check_text
 from ..storage.history import check_policy
 from ._entry import (
@@ -33,9 +34,6 @@ from ._entry import (
 from ._history import HIDDEN, Change, TxnResult, Watch, change, txn_result
 from ._merge import MergeRule, find_rule, make_rule, update
 from ._session import AgentSession
-
-if TYPE_CHECKING:
-    from ..resilience import RetryPolicy
 
 __all__ = ["Store"]
 
@@ -298,7 +296,9 @@ class Store:
         """
         if not isinstance(prefix, str):
             raise ConfigError(f"watch prefix must be a string, got {prefix!r}")
-        return Watch(self, prefix, after_revision, timeout=timeout, poll=poll, batch=batch)
+        return Watch(
+            self.state, self.clock, prefix, after_revision, timeout=timeout, poll=poll, batch=batch
+        )
 
     def txn(
         self,
@@ -563,7 +563,7 @@ class Store:
         def write(k: str, v: Any, version: int) -> Entry:
             return self.write(k, v, author=author, expect=version)
 
-        return update(self, key, fn, read=self.read, write=write, policy=policy)
+        return update(key, fn, read=self.read, write=write, policy=policy, clock=self.clock)
 
     def _trust_of(self, author: str) -> str:
         if author == "system":
