@@ -12,6 +12,7 @@ import random
 import warnings
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from ..clock import Clock
@@ -383,7 +384,12 @@ class ChatClient:
                 raise
 
         events, head = retry_call(first, policy=self._policy, clock=self.clock, rng=self.rng, **kw)
-        return ReplyStream(self, req, events, head)
+        return ReplyStream(
+            events,
+            head,
+            finished=partial(self._stream_done, req),
+            interrupted=partial(self._stream_failed, req),
+        )
 
     async def astream(
         self,
@@ -428,7 +434,12 @@ class ChatClient:
         events, head = await aretry_call(
             first, policy=self._policy, clock=self.clock, rng=self.rng, **kw
         )
-        return AsyncReplyStream(self, req, events, head)
+        return AsyncReplyStream(
+            events,
+            head,
+            finished=partial(self._stream_done, req),
+            interrupted=partial(self._stream_failed, req),
+        )
 
     def _stream_done(self, req: Request, parts: list[str], last: Delta | None) -> ChatCompletion:
         text = "".join(parts)

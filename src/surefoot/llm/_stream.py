@@ -1,17 +1,17 @@
-"""Streamed replies: the text piece by piece, then the whole ``ChatCompletion``."""
+"""Streamed replies: the text piece by piece, then the whole ``ChatCompletion``.
+
+A stream knows nothing of the client that opened it: it is handed two callbacks, one that
+turns the finished text into the priced reply and one that records a stream cut short.
+"""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from ._fake import ChatCompletion, Usage
 
-if TYPE_CHECKING:
-    from ._client import ChatClient, Request
-
-__all__ = ["AsyncReplyStream", "Delta", "ReplyStream"]
+__all__ = ["AsyncReplyStream", "Delta", "Finished", "Interrupted", "ReplyStream"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,18 +25,35 @@ class Delta:
     id: str | None = None
 
 
+Finished = Callable[[list[str], Delta], ChatCompletion]
+"""Called once a stream ended with a finish reason: the text's parts and the last event
+merged (usage, finish reason, model, id) -> the whole reply, priced and counted."""
+Interrupted = Callable[[list[str], BaseException], None]
+"""Called when a stream failed after its first event: the text so far and the error, which
+is raised on as it came."""
+
+
 class ReplyStream:
     """The text of a streamed reply, piece by piece; ``reply`` once it is exhausted.
+
+    Args:
+        events: the rest of the stream. head: the events already read (up to the first text).
+        finished / interrupted: what the opening client does with the end of the stream.
 
     Attributes:
         text: the text so far. reply: the whole ``ChatCompletion`` (None until the end).
     """
 
     def __init__(
-        self, client: ChatClient, req: Request, events: Iterator[Delta], head: list[Delta]
+        self,
+        events: Iterator[Delta],
+        head: list[Delta],
+        *,
+        finished: Finished,
+        interrupted: Interrupted,
     ) -> None:
-        self._client = client
-        self._req = req
+        self._finished = finished
+        self._interrupted = interrupted
         self._gen = self._run(events, head)
         self.parts: list[str] = []
         self.reply: ChatCompletion | None = None
@@ -61,9 +78,9 @@ class ReplyStream:
                     "the stream ended before the reply was complete (no finish reason)"
                 )
         except Exception as exc:
-            self._client._stream_failed(self._req, self.parts, exc)
+            self._interrupted(self.parts, exc)
             raise
-        self.reply = self._client._stream_done(self._req, self.parts, last)
+        self.reply = self._finished(self.parts, last)
 
     def __iter__(self) -> Iterator[str]:
         return self._gen
@@ -83,10 +100,15 @@ class AsyncReplyStream:
     """The async twin of ``ReplyStream``: ``async for piece in stream``; ``await read()``."""
 
     def __init__(
-        self, client: ChatClient, req: Request, events: AsyncIterator[Delta], head: list[Delta]
+        self,
+        events: AsyncIterator[Delta],
+        head: list[Delta],
+        *,
+        finished: Finished,
+        interrupted: Interrupted,
     ) -> None:
-        self._client = client
-        self._req = req
+        self._finished = finished
+        self._interrupted = interrupted
         self._gen = self._run(events, head)
         self.parts: list[str] = []
         self.reply: ChatCompletion | None = None
@@ -117,9 +139,9 @@ class AsyncReplyStream:
                     "the stream ended before the reply was complete (no finish reason)"
                 )
         except Exception as exc:
-            self._client._stream_failed(self._req, self.parts, exc)
+            self._interrupted(self.parts, exc)
             raise
-        self.reply = self._client._stream_done(self._req, self.parts, last)
+        self.reply = self._finished(self.parts, last)
 
     def __aiter__(self) -> AsyncIterator[str]:
         return self._gen
