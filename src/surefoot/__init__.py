@@ -7,11 +7,10 @@ codec that never pickles, and storage chosen by URL.
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
-
 from .clock import Clock, FakeClock, SystemClock
 from .errors import ConfigError, SurefootError
 from .resilience import CircuitBreaker, RetryPolicy, retry, retry_call
+from .version import __version__
 
 __all__ = [
     "CircuitBreaker",

@@ -25,6 +25,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..version import __version__
+
 __all__ = [
     "BREAKERS",
     "BREAKER_TRANSITIONS",
@@ -408,8 +410,6 @@ def bind_otel(
 
         raise MissingExtraError("otel", "OpenTelemetry metrics") from exc
     from opentelemetry.metrics import CallbackOptions, Observation
-
-    from .. import __version__
 
     provider = meter_provider if meter_provider is not None else metrics.get_meter_provider()
     meter = provider.get_meter("surefoot", __version__)

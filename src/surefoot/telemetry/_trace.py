@@ -28,6 +28,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..errors import MissingExtraError
+from ..version import __version__
 
 __all__ = [
     "TRACING",
@@ -68,8 +69,6 @@ def instrument(tracer_provider: Any = None) -> None:
         from opentelemetry import trace
     except ImportError as exc:
         raise MissingExtraError("otel", "OpenTelemetry traces") from exc
-    from .. import __version__
-
     provider = tracer_provider if tracer_provider is not None else trace.get_tracer_provider()
     TRACING.tracer = provider.get_tracer("surefoot", __version__)
 
