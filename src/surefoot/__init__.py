@@ -1,8 +1,9 @@
 """surefoot: sure-footed LLM agents.
 
-Resilient calls (``surefoot.resilience``), durable runs (``surefoot.durable``) and shared
-state between agents (``surefoot.statebus``) on a small core: a clock you can fake, a JSON
-codec that never pickles, and storage chosen by URL.
+Resilient calls (``surefoot.resilience``), durable runs (``surefoot.durable``), shared
+state between agents (``surefoot.statebus``) and a guard on what untrusted data may do
+(``surefoot.guard``) on a small core: a clock you can fake, a JSON codec that never pickles,
+and storage chosen by URL.
 """
 
 from __future__ import annotations
