@@ -12,10 +12,14 @@ SDKs (or surefoot's adapters) at it and count what it received. The same server 
 
 The fakes that count what they receive in-process (``FakeLLM``, fault injectors) live in
 ``surefoot.llm`` and ``surefoot.resilience.faults``.
+
+Evidence that concurrent use stays correct: ``history`` records what concurrent clients did
+(Jepsen's invoke / ok / fail / info, JSON lines, one file per OS process).
 """
 
 from __future__ import annotations
 
+from . import history
 from ._clock import FakeClock, instant_retries
 from ._faults import (
     DropBeforeReply,
@@ -41,6 +45,7 @@ __all__ = [
     "Reply",
     "Status",
     "StreamError",
+    "history",
     "instant_retries",
     "insufficient_quota",
     "overloaded",
