@@ -14,12 +14,14 @@ The fakes that count what they receive in-process (``FakeLLM``, fault injectors)
 ``surefoot.llm`` and ``surefoot.resilience.faults``.
 
 Evidence that concurrent use stays correct: ``history`` records what concurrent clients did
-(Jepsen's invoke / ok / fail / info, JSON lines, one file per OS process).
+(Jepsen's invoke / ok / fail / info, JSON lines, one file per OS process); ``checkers`` judge
+such a history by itself (linearizability of versioned writes, Elle's list-append cycles,
+streams, durable steps).
 """
 
 from __future__ import annotations
 
-from . import history
+from . import checkers, history
 from ._clock import FakeClock, instant_retries
 from ._faults import (
     DropBeforeReply,
@@ -45,6 +47,7 @@ __all__ = [
     "Reply",
     "Status",
     "StreamError",
+    "checkers",
     "history",
     "instant_retries",
     "insufficient_quota",
