@@ -16,7 +16,8 @@ The fakes that count what they receive in-process (``FakeLLM``, fault injectors)
 Evidence that concurrent use stays correct: ``history`` records what concurrent clients did
 (Jepsen's invoke / ok / fail / info, JSON lines, one file per OS process); ``checkers`` judge
 such a history by itself (linearizability of versioned writes, Elle's list-append cycles,
-streams, durable steps).
+streams, durable steps). ``FaultProxy`` sits between a client and PostgreSQL or Redis and
+drops the reply to a COMMIT or EXEC, resets, blackholes or delays connections on cue.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from ._faults import (
     rate_limited,
 )
 from ._provider import FakeProvider, Received
+from ._proxy import FaultProxy, ProxyCounts
 
 __all__ = [
     "DropBeforeReply",
@@ -43,6 +45,8 @@ __all__ = [
     "FakeClock",
     "FakeProvider",
     "Fault",
+    "FaultProxy",
+    "ProxyCounts",
     "Received",
     "Reply",
     "Status",
