@@ -21,6 +21,11 @@ _COMMIT = re.compile(
     rb"(?:^|;)\s*(?:COMMIT|END)(?:\s+(?:WORK|TRANSACTION|PREPARED\s+'[^']*'))?\s*;?\s*$",
     re.IGNORECASE,
 )
+_BEGIN = re.compile(rb"^\s*(?:BEGIN|START\s+TRANSACTION)\b", re.IGNORECASE)
+_ROLLBACK = re.compile(
+    rb"(?:^|;)\s*(?:ROLLBACK|ABORT)(?:\s+(?:WORK|TRANSACTION|PREPARED\s+'[^']*'))?\s*;?\s*$",
+    re.IGNORECASE,
+)
 REDIS_TXN = frozenset(
     {b"EXEC", b"EVAL", b"EVALSHA", b"EVAL_RO", b"EVALSHA_RO", b"FCALL", b"FCALL_RO"}
 )
@@ -34,17 +39,36 @@ class Message:
     ``negotiate`` for an SSL / GSS request, ``cancel``), or a Redis command's upper-cased
     name. ``commit``: a PostgreSQL commit or a Redis transaction / script. ``replies``: the
     replies this message will get (PostgreSQL: a ``ReadyForQuery`` for ``Q`` and ``S``).
+    ``text``: the SQL a ``Q`` or ``E`` runs (for an ``E``, the statement it executes and
+    then the parameters it was bound with, as sent), or a Redis command as sent.
+    ``begin`` / ``rollback``: it opens / abandons a transaction block.
     """
 
     raw: bytes
     kind: str
     commit: bool = False
     replies: int = 0
+    text: bytes = b""
+    begin: bool = False
+    rollback: bool = False
 
 
 def is_commit(query: bytes) -> bool:
     """True when a query's last statement is COMMIT or END (a commit, in PostgreSQL)."""
     return bool(_COMMIT.search(query.rstrip(b"\x00")))
+
+
+def _statement(raw: bytes, kind: str, text: bytes, replies: int = 0) -> Message:
+    text = text.rstrip(b"\x00")
+    return Message(
+        raw,
+        kind,
+        commit=is_commit(text),
+        replies=replies,
+        text=text,
+        begin=bool(_BEGIN.search(text)),
+        rollback=bool(_ROLLBACK.search(text)),
+    )
 
 
 class PgClient:
@@ -54,8 +78,8 @@ class PgClient:
         self.buf = b""
         self.startup = True
         self.raw = False  # a cancel request: nothing more to parse
-        self.statements: dict[bytes, bool] = {}  # statement name -> is a commit
-        self.portals: dict[bytes, bool] = {}
+        self.statements: dict[bytes, bytes] = {}  # statement name -> its SQL
+        self.portals: dict[bytes, bytes] = {}  # portal name -> its SQL and parameters
 
     def feed(self, data: bytes) -> list[Message]:
         """The whole messages completed by ``data`` (a partial one waits for more)."""
@@ -94,17 +118,21 @@ class PgClient:
     def _typed(self, raw: bytes) -> Message:
         kind, body = chr(raw[0]), raw[5:]
         if kind == "Q":
-            return Message(raw, kind, commit=is_commit(body), replies=1)
+            return _statement(raw, kind, body, replies=1)
         if kind == "S":
             return Message(raw, kind, replies=1)
         if kind == "P":  # name\0 query\0 …
             name, _, rest = body.partition(b"\x00")
-            self.statements[name] = is_commit(rest.partition(b"\x00")[0])
-        elif kind == "B":  # portal\0 statement\0 …
+            self.statements[name] = rest.partition(b"\x00")[0]
+        elif kind == "B":  # portal\0 statement\0 formats, parameters, result formats
             portal, _, rest = body.partition(b"\x00")
-            self.portals[portal] = self.statements.get(rest.partition(b"\x00")[0], False)
+            name, _, params = rest.partition(b"\x00")
+            self.portals[portal] = self.statements.get(name, b"") + b"\x00" + params
         elif kind == "E":  # portal\0 max rows
-            return Message(raw, kind, commit=self.portals.get(body.partition(b"\x00")[0], False))
+            sql, _, params = self.portals.get(body.partition(b"\x00")[0], b"").partition(b"\x00")
+            msg = _statement(raw, kind, sql)
+            msg.text = sql + b" " + params if params else sql
+            return msg
         return Message(raw, kind)
 
 
@@ -146,7 +174,8 @@ class RespClient:
             if end is None:
                 break
             raw, self.buf = self.buf[:end], self.buf[end:]
-            out.append(Message(raw, name.decode("latin-1"), commit=name in REDIS_TXN, replies=1))
+            kind = name.decode("latin-1")
+            out.append(Message(raw, kind, commit=name in REDIS_TXN, replies=1, text=raw))
         return out
 
 

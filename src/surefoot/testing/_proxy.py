@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import re
 import socket
 import struct
 import threading
@@ -60,7 +61,15 @@ class ProxyCounts:
 class _Arm:
     """A fault armed for ``times`` more firings (None: unlimited), each with ``probability``."""
 
-    def __init__(self, times: int | None, probability: float, what: str) -> None:
+    def __init__(
+        self,
+        times: int | None,
+        probability: float,
+        what: str,
+        *,
+        implicit: bool = False,
+        matching: str | None = None,
+    ) -> None:
         if times is not None and (
             isinstance(times, bool) or not isinstance(times, int) or times < 1
         ):
@@ -72,6 +81,19 @@ class _Arm:
         ):
             raise ConfigError(f"{what}: probability must be in (0, 1], got {probability!r}")
         self.times, self.probability = times, float(probability)
+        self.implicit = implicit
+        self.matching: re.Pattern[bytes] | None = None
+        if matching is not None:
+            if not isinstance(matching, str):
+                raise ConfigError(
+                    f"{what}: matching must be a regular expression, got {matching!r}"
+                )
+            try:
+                self.matching = re.compile(matching.encode(), re.IGNORECASE | re.DOTALL)
+            except re.error as exc:
+                raise ConfigError(
+                    f"{what}: matching={matching!r} is not a regular expression: {exc}"
+                ) from exc
 
     def fire(self, rng: random.Random) -> bool:
         if self.times == 0 or rng.random() >= self.probability:
@@ -125,7 +147,8 @@ class _Conn:
             self.up, self.down = RespClient(), RespServer()
         self.expected = 0  # replies the client's messages so far will get
         self.drop_at: int | None = None  # cut once this many replies arrived, swallowing them
-        self.in_multi = False
+        self.in_block = False  # a transaction block (BEGIN, MULTI) the client opened
+        self.block_hit = False  # a statement in it matched the armed drop's pattern
 
     def replies(self) -> int:
         d = self.down
@@ -133,8 +156,8 @@ class _Conn:
 
     def in_transaction(self) -> bool:
         if isinstance(self.down, PgServer):
-            return self.down.status in ("T", "E")
-        return self.in_multi if self.down is not None else True
+            return self.in_block or self.down.status in ("T", "E")
+        return self.in_block if self.down is not None else True
 
     def abort(self, *, rst: bool) -> None:
         for w in (self.cwriter, self.swriter):
@@ -250,21 +273,47 @@ class FaultProxy:
 
     # -- faults ------------------------------------------------------------------------
 
-    def drop_reply_to_commit(self, times: int | None = 1, probability: float = 1.0) -> None:
+    def drop_reply_to_commit(
+        self,
+        times: int | None = 1,
+        probability: float = 1.0,
+        *,
+        implicit: bool = False,
+        matching: str | None = None,
+    ) -> None:
         """PostgreSQL: forward the next COMMITs (``times`` of them, each with
         ``probability``), swallow the server's reply, then cut the client's connection: the
-        transaction is applied and the client cannot know it."""
-        self._arm_drop("postgres", "drop_reply_to_commit", times, probability)
+        transaction is applied and the client cannot know it.
 
-    def drop_reply_to_exec(self, times: int | None = 1, probability: float = 1.0) -> None:
+        Args:
+            implicit: also a statement sent outside a transaction block (autocommit: it
+                commits on its own, so its reply is its commit's).
+            matching: only transactions with a statement matching this regular expression
+                (case-insensitive), searched in its SQL and, for the extended protocol, the
+                parameters it was bound with: ``"INSERT INTO orders"``, or a key's name.
+        """
+        self._arm_drop("postgres", "drop_reply_to_commit", times, probability, implicit, matching)
+
+    def drop_reply_to_exec(
+        self, times: int | None = 1, probability: float = 1.0, *, matching: str | None = None
+    ) -> None:
         """Redis: the same for ``EXEC``, ``EVAL``, ``EVALSHA`` and ``FCALL`` (and their
-        ``_RO`` forms): forwarded, applied, reply swallowed, connection cut."""
-        self._arm_drop("redis", "drop_reply_to_exec", times, probability)
+        ``_RO`` forms): forwarded, applied, reply swallowed, connection cut. ``matching``:
+        only a script call, or a ``MULTI`` block, whose command bytes match it."""
+        self._arm_drop("redis", "drop_reply_to_exec", times, probability, False, matching)
 
-    def _arm_drop(self, protocol: str, what: str, times: int | None, probability: float) -> None:
+    def _arm_drop(
+        self,
+        protocol: str,
+        what: str,
+        times: int | None,
+        probability: float,
+        implicit: bool,
+        matching: str | None,
+    ) -> None:
         if self.protocol != protocol:
             raise ConfigError(f"{what} needs a {protocol} proxy; this one speaks {self.protocol}")
-        arm = _Arm(times, probability, what)
+        arm = _Arm(times, probability, what, implicit=implicit, matching=matching)
         with self._lock:
             self._drop = arm
 
@@ -438,14 +487,38 @@ class FaultProxy:
 
     def _watch(self, c: _Conn, m: Message) -> None:
         """Account for a client message about to be forwarded; arm a dropped reply."""
-        if self.protocol == "redis":
-            c.in_multi = m.kind == "MULTI" or (c.in_multi and m.kind not in ("EXEC", "DISCARD"))
         c.expected += m.replies
-        if not m.commit:
+        with self._lock:
+            arm = self._drop
+        pattern = arm.matching if arm is not None else None
+        hit = pattern is None or bool(pattern.search(m.text))
+        implicit = False
+        if self.protocol == "redis":
+            ends = m.kind in ("EXEC", "DISCARD")
+            if m.kind == "MULTI":
+                c.in_block, c.block_hit = True, False
+            elif c.in_block and not ends:
+                c.block_hit = c.block_hit or hit
+            hit = hit or (m.kind == "EXEC" and c.block_hit)
+            c.in_block = c.in_block and not ends
+        elif m.kind in ("Q", "E"):
+            implicit = not (m.commit or m.rollback or m.begin or c.in_block)
+            if m.begin or c.in_block:
+                c.block_hit = c.block_hit or hit
+            if m.commit:
+                hit = hit or c.block_hit
+            if m.commit or m.rollback:
+                c.in_block, c.block_hit = False, False
+            elif m.begin:
+                c.in_block = True
+        else:
+            return
+        if m.commit:
+            self._count("commits_seen")
+        if arm is None or not hit or not (m.commit or (implicit and arm.implicit)):
             return
         with self._lock:
-            self._counts["commits_seen"] += 1
-            fire = self._drop is not None and self._drop.fire(self._rng)
+            fire = self._drop is arm and arm.fire(self._rng)
         if fire and c.drop_at is None:
             # A simple Query's reply is its own ReadyForQuery; an Execute's comes with the
             # Sync that follows it; a Redis command's is its own.

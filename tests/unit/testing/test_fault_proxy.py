@@ -69,6 +69,35 @@ def test_postgres_client_messages_are_split_and_commits_found() -> None:
     assert b"".join(m.raw for m in msgs) == stream
 
 
+def test_statements_carry_their_sql_and_whether_they_open_or_abandon_a_block() -> None:
+    """A Query's text, and an Execute's (its prepared statement's, then its parameters),
+    with BEGIN / ROLLBACK marked, so the proxy can follow blocks and match statements."""
+    stream = (
+        pg(b"Q", b"BEGIN\x00")
+        + pg(b"P", b"\x00INSERT INTO steps VALUES ($1)\x00\x00\x00")
+        + pg(b"B", b"\x00\x00\x00\x00\x00\x01\x00\x00\x00\x04key7\x00\x00")
+        + pg(b"E", b"\x00\x00\x00\x00\x00")
+        + pg(b"Q", b"ROLLBACK\x00")
+        + pg(b"Q", b"start transaction isolation level serializable\x00")
+    )
+    framer = PgClient()
+    framer.startup = False
+    msgs = [m for m in framer.feed(stream) if m.kind in ("Q", "E")]
+    assert [m.text.split(b" \x00")[0] for m in msgs] == [
+        b"BEGIN",
+        b"INSERT INTO steps VALUES ($1)",
+        b"ROLLBACK",
+        b"start transaction isolation level serializable",
+    ]
+    assert b"key7" in msgs[1].text  # the bound parameters follow the SQL
+    assert [(m.begin, m.rollback, m.commit) for m in msgs] == [
+        (True, False, False),
+        (False, False, False),
+        (False, True, False),
+        (True, False, False),
+    ]
+
+
 def test_postgres_server_ready_messages_carry_the_transaction_status() -> None:
     """ReadyForQuery messages are counted and their status kept, across partial reads."""
     s = PgServer()
@@ -118,6 +147,8 @@ def test_bad_arguments_are_clear_errors() -> None:
         FaultProxy(("127.0.0.1", 1)).reset(probability=1.5)
     with pytest.raises(ConfigError, match="not a URL"):
         _ = FaultProxy(("127.0.0.1", 1)).url
+    with pytest.raises(ConfigError, match="not a regular expression"):
+        FaultProxy("redis://127.0.0.1:6379").drop_reply_to_exec(matching="(")
 
 
 def test_the_url_keeps_credentials_but_the_repr_does_not() -> None:
@@ -210,6 +241,64 @@ def test_drop_reply_to_commit_by_count_and_by_seeded_probability(pg_table: tuple
 
 
 @pytest.mark.services
+def test_implicit_commits_and_matching_statements(pg_table: tuple[str, str]) -> None:
+    """implicit=True drops the reply to a statement run on its own (autocommit), and
+    ``matching`` picks which: a SELECT and a non-matching transaction pass, the matching
+    INSERT is applied with its reply dropped."""
+    import psycopg
+
+    url, table = pg_table
+    with FaultProxy(url) as proxy:
+        proxy.drop_reply_to_commit(implicit=True, matching=rf"INSERT INTO {table}\b")
+        with psycopg.connect(proxy.url, autocommit=True) as conn:
+            assert conn.execute("SELECT 1").fetchone() == (1,)
+            with pytest.raises(psycopg.OperationalError):
+                conn.execute(f"INSERT INTO {table} VALUES (7)")
+        assert rows(url, table) == [7]
+        proxy.drop_reply_to_commit(matching=rf"INSERT INTO {table}\b")
+        with psycopg.connect(proxy.url) as conn:
+            conn.execute("SELECT 2")
+            conn.commit()  # a transaction that does not match commits normally
+            conn.execute(f"INSERT INTO {table} VALUES (8)")
+            with pytest.raises(psycopg.OperationalError):
+                conn.commit()
+        assert rows(url, table) == [7, 8]
+        assert proxy.counts().replies_dropped == 2
+
+
+@pytest.mark.services
+def test_a_store_on_postgres_reports_the_unknown_outcome_of_a_dropped_commit(
+    pg_url: str,
+) -> None:
+    """surefoot's PostgreSQL state store, through the proxy: a versioned write whose commit
+    reply is dropped raises StoreUnavailableError (outcome unknown) while the write landed,
+    and the next write goes through on a new connection."""
+    from surefoot import storage
+    from surefoot.errors import StoreUnavailableError
+    from surefoot.statebus import Store
+
+    url = f"{pg_url}?schema=sf_proxy_{uuid.uuid4().hex[:10]}"
+    with FaultProxy(url) as proxy:
+        store = Store(proxy.url)
+        direct = Store(url)
+        try:
+            store.write("warm", 0)  # migrations and pool connections are made by now
+            proxy.drop_reply_to_commit(implicit=True, matching="unsure-key")
+            with pytest.raises(StoreUnavailableError, match="may or may not"):
+                store.write("unsure-key", "v1", expect=0)
+            entry = direct.read("unsure-key")
+            assert entry is not None and (entry.value, entry.version) == ("v1", 1)
+            assert store.write("unsure-key", "v2", expect=1).version == 2
+            assert proxy.counts().replies_dropped == 1
+        finally:
+            store.close()
+            direct.close()
+    st: Any = storage.open(url)
+    st.db.drop_schema()
+    st.close()
+
+
+@pytest.mark.services
 def test_reset_mid_transaction_rolls_back(pg_table: tuple[str, str]) -> None:
     """An RST inside a transaction: the client errs and the server rolled back."""
     import psycopg
@@ -296,6 +385,34 @@ def test_dropped_exec_and_script_replies_leave_the_writes_applied(
         r.close()
         counts = proxy.counts()
     assert (counts.commits_seen, counts.replies_dropped) == (2, 2)
+
+
+@pytest.mark.services
+def test_drop_reply_to_exec_matching_picks_the_script_call(
+    redis_keys: tuple[str, Any, str],
+) -> None:
+    """``matching`` on Redis: a script call on another key passes; the one on the
+    matching key is applied and its reply dropped; a MULTI block matches by its commands."""
+    import redis
+
+    url, direct, p = redis_keys
+    script = "return redis.call('INCR', KEYS[1])"
+    with FaultProxy(url) as proxy:
+        r = no_retry_client(proxy.url)
+        proxy.drop_reply_to_exec(times=2, matching="target")
+        assert r.eval(script, 1, p + "other") == 1
+        with pytest.raises(redis.ConnectionError):
+            r.eval(script, 1, p + "target")
+        pipe = r.pipeline(transaction=True)
+        pipe.incr(p + "other")
+        assert pipe.execute() == [2]
+        pipe = r.pipeline(transaction=True)
+        pipe.incr(p + "target")
+        with pytest.raises(redis.ConnectionError):
+            pipe.execute()
+        r.close()
+        assert proxy.counts().replies_dropped == 2
+    assert (direct.get(p + "other"), direct.get(p + "target")) == (b"2", b"2")
 
 
 @pytest.mark.services
