@@ -15,9 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import random
-import re
-import socket
-import struct
 import threading
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
@@ -25,13 +22,10 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from ..errors import ConfigError
-from ._framing import Message, PgClient, PgServer, RespClient, RespServer
+from ._framing import Message
+from ._proxy_parts import Arm, Connection, target
 
 __all__ = ["FaultProxy", "ProxyCounts"]
-
-PROTOCOLS = ("postgres", "redis", "raw")
-_SCHEMES = {"postgresql": "postgres", "postgres": "postgres", "redis": "redis"}
-_PORTS = {"postgres": 5432, "redis": 6379}
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,117 +50,6 @@ class ProxyCounts:
     delayed: int = 0
     bytes_up: int = 0
     bytes_down: int = 0
-
-
-class _Arm:
-    """A fault armed for ``times`` more firings (None: unlimited), each with ``probability``."""
-
-    def __init__(
-        self,
-        times: int | None,
-        probability: float,
-        what: str,
-        *,
-        implicit: bool = False,
-        matching: str | None = None,
-    ) -> None:
-        if times is not None and (
-            isinstance(times, bool) or not isinstance(times, int) or times < 1
-        ):
-            raise ConfigError(f"{what}: times must be an integer >= 1 or None, got {times!r}")
-        if (
-            isinstance(probability, bool)
-            or not isinstance(probability, int | float)
-            or not 0 < probability <= 1
-        ):
-            raise ConfigError(f"{what}: probability must be in (0, 1], got {probability!r}")
-        self.times, self.probability = times, float(probability)
-        self.implicit = implicit
-        self.matching: re.Pattern[bytes] | None = None
-        if matching is not None:
-            if not isinstance(matching, str):
-                raise ConfigError(
-                    f"{what}: matching must be a regular expression, got {matching!r}"
-                )
-            try:
-                self.matching = re.compile(matching.encode(), re.IGNORECASE | re.DOTALL)
-            except re.error as exc:
-                raise ConfigError(
-                    f"{what}: matching={matching!r} is not a regular expression: {exc}"
-                ) from exc
-
-    def fire(self, rng: random.Random) -> bool:
-        if self.times == 0 or rng.random() >= self.probability:
-            return False
-        if self.times is not None:
-            self.times -= 1
-        return True
-
-
-def _target(upstream: Any, protocol: str | None) -> tuple[str, int, str, str | None]:
-    """(host, port, protocol, url) from a URL, ``"host:port"`` or ``(host, port)``."""
-    url = None
-    if isinstance(upstream, str) and "://" in upstream:
-        parts = urlsplit(upstream)
-        scheme = _SCHEMES.get(parts.scheme)
-        if scheme is None:
-            raise ConfigError(
-                f"FaultProxy speaks postgresql:// and redis:// URLs, got scheme {parts.scheme!r}; "
-                "pass (host, port) with protocol='raw' for anything else"
-            )
-        protocol = protocol or scheme
-        host, port, url = parts.hostname or "127.0.0.1", parts.port or _PORTS[scheme], upstream
-    elif isinstance(upstream, str) and upstream.rpartition(":")[2].isdigit():
-        host, _, p = upstream.rpartition(":")
-        port = int(p)
-    elif isinstance(upstream, tuple) and len(upstream) == 2:
-        host, port = upstream
-    else:
-        raise ConfigError(
-            "FaultProxy needs the server as a URL ('postgresql://…', 'redis://…'), "
-            f"'host:port' or (host, port), got {upstream!r}"
-        )
-    protocol = protocol or "raw"
-    if protocol not in PROTOCOLS:
-        raise ConfigError(f"protocol must be one of {', '.join(PROTOCOLS)}, got {protocol!r}")
-    return host, int(port), protocol, url
-
-
-class _Conn:
-    """One proxied connection: both streams, the framers, and what is armed on it."""
-
-    def __init__(self, protocol: str, client: tuple[Any, Any]) -> None:
-        self.creader, self.cwriter = client
-        self.sreader: Any = None
-        self.swriter: Any = None
-        self.up: PgClient | RespClient | None = None
-        self.down: PgServer | RespServer | None = None
-        if protocol == "postgres":
-            self.up, self.down = PgClient(), PgServer()
-        elif protocol == "redis":
-            self.up, self.down = RespClient(), RespServer()
-        self.expected = 0  # replies the client's messages so far will get
-        self.drop_at: int | None = None  # cut once this many replies arrived, swallowing them
-        self.in_block = False  # a transaction block (BEGIN, MULTI) the client opened
-        self.block_hit = False  # a statement in it matched the armed drop's pattern
-
-    def replies(self) -> int:
-        d = self.down
-        return d.ready if isinstance(d, PgServer) else d.replies if isinstance(d, RespServer) else 0
-
-    def in_transaction(self) -> bool:
-        if isinstance(self.down, PgServer):
-            return self.in_block or self.down.status in ("T", "E")
-        return self.in_block if self.down is not None else True
-
-    def abort(self, *, rst: bool) -> None:
-        for w in (self.cwriter, self.swriter):
-            if w is None or w.transport.is_closing():
-                continue
-            sock = w.transport.get_extra_info("socket")
-            if rst and sock is not None:
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-            w.transport.abort()
 
 
 class FaultProxy:
@@ -202,13 +85,13 @@ class FaultProxy:
         seed: int = 0,
         port: int = 0,
     ) -> None:
-        self.host, self.upstream_port, self.protocol, self._url = _target(upstream, protocol)
+        self.host, self.upstream_port, self.protocol, self._url = target(upstream, protocol)
         self._listen = port
         self._rng = random.Random(seed)
         self._lock = threading.Lock()
         self._counts: dict[str, int] = dict.fromkeys(ProxyCounts.__slots__, 0)
-        self._drop: _Arm | None = None
-        self._reset: _Arm | None = None
+        self._drop: Arm | None = None
+        self._reset: Arm | None = None
         self._delay = 0.0
         self._blackholed = False
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -216,7 +99,7 @@ class FaultProxy:
         self._server: asyncio.Server | None = None
         self._thread: threading.Thread | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
-        self._conns: set[_Conn] = set()
+        self._conns: set[Connection] = set()
         self.port = 0
 
     # -- life cycle --------------------------------------------------------------------
@@ -313,7 +196,7 @@ class FaultProxy:
     ) -> None:
         if self.protocol != protocol:
             raise ConfigError(f"{what} needs a {protocol} proxy; this one speaks {self.protocol}")
-        arm = _Arm(times, probability, what, implicit=implicit, matching=matching)
+        arm = Arm(times, probability, what, implicit=implicit, matching=matching)
         with self._lock:
             self._drop = arm
 
@@ -321,7 +204,7 @@ class FaultProxy:
         """Reset (RST, ``SO_LINGER`` 0) the connection when a client sends inside a
         transaction (PostgreSQL: the server reported one open; Redis: after ``MULTI``; raw:
         any chunk), before that message reaches the server: the server rolls back."""
-        arm = _Arm(times, probability, "reset")
+        arm = Arm(times, probability, "reset")
         with self._lock:
             self._reset = arm
 
@@ -420,7 +303,7 @@ class FaultProxy:
         task = asyncio.current_task()
         assert task is not None
         self._tasks.add(task)
-        c = _Conn(self.protocol, (reader, writer))
+        c = Connection(self.protocol, (reader, writer))
         self._conns.add(c)
         self._count("connections")
         try:
@@ -454,7 +337,7 @@ class FaultProxy:
             self._count("delayed")
             await asyncio.sleep(wait)
 
-    async def _up(self, c: _Conn) -> None:
+    async def _up(self, c: Connection) -> None:
         """Client to server: whole messages, each looked at before it is forwarded."""
         while True:
             data = await c.creader.read(65536)
@@ -479,13 +362,13 @@ class FaultProxy:
                 self._count("bytes_up", len(out))
                 await c.swriter.drain()
 
-    def _resets(self, c: _Conn, m: Message) -> bool:
+    def _resets(self, c: Connection, m: Message) -> bool:
         if m.kind in ("startup", "cancel") or not c.in_transaction():
             return False
         with self._lock:
             return self._reset is not None and self._reset.fire(self._rng)
 
-    def _watch(self, c: _Conn, m: Message) -> None:
+    def _watch(self, c: Connection, m: Message) -> None:
         """Account for a client message about to be forwarded; arm a dropped reply."""
         c.expected += m.replies
         with self._lock:
@@ -524,7 +407,7 @@ class FaultProxy:
             # Sync that follows it; a Redis command's is its own.
             c.drop_at = c.expected + (1 if m.kind == "E" else 0)
 
-    async def _down(self, c: _Conn) -> None:
+    async def _down(self, c: Connection) -> None:
         """Server to client: forwarded, unless a reply is being dropped."""
         while True:
             data = await c.sreader.read(65536)
