@@ -12,10 +12,17 @@ SDKs (or surefoot's adapters) at it and count what it received. The same server 
 
 The fakes that count what they receive in-process (``FakeLLM``, fault injectors) live in
 ``surefoot.llm`` and ``surefoot.resilience.faults``.
+
+Evidence that concurrent use stays correct: ``history`` records what concurrent clients did
+(Jepsen's invoke / ok / fail / info, JSON lines, one file per OS process); ``checkers`` judge
+such a history by itself (linearizability of versioned writes, Elle's list-append cycles,
+streams, durable steps). ``FaultProxy`` sits between a client and PostgreSQL or Redis and
+drops the reply to a COMMIT or EXEC, resets, blackholes or delays connections on cue.
 """
 
 from __future__ import annotations
 
+from . import checkers, history
 from ._clock import FakeClock, instant_retries
 from ._faults import (
     DropBeforeReply,
@@ -30,6 +37,7 @@ from ._faults import (
     rate_limited,
 )
 from ._provider import FakeProvider, Received
+from ._proxy import FaultProxy, ProxyCounts
 
 __all__ = [
     "DropBeforeReply",
@@ -37,10 +45,14 @@ __all__ = [
     "FakeClock",
     "FakeProvider",
     "Fault",
+    "FaultProxy",
+    "ProxyCounts",
     "Received",
     "Reply",
     "Status",
     "StreamError",
+    "checkers",
+    "history",
     "instant_retries",
     "insufficient_quota",
     "overloaded",
