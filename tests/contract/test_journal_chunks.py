@@ -12,7 +12,7 @@ import pytest
 from _backends import backend_url
 
 from surefoot import durable, storage
-from surefoot.storage.base import RunRow, RunWrite, StepWrite
+from surefoot.storage.runs import RunRow, RunWrite, StepWrite
 
 SQL_BACKENDS = ["sqlite", "postgresql"]
 

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from surefoot import storage
-from surefoot.storage.base import RunRow, RunWrite, StepWrite
 from surefoot.storage.postgres import PostgresStorage
+from surefoot.storage.runs import RunRow, RunWrite, StepWrite
 
 pytestmark = pytest.mark.services
 

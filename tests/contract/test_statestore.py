@@ -25,7 +25,7 @@ from surefoot import storage
 from surefoot.clock import FakeClock
 from surefoot.errors import ConflictError, StoreUnavailableError
 from surefoot.statebus import Store
-from surefoot.storage.base import StateStore
+from surefoot.storage.state import StateStore
 
 
 def _url(kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> str:

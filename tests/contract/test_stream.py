@@ -25,7 +25,7 @@ from surefoot.errors import (
     DuplicateMessageError,
     StoreUnavailableError,
 )
-from surefoot.storage.base import StreamLog
+from surefoot.storage.streams import StreamLog
 
 
 def _url(kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> str:

@@ -21,7 +21,7 @@ See ``docs/durable.md`` for crash semantics and what exactly-once means here.
 
 from __future__ import annotations
 
-from ..storage.base import WorkerRow as WorkerInfo
+from ..storage.runs import WorkerRow as WorkerInfo
 from ._app import App
 from ._crash import POINTS, CrashPlan, SimulatedCrash
 from ._current import RunContext, current_run

@@ -17,7 +17,8 @@ from ..errors import (
     ConfigError,
     UnknownRunError,
 )
-from ..storage.base import Journal, RunRow
+from ..storage.journal import Journal
+from ..storage.runs import RunRow
 from ._crash import CrashPlan
 from ._exists import check_exists
 from ._handle import RunHandle

@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import codec
 from ..errors import DeadlineExceededError, LeaseLostError, RunFailedError
-from ..storage.base import ChildWrite, Record, StepWrite
+from ..storage.runs import ChildWrite, Record, StepWrite
 from ..storage.sql.journal_plus import DONE_STATUSES
 from ._context import DOWN, STEP_CODES, JournalDown, RunState, Suspend, current
 from ._deadlines import check_deadline

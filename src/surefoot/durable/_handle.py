@@ -9,7 +9,7 @@ from typing import Any, Protocol
 
 from ..clock import Clock
 from ..errors import RunFailedError, TimeoutError_, UnknownRunError
-from ..storage.base import Journal
+from ..storage.journal import Journal
 from ._registry import Registry
 from ._runner import Executor
 from ._types import RunInfo

@@ -9,8 +9,9 @@ from typing import Any
 from .. import codec
 from ..clock import Clock
 from ..errors import JournalError, UnknownRunError
-from ..storage.base import Journal, StepWrite
-from ..storage.base import WorkerRow as WorkerInfo
+from ..storage.journal import Journal
+from ..storage.runs import StepWrite
+from ..storage.runs import WorkerRow as WorkerInfo
 from ._handle import RunHandle
 from ._registry import Registry
 from ._runner import Executor

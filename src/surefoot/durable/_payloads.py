@@ -31,7 +31,8 @@ import zlib
 from typing import Any, Protocol, runtime_checkable
 
 from ..errors import ConfigError
-from ..storage.base import ChildWrite, Record, RunRow, StepRow, StepWrite, check_size
+from ..storage.checks import check_size
+from ..storage.runs import ChildWrite, Record, RunRow, StepRow, StepWrite
 from ..storage.sql.chunks import ChunkStore, ChunkWrite
 from ._chunks import is_ref, join_all, split
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from .. import codec
 from ..clock import seconds as _secs
 from ..errors import ConfigError, RunConflictError
-from ..storage.base import RunRow
+from ..storage.runs import RunRow
 from ..storage.sql.journal_plus import JournalPlus
 from ._children import child_step
 from ._patches import patched as _patched

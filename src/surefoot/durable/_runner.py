@@ -19,7 +19,8 @@ from typing import Any, Protocol
 from .. import codec
 from ..clock import Clock
 from ..errors import EncodeError, LeaseLostError, StepMismatchError, UnsupportedTypeError
-from ..storage.base import Journal, RunRow, RunWrite
+from ..storage.journal import Journal
+from ..storage.runs import RunRow, RunWrite
 from ._context import (
     DOWN,
     JournalDown,

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import codec
-from ..storage.base import AuditRow, RunRow, StepRow
+from ..storage.runs import AuditRow, RunRow, StepRow
 
 __all__ = [
     "STATUSES",

@@ -26,7 +26,7 @@ from ..errors import (
     ScopeError,
     TrustError,
 )
-from ..storage.base import MergeOutcome
+from ..storage.state import MergeOutcome
 from ._capabilities import (
     KINDS,
     Answer,

@@ -10,7 +10,8 @@ from typing import Any
 
 from ..codec import loads
 from ..errors import ConfigError
-from ..storage.base import StateRecord, check_text
+from ..storage.checks import check_text
+from ..storage.state import StateRecord
 from ._merge import Contribution, contributions
 from ._trust import Label, Labeled
 

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..codec import loads
 from ..errors import ConfigError, ConflictError
-from ..storage.base import StateChange, txn_conflict
+from ..storage.state import StateChange, txn_conflict
 from ._trust import Label, Labeled
 
 if TYPE_CHECKING:

@@ -22,7 +22,7 @@ from ..storage.merges import LIST_OPS, OPS, Reducer
 
 if TYPE_CHECKING:
     from ..resilience import RetryPolicy
-    from ..storage.base import StateRecord
+    from ..storage.state import StateRecord
     from ._entry import Entry
     from ._store import Store
 

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError, ConflictError, ScopeError
-from ..storage.base import MergeOutcome
+from ..storage.state import MergeOutcome
 from ._entry import AgentSpec, Endorsement, Entry, Lease, seen_of
 from ._history import Change, TxnResult, Watch
 from ._merge import update

@@ -16,8 +16,9 @@ from .. import storage as _storage
 from ..clock import Clock, SystemClock
 from ..codec import dumps, loads
 from ..errors import ConfigError, ConflictError
-from ..storage.base import MergeOutcome, StateStore, check_text
+from ..storage.checks import check_text
 from ..storage.history import check_policy
+from ..storage.state import MergeOutcome, StateStore
 from ._entry import (
     AgentSpec,
     Endorsement,

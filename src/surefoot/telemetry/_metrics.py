@@ -247,7 +247,7 @@ def _read_stats(streams: Iterable[Any], consumers: Iterable[Any]) -> list[Any]:
     read, narrowed to the groups passed: one ``stats()`` per stream in all."""
     from dataclasses import replace
 
-    from ..storage.base import ConsumerStats
+    from ..storage.streams import ConsumerStats
 
     out: list[Any] = []
     seen: set[str] = set()

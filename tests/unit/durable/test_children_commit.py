@@ -11,7 +11,7 @@ import time
 from typing import Any
 
 from surefoot.durable import App, Worker
-from surefoot.storage.base import ChildWrite
+from surefoot.storage.runs import ChildWrite
 
 
 def _kinds(records: list[Any]) -> list[str]:

@@ -187,7 +187,7 @@ def test_a_child_committed_while_its_tree_is_cancelled_is_cancelled_with_it(
     the cancel, which read the tree before the child existed, waits for that row, then
     reads the tree again and cancels the child too (before: it cancelled the parent only,
     and the child, committed meanwhile, ran on)."""
-    from surefoot.storage.base import ChildWrite, StepWrite
+    from surefoot.storage.runs import ChildWrite, StepWrite
 
     app = App(pg_schema_url, poll=0.005, worker_id="w", lease=30.0)
 

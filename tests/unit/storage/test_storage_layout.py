@@ -11,7 +11,10 @@ import pytest
 import surefoot
 from surefoot import storage
 from surefoot.errors import ConfigError
-from surefoot.storage.base import Journal, KeyStore, StateStore, StreamLog
+from surefoot.storage.journal import Journal
+from surefoot.storage.keys import KeyStore
+from surefoot.storage.state import StateStore
+from surefoot.storage.streams import StreamLog
 
 SRC = Path(surefoot.__file__).parent
 DRIVERS = {"sqlite3", "psycopg", "psycopg_pool", "redis"}
@@ -64,3 +67,30 @@ def test_no_module_above_storage_imports_a_database_driver() -> None:
         if "storage" not in p.relative_to(SRC).parts and _imports(p) & DRIVERS
     }
     assert offenders == {}
+
+
+def test_base_re_exports_every_protocol_module() -> None:
+    """storage.base still offers every name of the protocol modules (a compatibility shim)."""
+    from surefoot.storage import backend, base, checks, journal, keys, runs, state, streams
+
+    for mod in (backend, checks, journal, keys, runs, state, streams):
+        for name in mod.__all__:
+            assert getattr(base, name) is getattr(mod, name), f"{mod.__name__}.{name}"
+
+
+def test_nothing_in_the_package_imports_the_shim() -> None:
+    """Modules of surefoot import from the protocol modules, not from storage.base."""
+    users = [
+        str(p.relative_to(SRC))
+        for p in SRC.rglob("*.py")
+        if p.name != "base.py" and any(m.endswith("base") for m in _modules_named(p))
+    ]
+    assert users == []
+
+
+def _modules_named(path: Path) -> list[str]:
+    return [
+        node.module or ""
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.ImportFrom)
+    ]

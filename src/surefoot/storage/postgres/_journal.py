@@ -29,7 +29,7 @@ import time
 from collections.abc import Callable
 
 from ...errors import UnknownRunError
-from ..base import Record, RunRow, RunWrite
+from ..runs import Record, RunRow, RunWrite
 from ..sql.chunks import POSTGRES_MIGRATION, ChunkWrite
 from ..sql.journal import CHANNEL, FINISH_SQL, RUN_COLS, RUN_MARKS, SQLJournal, row_params
 from ..sql.liveness import Wake, wake_of

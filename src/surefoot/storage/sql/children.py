@@ -37,7 +37,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ...errors import UnknownRunError
-from ..base import ChildWrite, RunRow, RunWrite
+from ..runs import ChildWrite, RunRow, RunWrite
 
 if TYPE_CHECKING:
     from .dialect import Dialect

@@ -24,7 +24,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ...errors import ConfigError, RunConflictError, StoreError, UnknownRunError
-from ..base import AuditRow, ChildWrite, Record, RunRow, RunWrite, StepRow, StepWrite, check_size
+from ..checks import check_size
+from ..runs import AuditRow, ChildWrite, Record, RunRow, RunWrite, StepRow, StepWrite
 from .chunks import ChunkStore, ChunkWrite
 from .dialect import Dialect
 from .journal_plus import PLUS_COLS, JournalPlus

@@ -22,7 +22,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from ...errors import RunConflictError
-from ..base import RunRow
+from ..runs import RunRow
 from .children import DONE_STATUSES, JournalChildren
 from .queues import JournalQueues, QueueLimits
 

@@ -18,7 +18,7 @@ import json
 from typing import Any
 
 from ...errors import ConfigError
-from ..base import RUN_ORDERS, RunRow, WorkerRow
+from ..runs import RUN_ORDERS, RunRow, WorkerRow
 from .dialect import ROWS, Dialect, Then
 
 __all__ = ["CLAIM_AUDIT", "ORPHAN_AUDIT", "SQLRunQueries", "claim_audit", "orphan_audit"]

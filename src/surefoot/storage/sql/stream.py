@@ -17,14 +17,14 @@ from typing import Any
 
 from ...codec import dumps, loads
 from ...errors import StateError
-from ..base import (
+from ..checks import check_size
+from ..streams import (
     ClaimedMessage,
     ConsumerStats,
     DeadRecord,
     StreamRecord,
     StreamStats,
     check_range,
-    check_size,
 )
 from .dialect import Dialect
 

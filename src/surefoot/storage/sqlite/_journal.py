@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ..base import RunRow
+from ..runs import RunRow
 from ..sql.chunks import SQLITE_MIGRATION
 from ..sql.journal import (
     AUDIT_SQL,
