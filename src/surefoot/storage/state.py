@@ -119,15 +119,10 @@ def expires_at(now: float, ttl: float | None) -> float | None:
 def txn_conflict(
     key: str, expected: int, version: int, value: str | None, author: str
 ) -> ConflictError:
-    """The ``ConflictError`` of a transaction whose compare on ``key`` failed."""
-    exc = ConflictError(key, expected, version, loads(value) if value is not None else None, author)
-    want = "absent" if expected == 0 else f"at version {expected}"
-    exc.args = (
-        f"transaction refused: key {key!r} is at version {version} (written by {author!r}), "
-        f"not {want}; its failure branch ran instead, no success operation was applied. "
-        "Re-read the keys and try again",
-    )
-    return exc
+    """The ``ConflictError`` (kind ``transaction``) of a transaction whose compare on ``key``
+    failed; ``value`` is the key's current value as codec JSON."""
+    decoded = loads(value) if value is not None else None
+    return ConflictError(key, expected, version, decoded, author, kind="transaction")
 
 
 @runtime_checkable
@@ -293,7 +288,7 @@ def next_lineage(
 def fence_conflict(
     lease_key: str, expected: int, version: int, value: Any, author: str
 ) -> ConflictError:
-    """The ``ConflictError`` for a write whose fence (lease key at a version) did not hold.
+    """The ``ConflictError`` (kind ``fence``) for a write whose fence did not hold.
 
     Args:
         lease_key: the fenced lease key.
@@ -302,24 +297,11 @@ def fence_conflict(
         value: the lease key's current value (decoded), or None.
         author: who wrote the lease key's current version.
     """
-    exc = ConflictError(lease_key, expected, version, value, author)
-    if version == 0:
-        exc.args = (
-            f"lease key {lease_key!r} does not exist, so a write fenced on it (version "
-            f"{expected}) is refused: acquire the lease first (write {lease_key!r}) and fence "
-            "on the version that write returns; nothing was written",
-        )
-    else:
-        exc.args = (
-            f"lease key {lease_key!r} is at version {version} (written by {author!r}), not "
-            f"{expected}: the lease was taken over or released, so this write is refused; "
-            "re-acquire the lease, re-read the data and write again; nothing was written",
-        )
-    return exc
+    return ConflictError(lease_key, expected, version, value, author, kind="fence")
 
 
 def write_conflict(
-    kind: str,
+    failed: str,
     key: str,
     expect: int | None,
     fence: tuple[str, int] | None,
@@ -328,8 +310,9 @@ def write_conflict(
     """The ``ConflictError`` for a ``StateStore.write`` whose condition failed (every backend).
 
     Args:
-        kind: ``"fence"`` (the fence's lease key was not at its version) or ``"conflict"``
-            (``key`` was not at ``expect``).
+        failed: ``"fence"`` (the fence's lease key was not at its version: a ``fence``
+            conflict) or ``"conflict"`` (``key`` was not at ``expect``: a ``version`` one),
+            as each backend's statement or script reports it.
         key: the key written. expect: the version the writer expected (None: any).
         fence: the write's fence, ``(lease_key, version)``.
         current: the failing key's ``(version, value as codec JSON, author)`` as stored now,
@@ -337,7 +320,7 @@ def write_conflict(
     """
     version, value, author = current if current is not None else (0, None, "")
     decoded = loads(value) if value is not None else None
-    if kind == "fence" and fence is not None:
+    if failed == "fence" and fence is not None:
         return fence_conflict(fence[0], fence[1], int(version), decoded, author or "")
     return ConflictError(
         key, expect if expect is not None else 0, int(version), decoded, author or ""

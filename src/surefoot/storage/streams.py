@@ -133,14 +133,9 @@ def check_range(stream: str, after: int, limit: int) -> None:
 
 
 def stream_conflict(stream: str, expected: int, last: int) -> ConflictError:
-    """The ``ConflictError`` for an append whose ``expect_last_seq`` did not match."""
-    exc = ConflictError(f"stream:{stream}", expected, last, None, "")
-    exc.args = (
-        f"stream {stream!r} ends at sequence {last}, not {expected} (expect_last_seq): "
-        f"read the messages after {expected}, redo your append on them, and append again "
-        f"with expect_last_seq={last}; nothing was appended",
-    )
-    return exc
+    """The ``ConflictError`` (kind ``stream``) for an append whose ``expect_last_seq`` did not
+    match: the stream ends at ``last``."""
+    return ConflictError(stream, expected, last, None, "", kind="stream")
 
 
 @runtime_checkable
