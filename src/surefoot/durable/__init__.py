@@ -38,6 +38,7 @@ from ._types import (
     AuditEntry,
     RunDetail,
     RunInfo,
+    RunStatus,
     StepInfo,
     StepSpec,
 )
@@ -59,6 +60,7 @@ __all__ = [
     "RunDetail",
     "RunHandle",
     "RunInfo",
+    "RunStatus",
     "Schedule",
     "SimulatedCrash",
     "StepInfo",

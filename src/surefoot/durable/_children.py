@@ -44,8 +44,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import codec
 from ..errors import DeadlineExceededError, LeaseLostError, RunFailedError
-from ..storage.runs import ChildWrite, Record, StepWrite
-from ..storage.sql.journal_plus import DONE_STATUSES
+from ..storage.runs import TERMINAL, ChildWrite, Record, StepWrite
 from ._context import DOWN, STEP_CODES, JournalDown, RunState, Suspend, current
 from ._deadlines import check_deadline
 from ._decide import recorded
@@ -136,7 +135,7 @@ def _flow(
             child = app.journal.get_run(cid)
         except DOWN as exc:
             raise JournalDown(exc) from exc
-    if child is not None and child.status in DONE_STATUSES:
+    if child is not None and child.status in TERMINAL:
         if child.status == "succeeded":
             value = read(child.result, wf.returns, where)  # refused before it is journalled
             _held(run, (yield _Commit(_row(run, pos, name, "done", started, result=child.result))))

@@ -10,6 +10,7 @@ from typing import Any, Protocol
 from ..clock import Clock
 from ..errors import RunFailedError, TimeoutError_, UnknownRunError
 from ..storage.journal import Journal
+from ..storage.runs import ENDED
 from ._registry import Registry
 from ._runner import Executor
 from ._types import RunInfo
@@ -119,7 +120,7 @@ class RunHandle:
                 wf = app.registry.get(row.workflow, row.version)
                 ann = Any if wf is None else wf.returns
                 return read(row.result, ann, f"the result of run {self.run_id!r}")
-            if row.status in ("failed", "cancelled", "needs_attention"):
+            if row.status in ENDED:  # failed, cancelled, needs_attention
                 raise RunFailedError(self.run_id, row.status, RunInfo.from_row(row).error)
             if self._drive:
                 self._future = app.executor.drive(row)

@@ -47,6 +47,7 @@ from typing import Any
 
 from ..errors import ConfigError, StoreUnavailableError
 from ..resilience import Backoff
+from ..storage.runs import ENDED
 from ..storage.sql.liveness import Serving, Wake
 from ._app import App
 from ._queues import claim_queues
@@ -64,9 +65,6 @@ LIVENESS_EVERY = 0.2
 
 PEERS_EVERY = 1.0
 """Seconds between a worker's reads of which workers serve now (for its wake-ups)."""
-
-# An execution that ended in one of these leaves nothing claimable behind it.
-_ENDED = frozenset({"succeeded", "failed", "cancelled", "needs_attention"})
 
 _SLICE = 0.5  # seconds: the longest a wait blocks before checking ``stop`` again
 
@@ -196,7 +194,7 @@ class Worker:
     def _ended(self, fut: concurrent.futures.Future[str]) -> None:
         """An execution ended: a slot is free. A run that suspended may be due at once (its
         signal came while it ran): then the next claim must not wait for a notification."""
-        if fut.cancelled() or fut.exception() is not None or fut.result() not in _ENDED:
+        if fut.cancelled() or fut.exception() is not None or fut.result() not in ENDED:
             self._more = True
         self._freed.set()
 

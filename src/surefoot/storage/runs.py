@@ -11,19 +11,62 @@ Values (``args``, ``result``, ``error``, ``payload``) are codec JSON text; times
 
 from __future__ import annotations
 
+import enum
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 __all__ = [
+    "ENDED",
     "RUN_ORDERS",
+    "TERMINAL",
+    "UNFINISHED",
     "AuditRow",
     "ChildWrite",
     "Record",
     "RunRow",
+    "RunStatus",
     "RunWrite",
     "StepRow",
     "StepWrite",
     "WorkerRow",
+    "sql_list",
 ]
+
+
+class RunStatus(enum.StrEnum):
+    """Every status a run can be in; each is its own value (``RunStatus.PENDING == "pending"``).
+
+    ``pending``: waits for a worker. ``running``: a worker holds its lease. ``sleeping``:
+    suspended at a timer or a signal, no worker held. ``succeeded`` / ``failed`` /
+    ``cancelled``: ended (:data:`TERMINAL`). ``needs_attention``: stopped until an operator
+    acts (retry, resolve, cancel).
+    """
+
+    PENDING = "pending"
+    RUNNING = "running"
+    SLEEPING = "sleeping"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    NEEDS_ATTENTION = "needs_attention"
+
+
+TERMINAL: frozenset[str] = frozenset(
+    s.value for s in (RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED)
+)
+"""Statuses a run never leaves on its own: it ended (``needs_attention`` waits for an operator)."""
+
+ENDED: frozenset[str] = TERMINAL | {RunStatus.NEEDS_ATTENTION.value}
+"""Statuses at which an execution stops with nothing left to claim: ended, or parked."""
+
+UNFINISHED: frozenset[str] = frozenset(s.value for s in RunStatus) - TERMINAL
+"""Statuses of a run that may still move (a cancel still applies to it)."""
+
+
+def sql_list(statuses: Iterable[str]) -> str:
+    """``statuses`` as a SQL list literal, in :class:`RunStatus` order: ``('a', 'b')``."""
+    wanted = set(statuses)
+    return "(" + ", ".join(f"'{s.value}'" for s in RunStatus if s in wanted) + ")"
 
 
 @dataclass(slots=True)

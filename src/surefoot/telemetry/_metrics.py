@@ -25,6 +25,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..storage.runs import RunStatus
+
 __all__ = [
     "BREAKERS",
     "BREAKER_TRANSITIONS",
@@ -42,16 +44,8 @@ __all__ = [
     "track_breaker",
 ]
 
-RUN_STATES = (
-    "pending",
-    "running",
-    "sleeping",
-    "succeeded",
-    "failed",
-    "cancelled",
-    "needs_attention",
-)
-"""The run statuses a journal holds (``surefoot.durable.STATUSES``; a test keeps them equal)."""
+RUN_STATES = tuple(s.value for s in RunStatus)
+"""The run statuses a journal holds (:class:`~surefoot.storage.runs.RunStatus`)."""
 
 _BREAKER_VALUE = {"closed": 0, "half_open": 1, "open": 2}
 

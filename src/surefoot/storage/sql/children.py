@@ -37,15 +37,14 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ...errors import UnknownRunError
-from ..runs import ChildWrite, RunRow, RunWrite
+from ..runs import TERMINAL, UNFINISHED, ChildWrite, RunRow, RunWrite
 
 if TYPE_CHECKING:
     from .dialect import Dialect
 
-__all__ = ["DONE_STATUSES", "JournalChildren"]
+__all__ = ["JournalChildren"]
 
-DONE_STATUSES = ("succeeded", "failed", "cancelled")
-_OPEN = ("pending", "running", "sleeping", "needs_attention")
+_OPEN = tuple(sorted(UNFINISHED))
 _TEXT = "CAST(? AS TEXT)"
 _F8 = "CAST(? AS DOUBLE PRECISION)"
 # a new child's row, typed for PostgreSQL's SELECT list (RUN_COLS then PLUS_COLS; see
@@ -125,7 +124,7 @@ class JournalChildren:
         parents = [
             r.parent
             for r in records
-            if type(r) is RunWrite and r.parent is not None and r.status in DONE_STATUSES
+            if type(r) is RunWrite and r.parent is not None and r.status in TERMINAL
         ]
         if not parents:
             return None
@@ -162,7 +161,7 @@ class JournalChildren:
 
     def _tell_parent(self, c: Any, r: RunWrite) -> None:
         """In ``r``'s transaction: signal its parent that the child ended, and wake it."""
-        if r.status not in DONE_STATUSES or r.parent is None:
+        if r.status not in TERMINAL or r.parent is None:
             return
         name = f"child:{r.run_id}"
         if self.d.key_share:

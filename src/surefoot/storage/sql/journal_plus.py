@@ -22,18 +22,18 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from ...errors import RunConflictError
-from ..runs import RunRow
-from .children import DONE_STATUSES, JournalChildren
+from ..runs import TERMINAL, RunRow, sql_list
+from .children import JournalChildren
 from .queues import JournalQueues, QueueLimits
 
 if TYPE_CHECKING:
     from .dialect import Dialect
 
-__all__ = ["DONE_STATUSES", "PLUS_COLS", "JournalPlus", "QueueLimits"]
+__all__ = ["PLUS_COLS", "JournalPlus", "QueueLimits"]
 
 #: Run columns of issue 13 that are written at creation (``started_at`` is set by a queue).
 PLUS_COLS = "queue, priority, dedup_id, parent_id, deadline_at"
-_DONE_SQL = "('succeeded', 'failed', 'cancelled')"
+_DONE_SQL = sql_list(TERMINAL)
 
 
 def _plus_params(row: RunRow) -> tuple[Any, ...]:
