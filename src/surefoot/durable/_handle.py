@@ -139,11 +139,11 @@ class RunHandle:
 
     def _wait_for_move(self, status: str, updated_at: float, timeout: float) -> None:
         """Up to ``timeout`` seconds until the run's row moves from what was read. A journal
-        that can wake on commits (``wait_until``: SQLite on any commit to the file,
+        that can be woken (``waking.wait_until``: SQLite on any commit to the file,
         PostgreSQL on a run's end) ends the wait when the row moves, so a result is read as
         soon as it is committed; otherwise it sleeps."""
-        wait = getattr(self.app.journal, "wait_until", None)
-        if wait is None:
+        waking = self.app.journal.waking
+        if waking is None:
             time.sleep(timeout)
             return
 
@@ -151,7 +151,7 @@ class RunHandle:
             row = self.app.journal.get_run(self.run_id)
             return row is None or (row.status, row.updated_at) != (status, updated_at)
 
-        wait(moved, timeout)
+        waking.wait_until(moved, timeout)
 
     async def aresult(self, timeout: float | None = None) -> Any:
         """``result()`` for async code (waits in a thread)."""

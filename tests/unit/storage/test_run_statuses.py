@@ -18,11 +18,11 @@ STEP_STATUSES = {"intent", "waiting", "done", "error"}  # a step row's (StepRow.
 
 def test_the_public_names_are_the_enum() -> None:
     """durable.STATUSES, durable.TERMINAL and telemetry's states are RunStatus's values."""
-    assert durable.STATUSES == tuple(s.value for s in RunStatus)
+    assert tuple(s.value for s in RunStatus) == durable.STATUSES
     assert telemetry.RUN_STATES == durable.STATUSES
     assert durable.TERMINAL == TERMINAL == {"succeeded", "failed", "cancelled"}
     assert durable.RunStatus is RunStatus
-    assert ENDED == TERMINAL | {"needs_attention"} and UNFINISHED == set(RunStatus) - TERMINAL
+    assert TERMINAL | {"needs_attention"} == ENDED and set(RunStatus) - TERMINAL == UNFINISHED
 
 
 def test_the_migrations_spell_the_same_sets() -> None:

@@ -17,7 +17,7 @@ from surefoot import durable
 from surefoot.durable import CrashPlan, SimulatedCrash
 from surefoot.errors import StoreError
 from surefoot.storage.runs import RunRow, StepWrite
-from surefoot.storage.sql.journal import MAX_ORDER
+from surefoot.storage.sql.schema import MAX_ORDER
 from surefoot.storage.sqlite import SQLiteDB
 from surefoot.storage.sqlite._journal import MIGRATIONS, SQLiteJournal
 
