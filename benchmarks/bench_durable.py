@@ -60,7 +60,7 @@ from pathlib import Path
 from typing import Any
 
 from surefoot import durable
-from surefoot.storage.sqlite._journal import SQLiteJournal
+from surefoot.storage.sqlite._journal import SQLITE_STEPS
 
 STEPS = 100
 # Issue 13 section 3 (and the earlier targets still held): (limit, "<=" or ">=").
@@ -186,7 +186,7 @@ class HandWritten:
     """
 
     def __init__(self, d: Path) -> None:
-        self.sql = SQLiteJournal.STEP_STATEMENT
+        self.sql = SQLITE_STEPS.write
         self.loop = asyncio.new_event_loop()  # one loop for all runs, as surefoot's app has
         self.path = d / "hand.db"
         self.c = sqlite3.connect(self.path, isolation_level=None)
@@ -239,7 +239,7 @@ def sequential_round(
     each (``floor``, ``surefoot``, ``hand``) over the round, and surefoot's commits per
     step under ``commits``."""
     app, flow = kept.app, kept.flow
-    db: Any = app.journal.db  # type: ignore[attr-defined]
+    db: Any = app.journal.wrapped.db  # type: ignore[attr-defined]
     wall = {"floor": 0.0, "surefoot": 0.0, "hand": 0.0}
     cpu = dict(wall)
     c0 = db.commits
@@ -278,7 +278,7 @@ def surefoot_concurrent(d: Path, n_runs: int = 100) -> tuple[float, float]:
     """µs per step with ``n_runs`` 100-step runs started together; commits per step."""
     app, flow = _surefoot_app(d, f"sfc-{time.monotonic_ns()}")
     app.start(flow, 1, run_id="warm").result(timeout=60)
-    db: Any = app.journal.db  # type: ignore[attr-defined]
+    db: Any = app.journal.wrapped.db  # type: ignore[attr-defined]
     c0 = db.commits
     t0 = time.perf_counter()
     handles = [app.start(flow, STEPS, run_id=f"c{i}") for i in range(n_runs)]
@@ -572,7 +572,7 @@ def resume_after_kill(d: Path, lease: float = 1.0, kills: int = 3) -> dict[str, 
             procs[wid] = subprocess.Popen(argv, env=env)
 
         def live() -> set[str]:
-            rows = app.journal.d.read(  # type: ignore[attr-defined]
+            rows = app.journal.wrapped.d.read(  # type: ignore[attr-defined]
                 "SELECT worker_id FROM durable_workers WHERE seen_at >= ?", (time.time(),)
             )
             return {str(r[0]) for r in rows}

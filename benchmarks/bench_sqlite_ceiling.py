@@ -43,7 +43,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from surefoot.statebus import Store
-from surefoot.storage.sql.journal import STEP_SQL
+from surefoot.storage.sql.schema import STEP_SQL
 
 TABLES = """
 CREATE TABLE floor (k INTEGER PRIMARY KEY, v TEXT);

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from bench_durable import CPU, HandWritten, Kept, floor, settle_floor
-from surefoot.storage.sql.journal import STEP_SQL
+from surefoot.storage.sql.schema import STEP_SQL
 
 WARM_STEPS = 1_000
 
@@ -54,7 +54,7 @@ def warm(rounds: int) -> dict[str, float]:
     d = Path(tempfile.mkdtemp(prefix="bench-breakdown-", dir=shm))
     try:
         kept, hand = Kept(d), HandWritten(d)
-        inner: Any = kept.app.journal._j  # type: ignore[attr-defined]  # the SQL journal
+        inner: Any = kept.app.journal.wrapped  # type: ignore[attr-defined]  # the SQL journal
         real = inner._write_step
 
         def surefoot(stub: bool) -> float:

@@ -167,7 +167,7 @@ def scrape(db: str, n: int) -> dict[str, float]:
             t0 = time.perf_counter()
             telemetry.prometheus_text(journal=journal, now=time.time())
             times.append(1000 * (time.perf_counter() - t0))
-        d = journal.d
+        d = journal.wrapped.d
         read, seen = d.read, []
 
         def counting(sql: str, params: Any = ()) -> list[Any]:

@@ -42,7 +42,7 @@ wrong, gives the value, and says what to do.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 
 class SurefootError(Exception):
@@ -376,27 +376,82 @@ class StateError(SurefootError):
     """Base of shared-state and messaging errors."""
 
 
+ConflictKind = Literal["version", "fence", "stream", "transaction"]
+"""What a refused condition was about (``ConflictError.kind``):
+
+* ``version``: the key was not at the version the write expected (``expect=``);
+* ``fence``: the write's fence, a lease key at a version, did not hold (taken over, released,
+  or, at version 0, never acquired);
+* ``stream``: the stream did not end at the sequence the append expected (``expect_last_seq``);
+* ``transaction``: a compare of a multi-key transaction failed (its failure branch ran).
+"""
+
+
 class ConflictError(StateError):
-    """A versioned write expected one version and found another.
+    """A conditional write found the store in another state than its condition said;
+    nothing was written.
 
     Attributes:
-        key: the key written.
-        expected: the version the writer expected.
-        version: the current version.
-        value: the current value.
-        author: who wrote the current version.
+        kind: what the condition was about (:data:`ConflictKind`): ``version``, ``fence``,
+            ``stream`` or ``transaction``.
+        key: the key written; for ``fence``, the lease key; for ``stream``, the stream.
+        expected: the version (for ``stream``: the last sequence number) the writer expected.
+        version: the current version (0 when the key does not exist); for ``stream``, the
+            stream's last sequence number.
+        value: the current value (None for ``stream``).
+        author: who wrote the current version (``""`` when nobody did).
     """
 
-    def __init__(self, key: str, expected: int, version: int, value: Any, author: str) -> None:
+    def __init__(
+        self,
+        key: str,
+        expected: int,
+        version: int,
+        value: Any,
+        author: str,
+        *,
+        kind: ConflictKind = "version",
+    ) -> None:
+        self.kind = kind
         self.key = key
         self.expected = expected
         self.version = version
         self.value = value
         self.author = author
-        super().__init__(
-            f"key {key!r} is at version {version} (written by {author!r}), not {expected}: "
-            "re-read it, redo your change on the current value and write again."
+        super().__init__(_conflict_message(kind, key, expected, version, author))
+
+
+def _conflict_message(kind: str, key: str, expected: int, version: int, author: str) -> str:
+    """What a :class:`ConflictError` of ``kind`` says: what held, and what to do."""
+    if kind == "fence" and version == 0:
+        return (
+            f"lease key {key!r} does not exist, so a write fenced on it (version {expected}) "
+            f"is refused: acquire the lease first (write {key!r}) and fence on the version "
+            "that write returns; nothing was written"
         )
+    if kind == "fence":
+        return (
+            f"lease key {key!r} is at version {version} (written by {author!r}), not "
+            f"{expected}: the lease was taken over or released, so this write is refused; "
+            "re-acquire the lease, re-read the data and write again; nothing was written"
+        )
+    if kind == "stream":
+        return (
+            f"stream {key!r} ends at sequence {version}, not {expected} (expect_last_seq): "
+            f"read the messages after {expected}, redo your append on them, and append again "
+            f"with expect_last_seq={version}; nothing was appended"
+        )
+    if kind == "transaction":
+        want = "absent" if expected == 0 else f"at version {expected}"
+        return (
+            f"transaction refused: key {key!r} is at version {version} (written by "
+            f"{author!r}), not {want}; its failure branch ran instead, no success operation "
+            "was applied. Re-read the keys and try again"
+        )
+    return (
+        f"key {key!r} is at version {version} (written by {author!r}), not {expected}: "
+        "re-read it, redo your change on the current value and write again."
+    )
 
 
 class CompactedError(StateError):

@@ -24,7 +24,7 @@ from _backends import backend_url
 
 from surefoot import durable, storage
 from surefoot.errors import ConfigError, JournalError
-from surefoot.storage.base import RunRow, RunWrite, StepWrite
+from surefoot.storage.runs import RunRow, RunWrite, StepWrite
 
 JOURNAL_BACKENDS = ["sqlite", "postgresql"]
 WORKFLOWS = [("wf", "1"), ("other", "2")]

@@ -12,7 +12,7 @@ import pytest
 from _backends import backend_url
 
 from surefoot import durable, storage
-from surefoot.storage.base import RunRow, RunWrite, StepWrite
+from surefoot.storage.runs import RunRow, RunWrite, StepWrite
 
 SQL_BACKENDS = ["sqlite", "postgresql"]
 
@@ -49,21 +49,21 @@ def test_chunks_go_in_the_steps_commit(st: Any) -> None:
     chunks = [("r", epoch, "aa", "[1]"), ("r", epoch, "bb", "[2]")]
     assert j.commit([_step("r", epoch, "1")], chunks=chunks) == [True]
     assert st.db.commits - c0 == 1
-    assert j.get_chunks("r", ["aa", "bb", "cc"]) == {"aa": "[1]", "bb": "[2]"}
+    assert j.chunks.get("r", ["aa", "bb", "cc"]) == {"aa": "[1]", "bb": "[2]"}
     # the same node again (the next step's value shares it) adds nothing
     finish = RunWrite("r", epoch, "succeeded", 5.0, "w1", result='"z"', audit=[("done", "{}")])
     again = [("r", epoch, "aa", "[1]"), ("r", epoch, "dd", "[4]")]
     assert j.commit([_step("r", epoch, "2"), finish], chunks=again) == [True, True]
     assert st.db.commits - c0 == 2
-    assert j.chunk_usage("r") == (3, 9)
-    assert j.get_chunks("other", ["aa"]) == {}  # nodes belong to their run
+    assert j.chunks.usage("r") == (3, 9)
+    assert j.chunks.get("other", ["aa"]) == {}  # nodes belong to their run
 
 
 def test_a_zombies_chunks_are_refused_with_its_step(st: Any) -> None:
     j, old = _claimed(st)
     j.claim("w2", now=11.0, lease_until=20.0, workflows=[("wf", "1")], limit=1)
     assert j.commit([_step("r", old, "1")], chunks=[("r", old, "aa", "[1]")]) == [False]
-    assert j.chunk_usage() == (0, 0)
+    assert j.chunks.usage() == (0, 0)
 
 
 def test_a_failed_transaction_leaves_neither_step_nor_chunks(st: Any) -> None:
@@ -73,7 +73,7 @@ def test_a_failed_transaction_leaves_neither_step_nor_chunks(st: Any) -> None:
     bad: list[Any] = [("r", epoch, "aa", "[1]"), ("r", epoch, "bb", None)]
     with pytest.raises(Exception, match=r"(?i)null"):
         j.commit([_step("r", epoch, "1")], chunks=bad)
-    assert j.chunk_usage() == (0, 0)
+    assert j.chunks.usage() == (0, 0)
     assert j.steps("r") == []
 
 
@@ -82,10 +82,10 @@ def test_fork_copies_and_prune_deletes(st: Any) -> None:
     j.commit([_step("r", epoch, "1"), _step("r", epoch, "2")], chunks=[("r", epoch, "aa", "[1]")])
     j.commit([RunWrite("r", epoch, "failed", 5.0, "w1", error='"e"')])
     j.fork("r", "f", "2", now=6.0)
-    assert j.get_chunks("f", ["aa"]) == {"aa": "[1]"}
-    assert j.prune(keep=0, now=7.0) == ["r"]  # the fork is pending: it stays
-    assert j.chunk_usage("r") == (0, 0)
-    assert j.chunk_usage("f") == (1, 3)
+    assert j.chunks.get("f", ["aa"]) == {"aa": "[1]"}
+    assert j.pruning.prune(keep=0, now=7.0) == ["r"]  # the fork is pending: it stays
+    assert j.chunks.usage("r") == (0, 0)
+    assert j.chunks.usage("f") == (1, 3)
 
 
 def test_a_journal_of_the_previous_schema_is_migrated_in_place(url: str) -> None:
@@ -126,7 +126,7 @@ def test_a_journal_of_the_previous_schema_is_migrated_in_place(url: str) -> None
     try:
         assert app.show("old").steps[0].result == json.loads(history)
         j: Any = app.journal
-        assert j.chunk_usage() == (0, 0)
+        assert j.chunks.usage() == (0, 0)
 
         @app.step
         def grow(h: list[dict[str, str]]) -> list[dict[str, str]]:
@@ -137,7 +137,7 @@ def test_a_journal_of_the_previous_schema_is_migrated_in_place(url: str) -> None
             return len(grow(grow(json.loads(history))))
 
         assert app.start(flow, run_id="new").result(timeout=30) == 3
-        assert j.chunk_usage("new")[0] > 0
+        assert j.chunks.usage("new")[0] > 0
         assert app.show("new").steps[1].result[2]["content"] == "y" * 20_000
     finally:
         app.close()

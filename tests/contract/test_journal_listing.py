@@ -20,7 +20,7 @@ from _backends import backend_url
 
 from surefoot import durable, storage
 from surefoot.errors import ConfigError
-from surefoot.storage.base import RunRow
+from surefoot.storage.runs import RunRow
 
 JOURNAL_BACKENDS = ["sqlite", "postgresql"]
 STATUSES = ["pending", "running", "sleeping", "succeeded", "failed", "needs_attention"]

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from surefoot import storage
-from surefoot.storage.base import KeyStore
+from surefoot.storage.keys import KeyStore
 
 
 @pytest.fixture(params=["memory", "sqlite", "postgresql"])

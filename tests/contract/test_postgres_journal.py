@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from surefoot import storage
-from surefoot.storage.base import RunRow, RunWrite, StepWrite
 from surefoot.storage.postgres import PostgresStorage
+from surefoot.storage.runs import RunRow, RunWrite, StepWrite
 
 pytestmark = pytest.mark.services
 
@@ -206,7 +206,7 @@ def test_claims_skip_a_run_whose_step_is_in_flight_and_fence_it_after(
 ) -> None:
     """While a step holds the run row (FOR SHARE), the queue claim skips the run (SKIP LOCKED)
     and a claim of that run waits; after the step commits, the takeover fences the writer."""
-    from surefoot.storage.sql.journal import STEP_SQL, step_params
+    from surefoot.storage.sql.schema import STEP_SQL, step_params
 
     j, old = _claimed(pg)
     _STEP_SQL, _step_params = j.d.sql(STEP_SQL.format(share_lock=j.d.share_lock)), step_params
@@ -277,20 +277,20 @@ def test_a_signal_does_not_wait_for_a_heartbeat_holding_the_run(pg: PostgresStor
 
 
 def test_new_runs_and_signals_wake_a_waiting_worker(pg: PostgresStorage) -> None:
-    """wait_for_work returns on timeout, and returns True when a pending run is created or a
+    """waking.wait_for_work returns on timeout, and returns True when a pending run is created or a
     signal wakes a sleeping run."""
     j = pg.journal()
     try:
-        assert j.wait_for_work(0.05) is False
+        assert j.waking.wait_for_work(0.05) is False
         j.create_run(RunRow("a", "wf", "1", "h", "[]", "journal_keys", "pending", 1.0, 1.0))
-        assert j.wait_for_work(5.0) is True
+        assert j.waking.wait_for_work(5.0) is True
         j.create_run(RunRow("b", "wf", "1", "h", "[]", "journal_keys", "pending", 1.0, 1.0))
         ((_, e),) = j.claim("w", now=2.0, lease_until=9.0, workflows=[], limit=1, run_id="b")
-        j.wait_for_work(0.05)  # drain
+        j.waking.wait_for_work(0.05)  # drain
         sleep = RunWrite("b", e, "sleeping", 3.0, "w", waiting_for="go")
         assert j.commit([sleep]) == [True]
-        assert j.wait_for_work(0.05) is False
+        assert j.waking.wait_for_work(0.05) is False
         assert j.signal("b", "go", "1", now=4.0, signal_id=None)
-        assert j.wait_for_work(5.0) is True
+        assert j.waking.wait_for_work(5.0) is True
     finally:
         j.close()

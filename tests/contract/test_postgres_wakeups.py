@@ -185,11 +185,11 @@ def test_a_run_is_claimed_on_its_notification_by_a_worker_that_serves_it(
     ghost = _serving_app(url, "ghost", {"a", "b"})
     journal: Any = ghost.journal
     now = time.time()
-    assert journal.hold_liveness("ghost", now=now)
+    assert journal.liveness.hold("ghost", now=now)
     journal.register_worker("ghost", ghost.registered(), now=now + 3600)
     journal.liveness.close()  # its process is gone: the lock with it, the row stays
     end = time.monotonic() + 30
-    while "ghost" in journal.serving_workers(now=time.time()):
+    while "ghost" in journal.liveness.serving(now=time.time()):
         assert time.monotonic() < end, "the ghost's lock was never released"
         time.sleep(0.01)
     try:
@@ -247,6 +247,6 @@ def test_result_of_a_run_on_another_worker_wakes_on_its_end(
     finally:
         stop.set()
         t.join(10)
-    assert starter.journal._end.received >= 1  # type: ignore[attr-defined]
+    assert starter.journal.waking._end.received >= 1  # type: ignore[attr-defined]
     starter.close()
     worker_app.close()

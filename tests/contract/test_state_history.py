@@ -376,6 +376,7 @@ def test_a_failed_compare_applies_nothing_and_names_the_key(st: Store) -> None:
     assert not r.succeeded and r.conflict is not None
     assert (r.conflict.key, r.conflict.version, r.conflict.value) == ("status", 1, "open")
     assert r.conflict.author == "web" and "not absent" in str(r.conflict)
+    assert r.conflict.kind == "transaction"
     assert [c.key for c in r.changes] == ["alarm"]
     assert st.read("report").value == "draft" and st.read("status").value == "open"  # type: ignore[union-attr]
     assert st.revision == 3

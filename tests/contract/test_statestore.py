@@ -25,7 +25,7 @@ from surefoot import storage
 from surefoot.clock import FakeClock
 from surefoot.errors import ConflictError, StoreUnavailableError
 from surefoot.statebus import Store
-from surefoot.storage.base import StateStore
+from surefoot.storage.state import StateStore
 
 
 def _url(kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> str:
@@ -84,7 +84,9 @@ def test_expect_zero_creates_only(state: Any) -> None:
     _w(state, "k", '"v1"', expect=0)
     with pytest.raises(ConflictError) as ei:
         _w(state, "k", '"v2"', expect=0, author="b")
-    assert (ei.value.key, ei.value.expected, ei.value.version) == ("k", 0, 1)
+    assert (ei.value.kind, ei.value.key, ei.value.expected, ei.value.version) == (
+        "version", "k", 0, 1
+    )  # fmt: skip
     assert (ei.value.value, ei.value.author) == ("v1", "a")
     assert state.read("k").value == '"v1"'
 
@@ -120,7 +122,7 @@ def test_fence_must_match_the_lease_version(state: Any) -> None:
     _w(state, "lease", '"taken"', author="b")
     with pytest.raises(ConflictError) as ei:
         _w(state, "k", '"late"', fence=("lease", 1))
-    assert ei.value.key == "lease" and ei.value.version == 2
+    assert (ei.value.kind, ei.value.key, ei.value.version) == ("fence", "lease", 2)
     with pytest.raises(ConflictError):
         _w(state, "new", '"late"', fence=("lease", 1))
     assert state.read("k").value == '"x"' and state.read("new") is None
@@ -130,7 +132,8 @@ def test_fence_on_a_missing_lease_key_is_refused(state: Any) -> None:
     """A fence at version 0 on a lease key that does not exist never matches: no lease, no write."""
     with pytest.raises(ConflictError) as ei:
         _w(state, "k", '"x"', fence=("lease", 0))
-    assert (ei.value.key, ei.value.expected, ei.value.version) == ("lease", 0, 0)
+    got = (ei.value.kind, ei.value.key, ei.value.expected, ei.value.version)
+    assert got == ("fence", "lease", 0, 0)
     assert "does not exist" in str(ei.value) and "lease" in str(ei.value)
     assert state.read("k") is None and state.revision() == 0
 

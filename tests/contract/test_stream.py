@@ -25,7 +25,7 @@ from surefoot.errors import (
     DuplicateMessageError,
     StoreUnavailableError,
 )
-from surefoot.storage.base import StreamLog
+from surefoot.storage.streams import StreamLog
 
 
 def _url(kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> str:
@@ -75,7 +75,8 @@ def test_expect_last_seq_conflict_says_the_same_everywhere(log: Any) -> None:
     log.append("a", "1", now=0.0)
     with pytest.raises(ConflictError) as ei:
         log.append("b", "2", now=0.0, expect_last_seq=3)
-    assert (ei.value.key, ei.value.expected, ei.value.version) == (f"stream:{log.name}", 3, 1)
+    got = (ei.value.kind, ei.value.key, ei.value.expected, ei.value.version)
+    assert got == ("stream", log.name, 3, 1)
     assert str(ei.value) == (
         f"stream {log.name!r} ends at sequence 1, not 3 (expect_last_seq): read the messages "
         "after 3, redo your append on them, and append again with expect_last_seq=1; nothing "

@@ -27,7 +27,7 @@ from surefoot import storage
 from surefoot.clock import FakeClock
 from surefoot.errors import ConfigError, DuplicateMessageError, ValueTooLargeError
 from surefoot.statebus import Stream, streams
-from surefoot.storage.base import Retention
+from surefoot.storage.streams import Retention
 
 
 @pytest.fixture(params=BACKENDS)

@@ -21,7 +21,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 
 from surefoot import storage
 from surefoot.errors import DuplicateMessageError, StateError
-from surefoot.storage.base import Retention
+from surefoot.storage.streams import Retention
 
 RET = Retention(max_messages=3, max_age=30.0, dedup_window=20.0)
 VIS = 10.0

@@ -17,7 +17,8 @@ from _backends import BACKENDS, backend_url
 from surefoot import storage
 from surefoot.errors import ConfigError, ValueTooLargeError
 from surefoot.statebus import Store
-from surefoot.storage.base import DEFAULT_MAX_VALUE_BYTES, RunRow, StepWrite
+from surefoot.storage.checks import DEFAULT_MAX_VALUE_BYTES
+from surefoot.storage.runs import RunRow, StepWrite
 
 TEN_MB = '"' + "x" * 10_000_000 + '"'
 

@@ -108,7 +108,7 @@ def test_a_kill_mid_run_leaves_every_value_readable(
 
     try:
         j: Any = app.journal
-        assert j.chunk_usage("chat")[0] > 0
+        assert j.chunks.usage("chat")[0] > 0
         left = app.show("chat").steps
         assert len(left) >= kill_after
         for s in left:  # every row the kill left reads back whole

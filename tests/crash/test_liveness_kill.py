@@ -124,7 +124,8 @@ def test_a_killed_workers_run_is_taken_over_before_its_lease_expires(
 
 def _swept(app: Any, worker_id: str) -> None:
     """SQLite: the dead worker's lock file is removed once none of its runs runs."""
-    lv = getattr(app.journal, "liveness", None)
+    liveness = app.journal.liveness
+    lv = None if liveness is None else liveness.locks
     if lv is not None and lv.kind == "flock":
         path = lv.path(worker_id)
         _wait(lambda: not os.path.exists(path), f"{worker_id}'s lock file to be swept")
@@ -147,7 +148,7 @@ def test_a_stopped_workers_run_waits_for_its_lease(
     journal: Any = app.journal
     for _ in range(10):  # looks of our own, and time for w1's (every 0.2 s)
         now = time.time()
-        got = journal.claim_orphans(
+        got = journal.liveness.claim_orphans(
             "test", now=now, lease_until=now + LEASE, workflows=app.registered(), limit=4
         )
         assert got == []

@@ -28,13 +28,6 @@ SRC = Path(surefoot.__file__).parent
 # modules all lie under pkg), with the reason. The integrator empties this as the owners
 # fix them; a new circle, or one that grew, fails the test.
 ALLOWED: dict[str, str] = {
-    # The SQL journal's mixins import each other (JournalPlus(JournalQueues, JournalChildren)
-    # and journal.py builds the plus part); being recomposed into parts named by behaviour.
-    "surefoot.storage.sql.children surefoot.storage.sql.journal "
-    "surefoot.storage.sql.journal_plus": "SQL journal mixin chain, being recomposed",
-    # The connection and its prepared statements know each other; being reworked with the
-    # journal contract.
-    "surefoot.storage.postgres._db surefoot.storage.postgres._prepared": "PostgreSQL db",
     # The lab's registry imports its experiments, which register with it; the lab is
     # leaving the product package for its own distribution.
     "surefoot.lab.*": "the lab, leaving the package",

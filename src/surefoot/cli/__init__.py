@@ -13,13 +13,13 @@ import click
 from .. import __version__, telemetry
 from ..errors import SurefootError
 from ._chaos import chaos
-from ._durable_plus import queues, schedules  # also adds `runs prune`, `runs children`
 from ._engine import engine
 from ._lab import lab
 from ._provider import fake_provider
 from ._runs import runs
 from ._ui import ui
 from ._worker import worker
+from ._workload import queues, schedules  # also adds `runs prune`, `runs children`
 
 __all__ = ["cli", "main"]
 

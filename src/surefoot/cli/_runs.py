@@ -23,16 +23,17 @@ from .. import durable, storage
 from ..errors import ConfigError, RunFailedError, TimeoutError_
 from ._render import print_fitted
 
-__all__ = ["runs"]
+__all__ = ["runs", "status_markup"]
 
-_COLOR = {
-    "succeeded": "green",
-    "failed": "red",
-    "cancelled": "dim",
-    "needs_attention": "bold magenta",
-    "running": "cyan",
-    "sleeping": "yellow",
-    "pending": "blue",
+_S = durable.RunStatus
+_COLOR: dict[str, str] = {
+    _S.SUCCEEDED: "green",
+    _S.FAILED: "red",
+    _S.CANCELLED: "dim",
+    _S.NEEDS_ATTENTION: "bold magenta",
+    _S.RUNNING: "cyan",
+    _S.SLEEPING: "yellow",
+    _S.PENDING: "blue",
 }
 
 
@@ -141,7 +142,8 @@ def _when(t: float | None) -> str:
     return dt.datetime.fromtimestamp(t, dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
-def _status(s: str) -> str:
+def status_markup(s: str) -> str:
+    """A run or step status in its colour (rich markup)."""
     return f"[{_COLOR.get(s, 'white')}]{s}[/]"
 
 
@@ -270,7 +272,7 @@ def runs_table(rows: list[Any], width: int, *, title: str = "") -> tuple[Table, 
             width=fixed.get(h),
         )
     for c in cells:
-        t.add_row(*(_status(c[h]) if h == "status" else c[h] for h in shown))
+        t.add_row(*(status_markup(c[h]) if h == "status" else c[h] for h in shown))
     return t, total()
 
 
@@ -298,7 +300,7 @@ def show(db: str, app_ref: str | None, run_id: str, as_json: bool, width: int) -
     head = Table(title=f"run {r.run_id}", title_justify="left", show_header=False)
     head.add_column("field", style="bold")
     head.add_column("value")
-    head.add_row("status", _status(r.status))
+    head.add_row("status", status_markup(r.status))
     head.add_row("workflow", f"{r.workflow} version {r.version} (structure {r.structure_hash})")
     head.add_row("strategy", r.strategy)
     head.add_row("arguments", _short([r.args, r.kwargs], width))
@@ -333,7 +335,9 @@ def show(db: str, app_ref: str | None, run_id: str, as_json: bool, width: int) -
             if s.error
             else _short(s.result, width)
         )
-        st.add_row(s.pos, s.name, s.kind, _status(s.status), str(s.attempts), _ms(s.duration), out)
+        st.add_row(
+            s.pos, s.name, s.kind, status_markup(s.status), str(s.attempts), _ms(s.duration), out
+        )
     print_fitted(con, st)
     au = Table(title="audit log", title_justify="left")
     for c in ("#", "at", "actor", "action", "detail"):
@@ -372,7 +376,7 @@ def _report(app: durable.App, run_id: str, what: str, as_json: bool) -> None:
     if as_json:
         _echo_json({"run_id": run_id, "action": what, "status": info.status})
     else:
-        Console().print(f"{what} {run_id}: now {_status(info.status)}")
+        Console().print(f"{what} {run_id}: now {status_markup(info.status)}")
 
 
 @runs.command("resume")
@@ -401,7 +405,7 @@ def resume(db: str, app_ref: str | None, run_id: str, timeout: float, as_json: b
                 _echo_json({"run_id": run_id, "action": "none", "resumed": False, "status": status})
             else:
                 Console().print(
-                    f"run {run_id} has already ended ({_status(status)}); nothing was resumed"
+                    f"run {run_id} has already ended ({status_markup(status)}); nothing was resumed"
                 )
             return
         _wait(app.resume(run_id), timeout)
@@ -549,7 +553,7 @@ def signal(
                 f"until a wait_for({name!r}) takes it"
             )
         elif sent:
-            Console().print(f"signal {name!r} sent to {run_id} (now {_status(info.status)})")
+            Console().print(f"signal {name!r} sent to {run_id} (now {status_markup(info.status)})")
         else:
             Console().print(
                 f"signal id {signal_id!r} was already delivered to {run_id}; nothing sent"

@@ -12,7 +12,7 @@ import click
 from .. import durable, storage
 from ..errors import ConfigError
 from ..storage import journal_missing
-from ._durable_plus import parse_age
+from ._workload import parse_age
 
 __all__ = ["journal_missing", "worker"]
 

@@ -21,7 +21,7 @@ See ``docs/durable.md`` for crash semantics and what exactly-once means here.
 
 from __future__ import annotations
 
-from ..storage.base import WorkerRow as WorkerInfo
+from ..storage.runs import WorkerRow as WorkerInfo
 from ._app import App
 from ._crash import POINTS, CrashPlan, SimulatedCrash
 from ._current import RunContext, current_run
@@ -38,6 +38,7 @@ from ._types import (
     AuditEntry,
     RunDetail,
     RunInfo,
+    RunStatus,
     StepInfo,
     StepSpec,
 )
@@ -59,6 +60,7 @@ __all__ = [
     "RunDetail",
     "RunHandle",
     "RunInfo",
+    "RunStatus",
     "Schedule",
     "SimulatedCrash",
     "StepInfo",

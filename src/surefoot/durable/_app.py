@@ -13,23 +13,23 @@ from typing import Any, TypeVar, overload
 from .. import codec, storage
 from ..clock import Clock, SystemClock
 from ..clock import seconds as _secs
-from ..errors import (
-    ConfigError,
-    UnknownRunError,
-)
-from ..storage.base import Journal, RunRow
+from ..errors import ConfigError, UnknownRunError
+from ..storage.journal import Journal
+from ._coded import wrap
 from ._crash import CrashPlan
+from ._delegate import PartMethod
 from ._exists import check_exists
 from ._handle import RunHandle
-from ._manage import Management
-from ._payloads import DEFAULT_CHUNK_AT, check_chunk_at, check_codec, wrap
-from ._plus import Plus, PlusApi, refuse_another_run
+from ._manage import Operations
+from ._newrun import NewRuns, RunOptions
+from ._payloads import DEFAULT_CHUNK_AT, check_chunk_at, check_codec
 from ._registry import Registry
 from ._runner import Executor
 from ._step import make_step
 from ._types import STRATEGIES, WAIT_SEP, StepSpec
 from ._versions import Workflow, describe
 from ._waits import sleep_step, wait_step
+from ._workload import Workload
 from .engine import Engine, engine_scheme, open_engine
 
 __all__ = ["App"]
@@ -59,8 +59,12 @@ def _max_claims(value: int) -> int:
     return value
 
 
-class App(Management, PlusApi):
+class App:
     """A durable-execution app: its steps, its workflows and the journal they use.
+
+    It is a facade over its parts, each given what it needs: the ``registry`` (what it
+    declared), the ``executor`` (runs executing here), ``new_runs`` (making and creating
+    runs) and run management (``list_runs``, ``show``, ``cancel``, …).
 
     Args:
         url: the journal's storage URL (``sqlite:///runs.db``; ``sqlite://`` is a fresh
@@ -131,9 +135,11 @@ class App(Management, PlusApi):
         self._open_lock = threading.Lock()
         self.registry = Registry()
         self.executor = Executor(self.registry, self)
+        self.new_runs = NewRuns(self.registry, self)
+        self._ops = Operations(self)
+        self._work = Workload(self)
         self.serving = False
         self._engine: Engine | None = None  # an engine URL's (temporal://…), opened on use
-        self.plus = Plus(self)  # queues, schedules, workflow timeouts (issue 13)
 
     # -- configuration -----------------------------------------------------------------
 
@@ -206,9 +212,8 @@ class App(Management, PlusApi):
             self._engine.close()
             self._engine = None
         self.executor.close()
-        closer = getattr(self._journal, "close", None)
-        if closer is not None:
-            closer()  # PostgreSQL: the wake-up listener's own connection
+        if self._journal is not None:
+            self._journal.close()  # its liveness locks and wake-up listeners
         if self._storage is not None:
             self._storage.close()
         self._storage = None
@@ -316,7 +321,7 @@ class App(Management, PlusApi):
         def register(f: Callable[..., Any]) -> Workflow:
             wf = self.registry.add_workflow(f, name=name, version=str(version))
             if timeout is not None:
-                self.plus.timeouts[wf.name, wf.version] = _positive(timeout, "timeout")
+                self.registry.timeouts[wf.name, wf.version] = _positive(timeout, "timeout")
             return wf
 
         return register(fn) if fn is not None else register
@@ -327,7 +332,7 @@ class App(Management, PlusApi):
 
     def served_queues(self) -> list[str]:
         """The named queues declared here (a worker of this app claims their runs)."""
-        return sorted(self.plus.queues)
+        return self.registry.queues.names()
 
     def describe(self, workflow: Workflow | str) -> list[StepSpec]:
         """Each step of ``workflow`` as pure, effect or wait, with its compensation and key plan."""
@@ -414,11 +419,8 @@ class App(Management, PlusApi):
         eng = self._engine_now()
         if eng is not None:  # e.g. temporal://: that engine runs it (a worker here too)
             return eng.start(wf, args, kwargs, run_id=run_id, here=True, timeout=timeout)
-        if self.plus.wants(wf, None, timeout):  # a deadline (``timeout``: see App.workflow)
-            opts = {"strategy": strategy, "embedded": True, "timeout": timeout}
-            row, created = self.plus.create(wf, args, kwargs, run_id, **opts)
-        else:
-            row, created = self._create(wf, args, kwargs, run_id, strategy, embedded=True)
+        opts = RunOptions(strategy=strategy, embedded=True, timeout=timeout)
+        row, created = self.new_runs.create(wf, args, kwargs, run_id, opts)
         if created:
             return RunHandle(
                 self, row.run_id, drive=True, future=self.executor.submit(row.run_id, 1, row)
@@ -452,31 +454,11 @@ class App(Management, PlusApi):
         if eng is not None:
             _engine_refuses(eng, queue=queue, priority=priority, dedup_id=dedup_id)
             return eng.start(wf, args, kwargs, run_id=run_id, here=False, timeout=timeout)
-        if self.plus.wants(wf, queue, timeout) or dedup_id is not None or priority:
-            opts = {"strategy": strategy, "queue": queue, "priority": priority,
-                    "dedup_id": dedup_id, "timeout": timeout}  # fmt: skip
-            row, _ = self.plus.create(wf, args, kwargs, run_id, **opts)
-        else:
-            row, _ = self._create(wf, args, kwargs, run_id, strategy, embedded=False)
+        opts = RunOptions(
+            strategy=strategy, queue=queue, priority=priority, dedup_id=dedup_id, timeout=timeout
+        )
+        row, _ = self.new_runs.create(wf, args, kwargs, run_id, opts)
         return RunHandle(self, row.run_id, drive=False)
-
-    def _create(
-        self,
-        workflow: Workflow | str,
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
-        run_id: str | None,
-        strategy: str | None,
-        *,
-        embedded: bool,
-    ) -> tuple[RunRow, bool]:
-        wf = self.registry.resolve(workflow)
-        row, text = self.plus.row(wf, args, kwargs, run_id, strategy=strategy, embedded=embedded)
-        found = self.journal.get_run(row.run_id)  # the common repeat needs no write
-        stored, created = (found, False) if found is not None else self.journal.create_run(row)
-        if not created:
-            refuse_another_run(stored, wf.name, text)
-        return stored, created
 
     def handle(self, run_id: str) -> RunHandle:
         """A handle that watches an existing run (from any process).
@@ -501,15 +483,54 @@ class App(Management, PlusApi):
                     self._engine = open_engine(self)
         return self._engine
 
+    # -- queues, children, schedules, patches, retention (._workload) ----------------
+
+    queue = PartMethod("_work", Workload.queue)
+    queues = PartMethod("_work", Workload.queues)
+    child = PartMethod("_work", Workload.child)
+    patched = PartMethod("_work", Workload.patched)
+    schedule = PartMethod("_work", Workload.schedule)
+    fire_schedules = PartMethod("_work", Workload.fire_schedules)
+    prune = PartMethod("_work", Workload.prune)
+
+    # -- run management (._manage) ----------------------------------------------------
+
     def signal(
         self, run_id: str, name: str, payload: Any = None, *, signal_id: str | None = None
     ) -> bool:
-        """Deliver signal ``name`` to a run (see ``Management.signal``); on an engine URL,
-        through that engine, with the same once-per-``signal_id`` rule."""
+        """Deliver signal ``name`` to a run; its ``wait_for(name)`` gets ``payload`` once.
+
+        A signal for a run that is not (yet) waiting for ``name`` is kept until a
+        ``wait_for(name)`` takes it; one for a run that has ended is refused. A delivered
+        signal is recorded in the audit log (``signal``, with its name and id).
+
+        Returns:
+            True if it was queued; False if ``signal_id`` was delivered before (nothing
+            changed).
+
+        Raises:
+            UnknownRunError: no such run.
+            JournalError: the run has ended (succeeded, failed or cancelled): no wait will
+                ever receive the signal; nothing is stored. (A ``signal_id`` delivered
+                before it ended returns False instead: sending it again is harmless.)
+            EncodeError: the payload cannot be stored.
+        """
         eng = self._engine_now()
-        if eng is not None:
+        if eng is not None:  # through that engine, with the same once-per-signal_id rule
             return eng.signal(run_id, name, payload, signal_id)
-        return super().signal(run_id, name, payload, signal_id=signal_id)
+        return self._ops.signal(run_id, name, payload, signal_id=signal_id)
+
+    list_runs = PartMethod("_ops", Operations.list_runs)
+    count_runs = PartMethod("_ops", Operations.count_runs)
+    run_versions = PartMethod("_ops", Operations.run_versions)
+    workers = PartMethod("_ops", Operations.workers)
+    show = PartMethod("_ops", Operations.show)
+    resume = PartMethod("_ops", Operations.resume)
+    cancel = PartMethod("_ops", Operations.cancel)
+    retry = PartMethod("_ops", Operations.retry)
+    resolve = PartMethod("_ops", Operations.resolve)
+    fork = PartMethod("_ops", Operations.fork)
+    stranded = PartMethod("_ops", Operations.stranded)
 
 
 def _engine_refuses(eng: Any, **options: Any) -> None:

@@ -14,7 +14,7 @@ resumed after a crash at any point finds the same child and never starts a secon
 The child is created only while the parent still runs under its epoch, so a parent
 cancelled (with its tree) or taken over meanwhile creates none. The parent suspends (no
 worker held) until the child ends: the transaction that ends the child also queues the
-signal ``child:<id>`` for the parent and wakes it (see ``surefoot.storage.sql.children``).
+signal ``child:<id>`` for the parent and wakes it (see ``surefoot.storage.children``).
 
 In an async workflow, every commit here (the child with the parent's step, the child's
 result or error in the parent's journal) goes through the group-commit writer, as a
@@ -40,22 +40,34 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Generator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, NoReturn, Protocol
 
 from .. import codec
 from ..errors import DeadlineExceededError, LeaseLostError, RunFailedError
-from ..storage.base import ChildWrite, Record, StepWrite
-from ..storage.sql.journal_plus import DONE_STATUSES
+from ..storage.journal import Journal
+from ..storage.runs import TERMINAL, ChildWrite, Record, RunRow, StepWrite
 from ._context import DOWN, STEP_CODES, JournalDown, RunState, Suspend, current
 from ._deadlines import check_deadline
 from ._decide import recorded
 from ._inrun import in_loop, run_scope, suspend
+from ._newrun import NewRuns, RunOptions, refuse_another_child
+from ._runner import Executor
 from ._values import read
+from ._versions import Workflow
 
-if TYPE_CHECKING:
-    from ._versions import Workflow
+__all__ = ["ChildHost", "child_step"]
 
-__all__ = ["child_step"]
+
+class ChildHost(Protocol):
+    """What a parent's child step reads from its app, at each use."""
+
+    poll: float
+    serving: bool
+    executor: Executor
+    new_runs: NewRuns
+
+    @property
+    def journal(self) -> Journal: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,12 +106,16 @@ def _row(run: RunState, pos: str, name: str, status: str, started: float, **kw: 
 def _held(run: RunState, ok: bool | None) -> None:
     """A record of this run was refused: another holder has it now (a zombie stops)."""
     if not ok:
-        run.lost = True
-        raise LeaseLostError(run.run_id, run.epoch)
+        _lost(run)
+
+
+def _lost(run: RunState) -> NoReturn:
+    run.lost = True
+    raise LeaseLostError(run.run_id, run.epoch)
 
 
 def _flow(
-    app: Any,
+    app: ChildHost,
     run: RunState,
     pos: str,
     wf: Workflow,
@@ -117,10 +133,12 @@ def _flow(
     if row is not None and row.status == "error":
         raise codec.loads(row.error or "null")
     now = run.clock.now()
+    child: RunRow | None
     if row is None:
         cid = run_id if run_id is not None else f"{run.run_id}:{pos}"
         deadline = None if timeout is None else now + timeout
-        child, text = app.plus.child_row(wf, args, kwargs, cid, parent=run.run_id)
+        opts = RunOptions(parent=run.run_id)
+        child, text = app.new_runs.row(wf, args, kwargs, cid, opts)
         meta = codec.dumps({"child": cid, "deadline": deadline})
         wait = _row(run, pos, name, "waiting", now, result=meta)
         run.crash_point("before_step", pos, name)
@@ -136,7 +154,7 @@ def _flow(
             child = app.journal.get_run(cid)
         except DOWN as exc:
             raise JournalDown(exc) from exc
-    if child is not None and child.status in DONE_STATUSES:
+    if child is not None and child.status in TERMINAL:
         if child.status == "succeeded":
             value = read(child.result, wf.returns, where)  # refused before it is journalled
             _held(run, (yield _Commit(_row(run, pos, name, "done", started, result=child.result))))
@@ -169,7 +187,7 @@ def _flow(
     raise suspend(run, Suspend(wake, f"child:{cid}", None))
 
 
-def _refused(app: Any, run: RunState, child: Any, wf: Workflow, text: str) -> Any:
+def _refused(app: ChildHost, run: RunState, child: RunRow, wf: Workflow, text: str) -> RunRow:
     """The child and the parent's step were not written: say why (a rare path, so it
     reads): the parent lost its run (``LeaseLostError``), or the id is another run's
     (``RunConflictError``). Returns the stored child when it is this parent's after all
@@ -180,12 +198,12 @@ def _refused(app: Any, run: RunState, child: Any, wf: Workflow, text: str) -> An
     except DOWN as exc:
         raise JournalDown(exc) from exc
     if mine is None or mine.epoch != run.epoch or mine.status != "running" or stored is None:
-        _held(run, False)
-    app.plus.check_child(stored, wf, text, parent=run.run_id)
+        _lost(run)
+    refuse_another_child(stored, wf, text, parent=run.run_id)
     return stored
 
 
-def _look_again(app: Any, child: Any, now: float) -> float | None:
+def _look_again(app: ChildHost, child: RunRow, now: float) -> float | None:
     """With no worker serving here, nobody but this parent drives its child: when the
     parent should wake to drive it again (the child's timer, or soon while it runs here);
     None when only the child's end (which wakes the parent anyway) can move it."""
@@ -196,17 +214,17 @@ def _look_again(app: Any, child: Any, now: float) -> float | None:
     return None
 
 
-def _cancel(app: Any, run: RunState, req: _Cancel) -> None:
+def _cancel(app: ChildHost, run: RunState, req: _Cancel) -> None:
     detail = codec.dumps({"reason": "parent's timeout"})
     try:
-        app.journal_plus.cancel_tree(
+        app.journal.children.cancel_tree(
             req.run_id, now=run.clock.now(), actor=run.actor, detail=detail
         )
     except DOWN as exc:
         raise JournalDown(exc) from exc
 
 
-def _child(app: Any, run: RunState, *a: Any) -> Any:
+def _child(app: ChildHost, run: RunState, *a: Any) -> Any:
     """The sync driver: each commit at once, in the workflow's own thread."""
     flow = _flow(app, run, *a)
     try:
@@ -221,7 +239,7 @@ def _child(app: Any, run: RunState, *a: Any) -> Any:
         return done.value
 
 
-async def _achild(app: Any, run: RunState, *a: Any) -> Any:
+async def _achild(app: ChildHost, run: RunState, *a: Any) -> Any:
     """The async driver: each commit through the group-commit writer, the cancel of a
     timed-out child in a thread: the loop runs other runs meanwhile."""
     flow = _flow(app, run, *a)
@@ -241,7 +259,7 @@ STEP_CODES.add(_achild.__code__)
 
 
 def child_step(
-    app: Any,
+    app: ChildHost,
     wf: Workflow,
     args: tuple[Any, ...],
     kwargs: dict[str, Any],

@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 from ..clock import Clock
 from ..errors import LeaseLostError, StoreError
-from ..storage.base import Journal, Record, RunWrite, StepRow, StepWrite
+from ..storage.journal import Journal
+from ..storage.runs import Record, RunWrite, StepRow, StepWrite
 from ._crash import CrashPlan
 
 if TYPE_CHECKING:

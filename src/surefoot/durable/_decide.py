@@ -10,7 +10,7 @@ from typing import Any
 
 from .. import codec
 from ..errors import EncodeError, LeaseLostError, StepMismatchError
-from ..storage.base import StepRow, StepWrite
+from ..storage.runs import StepRow, StepWrite
 from ._context import NeedsAttention, RunState, SagaEntry
 from ._defs import StepDef
 from ._values import check_same, read

@@ -9,7 +9,8 @@ from typing import Any, Protocol
 
 from ..clock import Clock
 from ..errors import RunFailedError, TimeoutError_, UnknownRunError
-from ..storage.base import Journal
+from ..storage.journal import Journal
+from ..storage.runs import ENDED
 from ._registry import Registry
 from ._runner import Executor
 from ._types import RunInfo
@@ -119,7 +120,7 @@ class RunHandle:
                 wf = app.registry.get(row.workflow, row.version)
                 ann = Any if wf is None else wf.returns
                 return read(row.result, ann, f"the result of run {self.run_id!r}")
-            if row.status in ("failed", "cancelled", "needs_attention"):
+            if row.status in ENDED:  # failed, cancelled, needs_attention
                 raise RunFailedError(self.run_id, row.status, RunInfo.from_row(row).error)
             if self._drive:
                 self._future = app.executor.drive(row)
@@ -138,11 +139,11 @@ class RunHandle:
 
     def _wait_for_move(self, status: str, updated_at: float, timeout: float) -> None:
         """Up to ``timeout`` seconds until the run's row moves from what was read. A journal
-        that can wake on commits (``wait_until``: SQLite on any commit to the file,
+        that can be woken (``waking.wait_until``: SQLite on any commit to the file,
         PostgreSQL on a run's end) ends the wait when the row moves, so a result is read as
         soon as it is committed; otherwise it sleeps."""
-        wait = getattr(self.app.journal, "wait_until", None)
-        if wait is None:
+        waking = self.app.journal.waking
+        if waking is None:
             time.sleep(timeout)
             return
 
@@ -150,7 +151,7 @@ class RunHandle:
             row = self.app.journal.get_run(self.run_id)
             return row is None or (row.status, row.updated_at) != (status, updated_at)
 
-        wait(moved, timeout)
+        waking.wait_until(moved, timeout)
 
     async def aresult(self, timeout: float | None = None) -> Any:
         """``result()`` for async code (waits in a thread)."""

@@ -1,4 +1,4 @@
-"""Small helpers for the issue-13 waits (children, patches): the running scope, the loop."""
+"""Small helpers of the steps a run awaits (children, patches): the running scope, the loop."""
 
 from __future__ import annotations
 

@@ -1,68 +1,59 @@
 """Run management: look at runs and act on them (operator actions are in the audit log;
-a signal is recorded in the journal's signals table and the step that consumed it)."""
+a signal is recorded in the journal's signals table and the step that consumed it).
+
+:class:`Operations` is a part of ``App`` (which offers each method under the same name);
+it is given what it reads, through :class:`OperationsHost`.
+"""
 
 from __future__ import annotations
 
+import concurrent.futures
 import uuid
-from typing import Any
+from typing import Any, Protocol
 
 from .. import codec
-from ..clock import Clock
 from ..errors import JournalError, UnknownRunError
-from ..storage.base import Journal, StepWrite
-from ..storage.base import WorkerRow as WorkerInfo
-from ._handle import RunHandle
-from ._registry import Registry
-from ._runner import Executor
+from ..storage.runs import RunStatus, StepWrite
+from ..storage.runs import WorkerRow as WorkerInfo
+from ._handle import RunHandle, RunSource
 from ._types import STATUSES, TERMINAL, AuditEntry, RunDetail, RunInfo, StepInfo
 from ._values import read
 
-__all__ = ["Management"]
+__all__ = ["Operations", "OperationsHost"]
 
 
-class Management:
-    """The run-management half of ``App``: list, show, signal, resume, cancel, retry,
-    resolve, fork. From Python here; ``surefoot runs …`` wraps the same calls."""
+class OperationsHost(RunSource, Protocol):
+    """What run management reads from its app, at each use: what a handle reads, and this
+    app's worker id and lease (a resumed run is claimed under them)."""
 
-    clock: Clock
     worker_id: str
     lease: float
-    url: str
-    poll: float
-    executor: Executor
-    registry: Registry
 
-    @property
-    def journal(self) -> Journal:
-        raise NotImplementedError
 
-    def _handle(self, run_id: str, future: Any = None) -> RunHandle:
-        return RunHandle(self, run_id, drive=True, future=future)
+class Operations:
+    """Run management: list, show, signal, resume, cancel, retry, resolve, fork, stranded.
+    From Python through ``App``; ``surefoot runs …`` wraps the same calls.
+
+    Args:
+        host: the app (its journal, clock, registry, executor and settings, read live).
+    """
+
+    def __init__(self, host: OperationsHost) -> None:
+        self.host = host
+
+    def _handle(
+        self, run_id: str, future: concurrent.futures.Future[str] | None = None
+    ) -> RunHandle:
+        return RunHandle(self.host, run_id, drive=True, future=future)
 
     def signal(
         self, run_id: str, name: str, payload: Any = None, *, signal_id: str | None = None
     ) -> bool:
-        """Deliver signal ``name`` to a run; its ``wait_for(name)`` gets ``payload`` once.
-
-        A signal for a run that is not (yet) waiting for ``name`` is kept until a
-        ``wait_for(name)`` takes it; one for a run that has ended is refused. A delivered
-        signal is recorded in the audit log (``signal``, with its name and id).
-
-        Returns:
-            True if it was queued; False if ``signal_id`` was delivered before (nothing
-            changed).
-
-        Raises:
-            UnknownRunError: no such run.
-            JournalError: the run has ended (succeeded, failed or cancelled): no wait will
-                ever receive the signal; nothing is stored. (A ``signal_id`` delivered
-                before it ended returns False instead: sending it again is harmless.)
-            EncodeError: the payload cannot be stored.
-        """
+        """Deliver signal ``name`` to a run (see ``App.signal``, which documents it)."""
         text = codec.dumps(payload, where=f"the payload of signal {name!r}")
-        row = self.journal.get_run(run_id)
+        row = self.host.journal.get_run(run_id)
         if row is None:
-            raise UnknownRunError(run_id, self.url)
+            raise UnknownRunError(run_id, self.host.url)
         if row.status in TERMINAL:
             if signal_id is not None and self._delivered(run_id, signal_id):
                 return False  # a repeated send of a delivered signal: nothing to do
@@ -70,16 +61,18 @@ class Management:
                 f"run {run_id!r} has ended ({row.status}); no wait_for({name!r}) will receive "
                 "this signal, so nothing was sent"
             )
-        now = self.clock.now()
-        sent = self.journal.signal(run_id, name, text, now=now, signal_id=signal_id)
+        now = self.host.clock.now()
+        sent = self.host.journal.signal(run_id, name, text, now=now, signal_id=signal_id)
         if sent:
             detail = codec.dumps({"name": name, "signal_id": signal_id})
-            self.journal.audit(run_id, actor="operator", action="signal", detail=detail, now=now)
+            self.host.journal.audit(
+                run_id, actor="operator", action="signal", detail=detail, now=now
+            )
         return sent
 
     def _delivered(self, run_id: str, signal_id: str) -> bool:
         """Whether the audit log records signal ``signal_id`` as delivered to ``run_id``."""
-        for a in self.journal.audit_log(run_id):
+        for a in self.host.journal.audit_log(run_id):
             if a.action == "signal" and codec.loads(a.detail).get("signal_id") == signal_id:
                 return True
         return False
@@ -109,7 +102,7 @@ class Management:
         Raises:
             ConfigError: an unknown order, a negative offset or a limit below 1.
         """
-        rows = self.journal.page_runs(
+        rows = self.host.journal.page_runs(
             status=status,
             workflow=workflow,
             version=version,
@@ -132,19 +125,19 @@ class Management:
     ) -> dict[str, int]:
         """How many runs match the filters (as ``list_runs``), per status; every status in
         ``STATUSES`` is a key (0 when none)."""
-        got = self.journal.count_runs(
+        got = self.host.journal.count_runs(
             status=status, workflow=workflow, version=version, since=since, search=search
         )
         return {s: got.get(s, 0) for s in STATUSES} | got
 
     def run_versions(self) -> list[tuple[str, str]]:
         """The (workflow, version) pairs the journal's runs belong to, sorted."""
-        return self.journal.run_versions()
+        return self.host.journal.run_versions()
 
     def workers(self) -> list[WorkerInfo]:
         """Every worker the journal has seen: its id, the workflow versions it offers, when
         it was last seen and how many unexpired leases it holds (by id)."""
-        return self.journal.workers(now=self.clock.now())
+        return self.host.journal.workers(now=self.host.clock.now())
 
     def show(self, run_id: str) -> RunDetail:
         """A run's header, steps (timings, results, errors), audit log, and stranded flag.
@@ -152,21 +145,21 @@ class Management:
         Raises:
             UnknownRunError: no such run.
         """
-        row = self.journal.get_run(run_id)
+        row = self.host.journal.get_run(run_id)
         if row is None:
-            raise UnknownRunError(run_id, self.url)
+            raise UnknownRunError(run_id, self.host.url)
         key = (row.workflow, row.version)
         # What workers advertise only: each row holds the time until which its worker is
         # live (see Executor.announce), so neither this app's registry nor its lease counts.
-        live = self.journal.live_workflows(since=self.clock.now())
+        live = self.host.journal.live_workflows(since=self.host.clock.now())
         waiting = row.status in ("pending", "sleeping") or (
-            row.status == "running" and (row.lease_until or 0) < self.clock.now()
+            row.status == "running" and (row.lease_until or 0) < self.host.clock.now()
         )
-        wf = self.registry.get(*key)
+        wf = self.host.registry.get(*key)
         return RunDetail(
             run=RunInfo.from_row(row),
-            steps=[StepInfo.from_row(s) for s in self.journal.steps(run_id)],
-            audit=[AuditEntry.from_row(a) for a in self.journal.audit_log(run_id)],
+            steps=[StepInfo.from_row(s) for s in self.host.journal.steps(run_id)],
+            audit=[AuditEntry.from_row(a) for a in self.host.journal.audit_log(run_id)],
             registered=wf is not None,
             stranded=waiting and key not in live,
             code_changed=wf is not None and wf.structure_hash != row.structure_hash,
@@ -182,29 +175,29 @@ class Management:
             UnknownRunError: no such run.
             WorkflowNotFoundError: its workflow version is not registered here.
         """
-        row = self.journal.get_run(run_id)
+        row = self.host.journal.get_run(run_id)
         if row is None:
-            raise UnknownRunError(run_id, self.url)
-        self.registry.workflow_for(row.workflow, row.version)
+            raise UnknownRunError(run_id, self.host.url)
+        self.host.registry.workflow_for(row.workflow, row.version)
         fut = None
-        if row.status in ("pending", "sleeping", "running"):
-            now = self.clock.now()
-            mine = row.owner == self.worker_id and run_id not in self.executor.active
-            claimed = self.journal.claim(
-                self.worker_id,
+        if row.status in (RunStatus.PENDING, RunStatus.SLEEPING, RunStatus.RUNNING):
+            now = self.host.clock.now()
+            mine = row.owner == self.host.worker_id and run_id not in self.host.executor.active
+            claimed = self.host.journal.claim(
+                self.host.worker_id,
                 now=now,
-                lease_until=now + self.lease,
+                lease_until=now + self.host.lease,
                 workflows=[],
                 limit=1,
                 run_id=run_id,
                 force=row.status == "sleeping" or mine,
             )
             if claimed:
-                detail = codec.dumps({"from": row.status, "worker": self.worker_id})
-                self.journal.audit(
+                detail = codec.dumps({"from": row.status, "worker": self.host.worker_id})
+                self.host.journal.audit(
                     run_id, actor="operator", action="resume", detail=detail, now=now
                 )
-                fut = self.executor.submit(run_id, claimed[0][1])
+                fut = self.host.executor.submit(run_id, claimed[0][1])
         return self._handle(run_id, fut)
 
     def cancel(self, run_id: str, *, reason: str = "") -> bool:
@@ -218,10 +211,9 @@ class Management:
         Raises:
             UnknownRunError: no such run.
         """
-        j: Any = self.journal
-        done = j.cancel_tree(
+        done = self.host.journal.children.cancel_tree(
             run_id,
-            now=self.clock.now(),
+            now=self.host.clock.now(),
             actor="operator",
             detail=codec.dumps({"reason": reason}),
         )
@@ -238,19 +230,19 @@ class Management:
             UnknownRunError: no such run.
             JournalError: the run does not need attention.
         """
-        row = self.journal.get_run(run_id)
+        row = self.host.journal.get_run(run_id)
         if row is None:
-            raise UnknownRunError(run_id, self.url)
+            raise UnknownRunError(run_id, self.host.url)
         reset = [
             s.pos
-            for s in self.journal.steps(run_id)
+            for s in self.host.journal.steps(run_id)
             if s.status == "intent" or (s.kind == "compensate" and s.status == "error")
         ]
-        done = self.journal.operator(
+        done = self.host.journal.operator(
             run_id,
             status="pending",
             from_statuses=("needs_attention",),
-            now=self.clock.now(),
+            now=self.host.clock.now(),
             actor="operator",
             action="retry",
             detail=codec.dumps({"reason": reason, "rerun": reset}),
@@ -280,11 +272,11 @@ class Management:
             DecodeError: ``result`` does not fit the step's return annotation (when the
                 step is registered here), so the replay could not read it.
         """
-        row = self.journal.get_run(run_id)
+        row = self.host.journal.get_run(run_id)
         if row is None:
-            raise UnknownRunError(run_id, self.url)
+            raise UnknownRunError(run_id, self.host.url)
         where = str(pos)
-        step = next((s for s in self.journal.steps(run_id) if s.pos == where), None)
+        step = next((s for s in self.host.journal.steps(run_id) if s.pos == where), None)
         if row.status != "needs_attention" or step is None or step.status != "intent":
             raise JournalError(
                 f"run {run_id!r} is {row.status} and its step {where} is "
@@ -293,10 +285,10 @@ class Management:
             )
         what = f"the result given for step {where} {step.name!r}"
         text = codec.dumps(result, where=what)
-        sd = self.registry.step(step.name)
+        sd = self.host.registry.step(step.name)
         if sd is not None:  # what the replay will read: refuse now what it could not
             read(text, sd.returns, what)
-        now = self.clock.now()
+        now = self.host.clock.now()
         detail = codec.dumps({"reason": reason, "pos": where, "step": step.name})
         done = StepWrite(
             run_id,
@@ -313,7 +305,7 @@ class Management:
         )
         # One transaction: the run goes back to pending with the step already done, so no
         # worker can claim it in between and meet the unknown outcome again.
-        moved = self.journal.operator(
+        moved = self.host.journal.operator(
             run_id,
             status="pending",
             from_statuses=("needs_attention",),
@@ -338,10 +330,44 @@ class Management:
             RunConflictError: ``new_run_id`` is taken.
         """
         new = new_run_id or f"{run_id}-fork-{uuid.uuid4().hex[:8]}"
-        now = self.clock.now()
-        self.journal.fork(run_id, new, str(pos), now=now)
+        now = self.host.clock.now()
+        self.host.journal.fork(run_id, new, str(pos), now=now)
         # the new run's log starts with ``forked`` (written by the journal); the parent's
         # says where its journal went
-        text = codec.dumps({"as": new, "pos": str(pos), "worker": self.worker_id})
-        self.journal.audit(run_id, actor="operator", action="fork", detail=text, now=now)
+        text = codec.dumps({"as": new, "pos": str(pos), "worker": self.host.worker_id})
+        self.host.journal.audit(run_id, actor="operator", action="fork", detail=text, now=now)
         return self._handle(new)
+
+    def stranded(self, *, limit: int = 1000) -> list[dict[str, Any]]:
+        """Unfinished runs whose workflow version no live worker offers, with what to do.
+
+        The same test as ``show(run_id).stranded`` (worker advertisements in the journal),
+        for every pending, sleeping or abandoned run at once (at most ``limit`` of each).
+        """
+        j = self.host.journal
+        now = self.host.clock.now()
+        live = j.live_workflows(since=now)
+        rows = [
+            r
+            for s in (RunStatus.PENDING, RunStatus.SLEEPING)
+            for r in j.list_runs(status=s.value, limit=limit)
+        ]
+        running = j.list_runs(status=RunStatus.RUNNING.value, limit=limit)
+        rows += [r for r in running if (r.lease_until or 0) < now]
+        out = []
+        for r in rows:
+            if (r.workflow, r.version) in live:
+                continue
+            out.append(
+                {
+                    "run_id": r.run_id,
+                    "workflow": r.workflow,
+                    "version": r.version,
+                    "status": r.status,
+                    "todo": f"start a worker that registers {r.workflow!r} version "
+                    f"{r.version!r} (keep the old code deployed until its runs finish), or "
+                    f"cancel it (`surefoot runs cancel {r.run_id}`) and start it again on the "
+                    "current version",
+                }
+            )
+        return out

@@ -40,7 +40,7 @@ from __future__ import annotations
 import asyncio
 
 from ..errors import ConfigError
-from ..storage.base import StepWrite
+from ..storage.runs import StepWrite
 from ._context import RunState
 from ._inrun import in_loop, run_scope
 

@@ -13,8 +13,9 @@ Encryption at rest is a codec whose ``encode`` encrypts with your key (for examp
 needs the same codec. What is not encoded: run ids, workflow and step names, statuses,
 times and the audit log (operators read them).
 
-The codec wraps the journal (:class:`CodedJournal`), so the engine is unchanged: every
-value passes ``encode`` on its way in and ``decode`` on its way out, in this process.
+The codec wraps the journal (``._coded.CodedJournal``), so the engine is unchanged: every
+value passes ``encode`` on its way in and ``decode`` on its way out, in this process;
+:class:`StoredValues` here does the work for each kind of record.
 
 The same wrapper stores large step results as shared chunks (``App(value_chunks=…)``, see
 ``._chunks``): a step result of at least that many characters of JSON goes to the journal
@@ -31,18 +32,18 @@ import zlib
 from typing import Any, Protocol, runtime_checkable
 
 from ..errors import ConfigError
-from ..storage.base import ChildWrite, Record, RunRow, StepRow, StepWrite, check_size
-from ..storage.sql.chunks import ChunkStore, ChunkWrite
+from ..storage.checks import check_size
+from ..storage.chunks import Chunks, ChunkWrite
+from ..storage.runs import ChildWrite, Record, RunRow, StepRow, StepWrite
 from ._chunks import is_ref, join_all, split
 
 __all__ = [
     "DEFAULT_CHUNK_AT",
-    "CodedJournal",
     "PayloadCodec",
+    "StoredValues",
     "ZlibCodec",
     "check_chunk_at",
     "check_codec",
-    "wrap",
 ]
 
 PREFIX = "sfc:"
@@ -114,67 +115,62 @@ def check_chunk_at(value: Any) -> int:
     return value
 
 
-def wrap(journal: Any, codec: PayloadCodec | None, chunk_at: int) -> Any:
-    """``journal`` as the app uses it: through a :class:`CodedJournal` when it has a chunk
-    table (to read chunked values, whatever ``chunk_at``) or a codec is set."""
-    if codec is None and not isinstance(journal, ChunkStore):
-        return journal
-    return CodedJournal(journal, codec, chunk_at)
-
-
 def _tagged(*texts: str | None) -> bool:
     """True if any of ``texts`` was stored through a payload codec."""
     return any(t is not None and t.startswith(PREFIX) for t in texts)
 
 
-class CodedJournal:
-    """A journal whose stored values pass through ``codec`` and whose large step results
-    are stored as shared chunks (other calls pass through).
+class StoredValues:
+    """The values of records on their way to the journal and back: through ``codec``, and
+    large step results as chunks in ``chunks``.
 
     Args:
+        url: the journal's URL (for errors).
         codec: the payload codec, or None (values stored as JSON).
+        chunks: the journal's chunk store, or None (every value stays in its row).
         chunk_at: step results of at least this many characters are chunked; 0: none.
     """
 
-    def __init__(self, journal: Any, codec: PayloadCodec | None, chunk_at: int = 0) -> None:
-        self._j = journal
-        self._codec = codec
+    def __init__(
+        self, url: str, codec: PayloadCodec | None, chunks: Chunks | None, chunk_at: int = 0
+    ) -> None:
+        self.url = url
+        self.codec = codec
+        self.chunks = chunks
         self._tag = f"{PREFIX}{codec.name}:" if codec is not None else ""
         self._name = codec.name if codec is not None else ""
-        self._chunks = isinstance(journal, ChunkStore)
-        self._chunk_at = chunk_at if self._chunks else 0
+        self.chunk_at = chunk_at if chunks is not None else 0
         self._leaves: dict[str, str] = {}
-        self.url = journal.url
-
-    def __getattr__(self, name: str) -> Any:
-        value = getattr(self._j, name)
-        if callable(value):
-            self.__dict__[name] = value  # the next call skips __getattr__
-        return value
 
     # -- values ------------------------------------------------------------------------
 
     def enc(self, text: str | None) -> str | None:
-        if text is None or self._codec is None:
+        """``text`` (codec JSON) as stored: through the payload codec, if any."""
+        if text is None or self.codec is None:
             return text
-        raw = self._codec.encode(text.encode("utf-8"))
+        raw = self.codec.encode(text.encode("utf-8"))
         return self._tag + base64.b64encode(raw).decode("ascii")
 
     def dec(self, text: str | None) -> str | None:
+        """A stored value as codec JSON again (one stored before the codec was set is).
+
+        Raises:
+            ConfigError: it was stored through another codec, or this one cannot decode it.
+        """
         if text is None or not text.startswith(PREFIX):
             return text  # stored before the codec was set: plain JSON
-        if self._codec is None or not text.startswith(self._tag):
+        if self.codec is None or not text.startswith(self._tag):
             name = text[len(PREFIX) :].split(":", 1)[0]
-            mine = "none" if self._codec is None else repr(self._codec.name)
+            mine = "none" if self.codec is None else repr(self.codec.name)
             raise ConfigError(
                 f"a journalled value was stored with payload codec {name!r}, but this app "
                 f"uses {mine}; give it the codec the value was written with"
             )
         try:
-            return self._codec.decode(base64.b64decode(text[len(self._tag) :])).decode("utf-8")
+            return self.codec.decode(base64.b64decode(text[len(self._tag) :])).decode("utf-8")
         except Exception as exc:  # a wrong key, a corrupt value
             raise ConfigError(
-                f"payload codec {self._codec.name!r} could not decode a journalled value "
+                f"payload codec {self.codec.name!r} could not decode a journalled value "
                 f"({type(exc).__name__}: {exc}); is it the same codec and key that wrote it?"
             ) from exc
 
@@ -191,18 +187,20 @@ class CodedJournal:
         """``w`` with its result as a chunk reference; its nodes appended to ``out``."""
         text = w.result or ""
         what = f"the result of step {w.pos} ({w.name!r}) of run {w.run_id!r}"
-        check_size(self.url, what, text, self._j.d.max_value_bytes)
+        assert self.chunks is not None  # chunk_at is 0 without a chunk store
+        check_size(self.url, what, text, self.chunks.max_value_bytes)
         ref, nodes = split(text, self._name, self._leaf)
         out += [(w.run_id, w.epoch, i, data) for i, data in nodes.items()]
         return dataclasses.replace(w, result=ref, error=self.enc(w.error))
 
-    def _resolve(self, rows: list[StepRow]) -> list[StepRow]:
+    def steps_out(self, rows: list[StepRow]) -> list[StepRow]:
+        """``rows`` as the app reads them: values decoded, chunked results joined back."""
         refs: dict[str, list[str]] = {}
         for s in rows:
             if is_ref(s.result):
                 refs.setdefault(s.run_id, []).append(s.result or "")
         if not refs:
-            if self._codec is None and not any(_tagged(s.result, s.error) for s in rows):
+            if self.codec is None and not any(_tagged(s.result, s.error) for s in rows):
                 return rows
             return [
                 dataclasses.replace(s, result=self.dec(s.result), error=self.dec(s.error))
@@ -212,8 +210,8 @@ class CodedJournal:
         for run_id, run_refs in refs.items():
 
             def fetch(ids: list[str], run_id: str = run_id) -> dict[str, str]:
-                got: dict[str, str] = self._j.get_chunks(run_id, ids)
-                return got
+                assert self.chunks is not None  # a reference was stored through them
+                return self.chunks.get(run_id, ids)
 
             got = join_all(run_refs, fetch, self._plain, f"run {run_id!r}")
             texts.update(((run_id, ref), text) for ref, text in got.items())
@@ -231,96 +229,35 @@ class CodedJournal:
         """A leaf's stored data as its text."""
         return self.dec(text) or ""
 
-    def _run_in(self, row: RunRow) -> RunRow:
-        if self._codec is None:
+    def run_in(self, row: RunRow) -> RunRow:
+        """A run's header on its way in: its arguments, result and error encoded."""
+        if self.codec is None:
             return row
         return dataclasses.replace(
             row, args=self.enc(row.args) or "", result=self.enc(row.result),
             error=self.enc(row.error),
         )  # fmt: skip
 
-    def _run_out(self, row: RunRow | None) -> Any:
-        if row is None or (self._codec is None and not _tagged(row.args, row.result, row.error)):
+    def run_out(self, row: RunRow) -> RunRow:
+        """A run's header as the app reads it: its values decoded."""
+        if self.codec is None and not _tagged(row.args, row.result, row.error):
             return row
         return dataclasses.replace(
             row, args=self.dec(row.args) or "", result=self.dec(row.result),
             error=self.dec(row.error),
         )  # fmt: skip
 
-    def _step_in(self, w: StepWrite) -> StepWrite:
+    def step_in(self, w: StepWrite) -> StepWrite:
+        """A step record on its way in: its result and error encoded."""
         return dataclasses.replace(w, result=self.enc(w.result), error=self.enc(w.error))
 
-    def _record_in(self, r: Record, chunks: list[ChunkWrite]) -> Any:
+    def record_in(self, r: Record, chunks: list[ChunkWrite]) -> Record:
+        """A record on its way in; the nodes of a chunked step result go to ``chunks``."""
         if isinstance(r, ChildWrite):  # a new child's arguments, its parent's step
-            return ChildWrite(self._step_in(r.step), self._run_in(r.child))
+            return ChildWrite(self.step_in(r.step), self.run_in(r.child))
         if type(r) is StepWrite:
             res = r.result
-            if self._chunk_at and res is not None and len(res) >= self._chunk_at:
+            if self.chunk_at and res is not None and len(res) >= self.chunk_at:
                 return self._chunked(r, chunks)
-            return self._step_in(r)
+            return self.step_in(r)
         return dataclasses.replace(r, result=self.enc(r.result), error=self.enc(r.error))
-
-    # -- the journal's value-carrying calls --------------------------------------------
-
-    def create_run(self, row: RunRow) -> tuple[RunRow, bool]:
-        stored, created = self._j.create_run(self._run_in(row))
-        return self._run_out(stored), created
-
-    def create_run_plus(self, row: RunRow) -> tuple[RunRow, bool]:
-        stored, created = self._j.create_run_plus(self._run_in(row))
-        return self._run_out(stored), created
-
-    def fire_schedule(self, name: str, *, runs: list[RunRow], **kw: Any) -> int:
-        made: int = self._j.fire_schedule(name, runs=[self._run_in(r) for r in runs], **kw)
-        return made
-
-    def get_run(self, run_id: str) -> RunRow | None:
-        out: RunRow | None = self._run_out(self._j.get_run(run_id))
-        return out
-
-    def list_runs(self, **kw: Any) -> list[RunRow]:
-        return [self._run_out(r) for r in self._j.list_runs(**kw)]
-
-    def page_runs(self, **kw: Any) -> list[RunRow]:
-        return [self._run_out(r) for r in self._j.page_runs(**kw)]
-
-    def children(self, run_id: str) -> list[RunRow]:
-        return [self._run_out(r) for r in self._j.children(run_id)]
-
-    def steps(self, run_id: str) -> list[StepRow]:
-        return self._resolve(self._j.steps(run_id))
-
-    def commit(self, records: list[Record]) -> list[bool]:
-        out: list[bool]
-        if self._codec is None:  # the hot path: pass through unless a value is large
-            at = self._chunk_at or 1 << 62
-            for r in records:
-                if type(r) is StepWrite and r.result is not None and len(r.result) >= at:
-                    break
-            else:
-                out = self._j.commit(records)
-                return out
-        chunks: list[ChunkWrite] = []
-        coded = [self._record_in(r, chunks) for r in records]
-        out = self._j.commit(coded, chunks=chunks) if chunks else self._j.commit(coded)
-        return out
-
-    def operator(self, run_id: str, **kw: Any) -> RunRow | None:
-        if kw.get("put_steps"):
-            kw["put_steps"] = [self._step_in(w) for w in kw["put_steps"]]
-        out: RunRow | None = self._run_out(self._j.operator(run_id, **kw))
-        return out
-
-    def fork(self, run_id: str, new_run_id: str, before_pos: str, *, now: float) -> RunRow:
-        out: RunRow = self._run_out(self._j.fork(run_id, new_run_id, before_pos, now=now))
-        return out
-
-    def signal(self, run_id: str, name: str, payload: str, **kw: Any) -> bool:
-        sent: bool = self._j.signal(run_id, name, self.enc(payload), **kw)
-        return sent
-
-    def pending_signal(self, run_id: str, name: str) -> tuple[int, str] | None:
-        got = self._j.pending_signal(run_id, name)
-        if got is None:
-            return None
-        return int(got[0]), self.dec(got[1]) or ""

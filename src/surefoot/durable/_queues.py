@@ -6,7 +6,7 @@
     app.enqueue(send, to, queue=emails, priority=0, dedup_id=f"welcome:{to}")
 
 A run enqueued in a queue is claimed only under the queue's limits, which the journal
-enforces (see ``surefoot.storage.sql.journal_plus``): a claim of the queue is one
+enforces (``Journal.queues``, see ``surefoot.storage.queues``): a claim of the queue is one
 transaction that locks the queue's row, counts what executes now and what started within
 the rate period, and takes only what is left. So ten workers on PostgreSQL never execute
 more than ``concurrency`` runs of the queue at once.
@@ -21,13 +21,15 @@ an unfinished run returns that run's handle instead of a new run.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ..errors import ConfigError
-from ..storage.sql.journal_plus import QueueLimits
+from ..storage.queues import QueueLimits, Queues
+from ._declared import Declared
 
-__all__ = ["Queue", "claim_queues", "queue_view"]
+__all__ = ["DeclaredQueues", "Queue", "queue_view"]
 
 
 def _count(value: int | None, what: str) -> int | None:
@@ -92,40 +94,65 @@ class Queue:
 
     @property
     def limits(self) -> QueueLimits:
-        return (self.concurrency, self.worker_concurrency, self.rate_limit, self.rate_period)
-
-
-def claim_queues(app: Any, free: int) -> list[tuple[str, int]]:
-    """Claim up to ``free`` runs from the app's queues, each under its limits."""
-    got: list[tuple[str, int]] = []
-    queues = app.plus.queues
-    if not queues or free <= 0:
-        return got
-    journal: Any = app.journal
-    app.plus.publish_queues()
-    workflows = app.registered()
-    for q in queues.values():
-        left = free - len(got)
-        if left <= 0:
-            break
-        now = app.clock.now()
-        got += journal.claim_queue(
-            q.name,
-            app.worker_id,
-            now=now,
-            lease_until=now + app.lease,
-            workflows=workflows,
-            limit=left,
-            worker_concurrency=q.worker_concurrency,
+        """The limits as the journal records them."""
+        return QueueLimits(
+            self.concurrency, self.worker_concurrency, self.rate_limit, self.rate_period
         )
-    return got
 
 
-def queue_view(app: Any) -> list[dict[str, Any]]:
+class DeclaredQueues(Declared[Queue]):
+    """The named queues an app declared (see ``App.queue``), and which of them it has
+    recorded in its journal (once each: the last app to record a queue's limits wins)."""
+
+    def __init__(self) -> None:
+        super().__init__("queue")
+
+    def worker_limits(self) -> dict[str, int | None]:
+        """Each declared queue's ``worker_concurrency`` (this worker's own limit)."""
+        return {q.name: q.worker_concurrency for q in self}
+
+    def record(self, journal: Queues, *, now: float) -> None:
+        """Record the limits of the queues not recorded yet in ``journal``."""
+        for q in self:
+            if q.name not in self.recorded:
+                journal.put(q.name, q.limits, now=now)
+                self.recorded.add(q.name)
+
+    def claim(
+        self,
+        journal: Queues,
+        owner: str,
+        *,
+        now: float,
+        lease_until: float,
+        workflows: Sequence[tuple[str, str]],
+        free: int,
+    ) -> list[tuple[str, int]]:
+        """Claim up to ``free`` runs of the declared queues, each under its limits."""
+        got: list[tuple[str, int]] = []
+        if not self or free <= 0:
+            return got
+        self.record(journal, now=now)
+        for q in self:
+            left = free - len(got)
+            if left <= 0:
+                break
+            got += journal.claim(
+                q.name,
+                owner,
+                now=now,
+                lease_until=lease_until,
+                workflows=workflows,
+                limit=left,
+                worker_concurrency=q.worker_concurrency,
+            )
+        return got
+
+
+def queue_view(journal: Queues) -> list[dict[str, Any]]:
     """Every queue in the journal: its limits and how many runs it holds per status."""
-    journal: Any = app.journal
-    limits = journal.queue_limits()
-    counts = journal.queue_counts()
+    limits = journal.limits()
+    counts = journal.counts()
     out = []
     for name in sorted(set(limits) | set(counts)):
         conc, wconc, rate, period = limits.get(name, (None, None, None, None))

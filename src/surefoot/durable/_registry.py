@@ -1,7 +1,8 @@
-"""The registry: an app's workflows (by name and version) and steps, with no I/O.
+"""The registry: what an app declared, with no I/O of its own: its workflows (by name and
+version) and their timeouts, its steps, its named queues and its schedules.
 
-``App`` fills it from its decorators; the executor, the worker and run management look
-workflows up in it instead of asking the app.
+``App`` fills it from its decorators and declarations; the executor, the worker, new runs
+and run management look things up in it instead of asking the app.
 """
 
 from __future__ import annotations
@@ -12,7 +13,9 @@ from typing import Any
 
 from ..errors import ConfigError, WorkflowNotFoundError
 from ._defs import CompDef, StepDef, accepts
+from ._queues import DeclaredQueues
 from ._retry import StepRetry
+from ._schedules import DeclaredSchedules
 from ._values import annotation_of, params_of
 from ._versions import Workflow
 
@@ -20,14 +23,24 @@ __all__ = ["Registry"]
 
 
 class Registry:
-    """Workflows by (name, version), the latest version of each name, and steps by name."""
+    """Workflows by (name, version), the latest version of each name, and steps by name.
 
-    __slots__ = ("_latest", "_steps", "_workflows")
+    Attributes:
+        queues: the named queues declared here (``App.queue``).
+        schedules: the schedules declared here (``App.schedule``).
+        timeouts: seconds from a run's start to its deadline, by (workflow, version)
+            (``App.workflow(timeout=…)``).
+    """
+
+    __slots__ = ("_latest", "_steps", "_workflows", "queues", "schedules", "timeouts")
 
     def __init__(self) -> None:
         self._workflows: dict[tuple[str, str], Workflow] = {}
         self._latest: dict[str, Workflow] = {}
         self._steps: dict[str, StepDef] = {}
+        self.queues = DeclaredQueues()
+        self.schedules = DeclaredSchedules()
+        self.timeouts: dict[tuple[str, str], float] = {}
 
     def add_step(
         self,

@@ -12,10 +12,10 @@ gone; ``audit="drop"`` deletes it too.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from ..clock import seconds as _secs
 from ..errors import ConfigError
+from ..storage.pruning import Pruning
 
 __all__ = ["Retention", "prune_runs"]
 
@@ -52,13 +52,11 @@ class Retention:
         return cls(age, keep, audit, _secs(every, "every"))
 
 
-def prune_runs(app: Any, policy: Retention) -> list[str]:
-    """Apply ``policy`` to the app's journal now; return the deleted run ids."""
-    now = app.clock.now()
-    deleted: list[str] = app.journal_plus.prune(
+def prune_runs(journal: Pruning, policy: Retention, *, now: float) -> list[str]:
+    """Apply ``policy`` to ``journal`` at ``now``; return the deleted run ids."""
+    return journal.prune(
         before=None if policy.older_than is None else now - policy.older_than,
         keep=policy.keep,
         drop_audit=policy.audit == "drop",
         now=now,
     )
-    return deleted

@@ -19,7 +19,8 @@ from typing import Any, Protocol
 from .. import codec
 from ..clock import Clock
 from ..errors import EncodeError, LeaseLostError, StepMismatchError, UnsupportedTypeError
-from ..storage.base import Journal, RunRow, RunWrite
+from ..storage.journal import Journal
+from ..storage.runs import RunRow, RunWrite
 from ._context import (
     DOWN,
     JournalDown,
@@ -219,9 +220,9 @@ class Executor:
         host = self.host
         if host.serving:
             now = host.clock.now()
-            hold = getattr(host.journal, "hold_liveness", None)
-            if hold is not None:  # before its first claim: see Worker (liveness)
-                hold(host.worker_id, now=now)
+            liveness = host.journal.liveness
+            if liveness is not None:  # before its first claim: see Worker (liveness)
+                liveness.hold(host.worker_id, now=now)
             live_until = now + LIVE_LEASES * host.lease
             host.journal.register_worker(
                 host.worker_id,

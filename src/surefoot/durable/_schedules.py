@@ -17,17 +17,21 @@ starts with the first tick after t.
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .. import codec
 from ..errors import ConfigError
+from ..storage.runs import RunRow
+from ..storage.schedules import Schedules
 from ._cron import Cron
+from ._declared import Declared
 
 if TYPE_CHECKING:
     from ._versions import Workflow
 
-__all__ = ["CATCHUP", "MAX_CATCHUP", "Schedule", "due_ticks", "fire_schedules", "tick_id"]
+__all__ = ["CATCHUP", "MAX_CATCHUP", "DeclaredSchedules", "Schedule", "due_ticks", "tick_id"]
 
 CATCHUP = ("latest", "all", "skip")
 MAX_CATCHUP = 100
@@ -87,32 +91,41 @@ def due_ticks(cron: Cron, next_at: float, now: float, catchup: str) -> tuple[lis
     return chosen, t
 
 
-def fire_schedules(app: Any) -> list[str]:
-    """Start the due runs of the app's schedules; return the ids created here."""
-    plus = app.plus
-    if not plus.schedules:
-        return []
-    journal = app.journal_plus
-    now = app.clock.now()
-    for s in plus.schedules.values():
-        if s.name not in plus.schedules_put:
-            journal.put_schedule(
-                s.name,
-                workflow=s.workflow.name,
-                cron=s.cron.expr,
-                args=s.text,
-                catchup=s.catchup,
-                next_at=s.cron.next_after(now),
-                now=now,
-            )
-            plus.schedules_put.add(s.name)
-    made: list[str] = []
-    for name, _wf, _cron, _args, _catchup, next_at in journal.schedules():
-        s = plus.schedules.get(name)
-        if s is None or next_at > now:
-            continue
-        ticks, after = due_ticks(s.cron, next_at, now, s.catchup)
-        rows = [plus.row(s.workflow, s.args, s.kwargs, tick_id(name, t))[0] for t in ticks]
-        if journal.fire_schedule(name, expected=next_at, next_at=after, runs=rows, now=now):
-            made += [r.run_id for r in rows]
-    return made
+class DeclaredSchedules(Declared[Schedule]):
+    """The schedules an app declared (see ``App.schedule``), and which of them it has
+    recorded in its journal (once each per app)."""
+
+    def __init__(self) -> None:
+        super().__init__("schedule")
+
+    def fire(
+        self, journal: Schedules, new_row: Callable[[Schedule, str], RunRow], *, now: float
+    ) -> list[str]:
+        """Start the due runs of the declared schedules; return the ids created here.
+
+        ``new_row(schedule, run_id)``: the row of a new run of the schedule's workflow.
+        """
+        if not self:
+            return []
+        for s in self:
+            if s.name not in self.recorded:
+                journal.put(
+                    s.name,
+                    workflow=s.workflow.name,
+                    cron=s.cron.expr,
+                    args=s.text,
+                    catchup=s.catchup,
+                    next_at=s.cron.next_after(now),
+                    now=now,
+                )
+                self.recorded.add(s.name)
+        made: list[str] = []
+        for rec in journal.all():
+            due = self.get(rec.name)
+            if due is None or rec.next_at > now:
+                continue
+            ticks, after = due_ticks(due.cron, rec.next_at, now, due.catchup)
+            rows = [new_row(due, tick_id(rec.name, t)) for t in ticks]
+            if journal.fire(rec.name, expected=rec.next_at, next_at=after, runs=rows, now=now):
+                made += [r.run_id for r in rows]
+        return made

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import codec
-from ..storage.base import AuditRow, RunRow, StepRow
+from ..storage.runs import TERMINAL, AuditRow, RunRow, RunStatus, StepRow
 
 __all__ = [
     "STATUSES",
@@ -16,23 +16,14 @@ __all__ = [
     "AuditEntry",
     "RunDetail",
     "RunInfo",
+    "RunStatus",
     "StepInfo",
     "StepSpec",
 ]
 
-STATUSES = (
-    "pending",
-    "running",
-    "sleeping",
-    "succeeded",
-    "failed",
-    "cancelled",
-    "needs_attention",
-)
-"""Every run status. ``needs_attention`` stops a run until an operator acts."""
-
-TERMINAL = frozenset({"succeeded", "failed", "cancelled"})
-"""Statuses a run never leaves on its own (``needs_attention`` waits for an operator)."""
+STATUSES: tuple[str, ...] = tuple(s.value for s in RunStatus)
+"""Every run status (:class:`RunStatus`). ``needs_attention`` stops a run until an operator
+acts."""
 
 STRATEGIES = ("restart", "journal", "journal_keys")
 """Recovery strategies: rerun from the start; replay the journal; journal plus intent rows

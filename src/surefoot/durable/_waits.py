@@ -15,7 +15,7 @@ from typing import Any
 
 from .. import codec
 from ..errors import ConfigError
-from ..storage.base import StepWrite
+from ..storage.runs import StepWrite
 from ._context import DOWN, STEP_CODES, JournalDown, RunState, Scope, Suspend, current
 from ._deadlines import check_deadline
 from ._decide import recorded

@@ -6,25 +6,25 @@ whose lease expired, of the workflow versions this worker has registered. The ep
 up by one on each claim, so the previous holder's writes are refused from then on. Many
 worker processes can share one SQLite file.
 
-While idle, a worker on a journal that offers ``wait_for_work`` (PostgreSQL's
-``LISTEN/NOTIFY``) blocks on it instead of sleeping its poll interval; polling stays the
-fallback (timers, expired leases, a lost notification). Every notification names the run it
-made claimable, with its workflow version and queue, and every idle worker hears it;
-only one of them claims at once: of the live workers that serve that workflow version
-(read every ``PEERS_EVERY`` seconds; live: advertised, and holding its liveness lock), the
-one that ranks first for that run id (rendezvous hashing). A worker that does not serve
-the run (another workflow, or a queue it does not declare) never claims for it. The others
-claim at their next poll, and a worker whose slots are all taken when it is picked claims
-as soon as one frees. Without this, a
-new run woke every idle worker and all of them claimed (80% of claims came back empty
-with 4 workers). On such a journal a freed slot claims at once only when the last claim
-filled every free slot (there may be more queued) or the run that freed it suspended (it
-may be due at once); otherwise new work is announced.
+While idle, a worker on a journal that can be woken (``journal.waking``: SQLite's file
+watch, PostgreSQL's ``LISTEN/NOTIFY``) blocks on it instead of sleeping its poll interval;
+polling stays the fallback (timers, expired leases, a lost notification). Every
+notification names the run it made claimable, with its workflow version and queue, and
+every idle worker hears it; only one of them claims at once: of the live workers that serve
+that workflow version (read every ``PEERS_EVERY`` seconds; live: advertised, and holding
+its liveness lock), the one that ranks first for that run id (rendezvous hashing). A worker
+that does not serve the run (another workflow, or a queue it does not declare) never claims
+for it. The others claim at their next poll, and a worker whose slots are all taken when it
+is picked claims as soon as one frees. Without this, a new run woke every idle worker and
+all of them claimed (80% of claims came back empty with 4 workers). On such a journal a
+freed slot claims at once only when the last claim filled every free slot (there may be
+more queued) or the run that freed it suspended (it may be due at once); otherwise new work
+is announced.
 
 Liveness: a serving worker holds a lock that dies with its process (a file locked with
 ``flock`` next to a SQLite database, a session-level advisory lock on PostgreSQL). An idle
 worker looks every ``LIVENESS_EVERY`` seconds for runs whose lease is unexpired but whose holder's
-lock is free, and takes them over at once (``journal.claim_orphans``), fenced by the epoch
+lock is free, and takes them over at once (``journal.liveness.claim_orphans``), fenced by the epoch
 as any takeover; runs in the named queues it declares through the queue's claim, which
 counts them as executing nowhere and keeps the queue's limits. A hung but living holder
 keeps its lock: its runs wait for the lease.
@@ -43,14 +43,14 @@ import logging
 import random
 import threading
 import time
-from typing import Any
 
 from ..errors import ConfigError, StoreUnavailableError
 from ..resilience import Backoff
-from ..storage.sql.liveness import Serving, Wake
+from ..storage.liveness import Serving
+from ..storage.runs import ENDED
+from ..storage.waking import Waking
 from ._app import App
-from ._queues import claim_queues
-from ._retention import Retention
+from ._retention import Retention, prune_runs
 
 __all__ = ["Worker"]
 
@@ -64,9 +64,6 @@ LIVENESS_EVERY = 0.2
 
 PEERS_EVERY = 1.0
 """Seconds between a worker's reads of which workers serve now (for its wake-ups)."""
-
-# An execution that ended in one of these leaves nothing claimable behind it.
-_ENDED = frozenset({"succeeded", "failed", "cancelled", "needs_attention"})
 
 _SLICE = 0.5  # seconds: the longest a wait blocks before checking ``stop`` again
 
@@ -133,6 +130,7 @@ class Worker:
         self._peers: dict[str, Serving] = {}
         self._peers_at = -PEERS_EVERY
         self.retention = retention
+        self._pruned_at: float | None = None
 
     def _recover_own(self) -> int:
         """Take back runs this worker id held before a restart (no need to wait the lease)."""
@@ -179,12 +177,19 @@ class Worker:
             workflows=app.registered(),
             limit=free,
         )
-        got += claim_queues(app, free - len(got))  # named queues, under their limits
+        got += app.registry.queues.claim(  # named queues, under their limits
+            app.journal.queues,
+            app.worker_id,
+            now=now,
+            lease_until=now + app.lease,
+            workflows=app.registered(),
+            free=free - len(got),
+        )
         got += self._claim_orphans(free - len(got))
         self.claims += 1
         self.empty_claims += not got
         self._more = len(got) >= free
-        app.plus.housekeep(self.retention)  # schedules' due ticks; retention
+        self._housekeep()
         for run_id, epoch in got:
             fut = app.executor.submit(run_id, epoch)
             fut.add_done_callback(_report)
@@ -196,30 +201,41 @@ class Worker:
     def _ended(self, fut: concurrent.futures.Future[str]) -> None:
         """An execution ended: a slot is free. A run that suspended may be due at once (its
         signal came while it ran): then the next claim must not wait for a notification."""
-        if fut.cancelled() or fut.exception() is not None or fut.result() not in _ENDED:
+        if fut.cancelled() or fut.exception() is not None or fut.result() not in ENDED:
             self._more = True
         self._freed.set()
+
+    def _housekeep(self) -> None:
+        """A worker's chores on each claim: fire due schedules; prune when it is time."""
+        app = self.app
+        if app.registry.schedules:
+            app.fire_schedules()
+        policy = self.retention
+        if policy is not None:
+            now = app.clock.now()
+            if self._pruned_at is None or now - self._pruned_at >= policy.every:
+                self._pruned_at = now
+                prune_runs(app.journal.pruning, policy, now=now)
 
     def _claim_orphans(self, free: int) -> list[tuple[str, int]]:
         """Runs whose holder's process died, at most every ``LIVENESS_EVERY`` seconds."""
         app = self.app
-        take = getattr(app.journal, "claim_orphans", None)
-        if take is None or free <= 0 or not app.serving:
+        liveness = app.journal.liveness
+        if liveness is None or free <= 0 or not app.serving:
             return []
         t = time.monotonic()
         if t - self._looked < LIVENESS_EVERY:
             return []
         self._looked = t
         now = app.clock.now()
-        got: list[tuple[str, int]] = take(
+        return liveness.claim_orphans(
             app.worker_id,
             now=now,
             lease_until=now + app.lease,
             workflows=app.registered(),
             limit=free,
-            queues={q.name: q.worker_concurrency for q in app.plus.queues.values()},
+            queues=app.registry.queues.worker_limits(),
         )
-        return got
 
     def in_flight(self) -> list[str]:
         """The ids of the runs this worker claimed and is still executing, sorted.
@@ -261,9 +277,9 @@ class Worker:
         # Start-up is not an outage: a file that is not a database, a schema from a newer
         # surefoot, a bad URL or a server that never answered end the worker here, with the
         # error, instead of being retried forever.
-        wake = getattr(app.journal, "wait_for_work", None)
+        wake = app.journal.waking
         if wake is not None:
-            wake(0.0)  # LISTEN before the first claim: no notification falls in between
+            wake.wait_for_work(0.0)  # LISTEN before the first claim: nothing falls in between
         app.serving = True
         failures = 0
         down_since = 0.0
@@ -305,7 +321,7 @@ class Worker:
                     )
                     failures = 0
                     if wake is None:
-                        wake = getattr(app.journal, "wait_for_work", None)
+                        wake = app.journal.waking
                 busy = any(not f.done() for f in self._futures)
                 if got or busy:
                     idle_since = time.monotonic()
@@ -330,15 +346,14 @@ class Worker:
         )
         return 1
 
-    def _pause(self, stop: threading.Event, wake: Any) -> None:
+    def _pause(self, stop: threading.Event, wake: Waking | None) -> None:
         """Wait up to the poll interval for new work, a freed slot or ``stop``.
 
-        With ``wake`` (``journal.wait_for_work``) a ``NOTIFY`` ends the wait at once; the
-        wait is cut in slices of at most ``_SLICE`` seconds so ``stop`` and freed slots are
-        noticed while the poll interval is long.
+        With ``wake`` (``journal.waking``) a wake-up ends the wait at once; the wait is cut
+        in slices of at most ``_SLICE`` seconds so ``stop`` and freed slots are noticed
+        while the poll interval is long.
         """
         deadline = time.monotonic() + self.app.poll
-        woken = getattr(self.app.journal, "woken_for", None) if wake is not None else None
         while not stop.is_set():
             if self._freed.is_set():
                 if wake is None or self._more:
@@ -349,7 +364,7 @@ class Worker:
                 break
             if wake is not None:
                 try:
-                    if wake(min(left, _SLICE)) and self._picked(woken):
+                    if wake.wait_for_work(min(left, _SLICE)) and self._picked(wake):
                         if len(self._futures) < self.concurrency:
                             break
                         self._more = True  # picked while full: claim when a slot frees
@@ -359,28 +374,28 @@ class Worker:
                 self._freed.wait(min(left, 0.05))  # and look at ``stop`` again
         self._freed.clear()
 
-    def _picked(self, woken: Any) -> bool:
+    def _picked(self, wake: Waking) -> bool:
         """Is this worker the one to claim at once for the runs just announced?
 
         For each run named, the candidates are the live workers that serve its workflow
         version and, for a run in a named queue, take part in that queue
-        (``journal.serving_workers``: advertised, and holding their liveness lock);
+        (``journal.liveness.serving``: advertised, and holding their liveness lock);
         the one ranking first (the highest hash of worker id and run id) claims it. A run
         this worker does not serve (another workflow, or a queue it does not declare) is
         never its to claim. A run named without its workflow (an older surefoot's
         notification) ranks the workers sharing a workflow with this one; with no run
         named at all, every worker claims, as before.
         """
-        ids: list[Wake] = woken() if woken is not None else []
+        ids = wake.woken_for()
         if not ids:
             return True
         app = self.app
         t = time.monotonic()
-        if t - self._peers_at >= PEERS_EVERY:
+        liveness = app.journal.liveness
+        if t - self._peers_at >= PEERS_EVERY and liveness is not None:
             self._peers_at = t
-            journal: Any = app.journal
             try:
-                self._peers = journal.serving_workers(now=app.clock.now())
+                self._peers = liveness.serving(now=app.clock.now())
             except _UNAVAILABLE:
                 self._peers = {}
         me = app.worker_id
@@ -388,7 +403,7 @@ class Worker:
         for run_id, workflow, queue in ids:
             if workflow is not None and workflow not in mine:
                 continue  # another workflow's run: its workers are told too
-            if queue is not None and queue not in app.plus.queues:
+            if queue is not None and queue not in app.registry.queues:
                 continue  # a queue whose limits this worker does not take part in
             peers = {
                 w

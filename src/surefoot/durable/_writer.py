@@ -19,7 +19,7 @@ import asyncio
 import concurrent.futures
 from collections.abc import Callable, Sized
 
-from ..storage.base import Record
+from ..storage.runs import Record
 
 __all__ = ["Writer"]
 

@@ -35,6 +35,7 @@ __all__ = [
     "SCHEMES",
     "CompDef",
     "Engine",
+    "EngineHost",
     "EngineScope",
     "RunEngine",
     "StepDef",
@@ -113,7 +114,14 @@ def engine_scheme(url: str) -> str | None:
     return scheme if scheme in SCHEMES else None
 
 
-def open_engine(app: Any) -> Engine:
+class EngineHost(Protocol):
+    """What :func:`open_engine` reads of an app: its URL. The engine's package is handed
+    the app itself (it registers the app's workflows and steps with the engine)."""
+
+    url: str
+
+
+def open_engine(app: EngineHost) -> Engine:
     """The engine serving ``app.url`` (its package is imported now).
 
     Raises:
@@ -175,4 +183,4 @@ def step_context(run_id: str, workflow: str, step: str, pos: str, attempt: int) 
 
 def find_step(registry: Registry, name: str) -> StepDef | None:
     """The step registered under ``name`` in ``registry``, or None."""
-    return registry._steps.get(name)
+    return registry.step(name)

@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 from .. import codec
 from ..clock import Clock, SystemClock
 from ..errors import ConfigError, IdempotencyConflictError, IdempotencyInProgressError
-from ..storage.base import KeyRecord, KeyStore
+from ..storage.keys import KeyRecord, KeyStore
 from ._checks import duration
 
 __all__ = ["IdempotentExecutor", "fingerprint"]

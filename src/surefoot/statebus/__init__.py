@@ -30,7 +30,7 @@ from ..errors import (
     TrustError,
 )
 from ..guard import TRUST_LEVELS
-from ..storage.base import MergeOutcome
+from ..storage.state import MergeOutcome
 from . import _deprecated_guard
 from ._entry import AgentSpec, Contribution, Endorsement, Entry, Lease, LostUpdate
 from ._history import Change, TxnResult, Watch

@@ -13,8 +13,9 @@ from typing import Any
 from ..codec import loads
 from ..errors import ConfigError
 from ..guard import Label, Labeled
-from ..storage.base import StateRecord, check_text
+from ..storage.checks import check_text
 from ..storage.merges import LIST_OPS
+from ..storage.state import StateRecord
 
 __all__ = ["AgentSpec", "Contribution", "Endorsement", "Entry", "Lease", "LostUpdate"]
 

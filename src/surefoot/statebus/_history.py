@@ -20,7 +20,7 @@ from ..clock import Clock
 from ..codec import loads
 from ..errors import ConfigError, ConflictError
 from ..guard import Label, Labeled
-from ..storage.base import StateChange, StateStore, txn_conflict
+from ..storage.state import StateChange, StateStore, txn_conflict
 
 __all__ = ["HIDDEN", "Change", "TxnResult", "Watch", "change"]
 

@@ -16,7 +16,7 @@ from ..clock import Clock
 from ..errors import ConfigError, ConflictError, ScopeError
 from ..guard import Endorser, Label, Labeled, label_of
 from ..resilience import RetryPolicy
-from ..storage.base import MergeOutcome, StateStore
+from ..storage.state import MergeOutcome, StateStore
 from ._entry import AgentSpec, Endorsement, Entry, Lease, seen_of
 from ._history import Change, TxnResult, Watch
 from ._merge import update

@@ -18,8 +18,9 @@ from ..codec import dumps, loads
 from ..errors import ConfigError, ConflictError
 from ..guard import Labeled
 from ..resilience import RetryPolicy
-from ..storage.base import MergeOutcome, StateStore, check_text
+from ..storage.checks import check_text
 from ..storage.history import check_policy
+from ..storage.state import MergeOutcome, StateStore
 from ._entry import (
     AgentSpec,
     Endorsement,

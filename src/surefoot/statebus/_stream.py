@@ -17,15 +17,14 @@ from .. import storage as _storage
 from ..clock import Clock, SystemClock
 from ..codec import dumps, loads
 from ..errors import ConfigError, ValueTooLargeError
-from ..storage.base import (
+from ..storage.checks import check_seconds, check_text
+from ..storage.streams import (
     DEFAULT_DEDUP_WINDOW,
     ConsumerStats,
     Retention,
     StreamLog,
     StreamRecord,
     StreamStats,
-    check_seconds,
-    check_text,
 )
 
 __all__ = [

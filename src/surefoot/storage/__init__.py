@@ -18,7 +18,7 @@ Drivers are imported lazily; a missing one names the extra to install.
 
 from __future__ import annotations
 
-from .base import Storage
+from .backend import Storage
 from .url import StorageURL, parse_url, redact
 
 __all__ = [

@@ -18,7 +18,7 @@ from collections import defaultdict
 from typing import Any, NamedTuple
 
 from ..errors import ConfigError
-from .base import StateChange, TxnOp
+from .state import StateChange, TxnOp
 
 __all__ = [
     "Compaction",

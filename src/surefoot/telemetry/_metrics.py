@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..storage.runs import RunStatus
 from ..version import __version__
 
 __all__ = [
@@ -44,16 +45,8 @@ __all__ = [
     "track_breaker",
 ]
 
-RUN_STATES = (
-    "pending",
-    "running",
-    "sleeping",
-    "succeeded",
-    "failed",
-    "cancelled",
-    "needs_attention",
-)
-"""The run statuses a journal holds (``surefoot.durable.STATUSES``; a test keeps them equal)."""
+RUN_STATES = tuple(s.value for s in RunStatus)
+"""The run statuses a journal holds (:class:`~surefoot.storage.runs.RunStatus`)."""
 
 _BREAKER_VALUE = {"closed": 0, "half_open": 1, "open": 2}
 
@@ -249,7 +242,7 @@ def _read_stats(streams: Iterable[Any], consumers: Iterable[Any]) -> list[Any]:
     read, narrowed to the groups passed: one ``stats()`` per stream in all."""
     from dataclasses import replace
 
-    from ..storage.base import ConsumerStats
+    from ..storage.streams import ConsumerStats
 
     out: list[Any] = []
     seen: set[str] = set()

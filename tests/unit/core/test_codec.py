@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from surefoot import codec
-from surefoot.errors import ConflictError, EncodeError, RecordedError
+from surefoot.errors import ConflictError, ConflictKind, EncodeError, RecordedError
 
 
 @codec.register
@@ -90,6 +90,15 @@ def test_surefoot_errors_round_trip_with_attributes() -> None:
     assert isinstance(back, ConflictError)
     assert (back.key, back.expected, back.version, back.author) == ("report", 2, 3, "agent-1")
     assert str(back) == str(err)
+
+
+@pytest.mark.parametrize("kind", ["version", "fence", "stream", "transaction"])
+def test_a_conflicts_kind_survives_the_journal(kind: ConflictKind) -> None:
+    """A ConflictError read back from the journal keeps its kind and its message."""
+    err = ConflictError("lease", 2, 3, None, "agent-1", kind=kind)
+    back = codec.loads(codec.dumps(codec.error_to_data(err)))
+    assert isinstance(back, ConflictError)
+    assert back.kind == kind and str(back) == str(err)
 
 
 def test_builtin_error_round_trips_and_foreign_errors_become_recorded() -> None:

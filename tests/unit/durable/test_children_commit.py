@@ -11,7 +11,7 @@ import time
 from typing import Any
 
 from surefoot.durable import App, Worker
-from surefoot.storage.base import ChildWrite
+from surefoot.storage.runs import ChildWrite
 
 
 def _kinds(records: list[Any]) -> list[str]:
@@ -26,7 +26,7 @@ def test_an_async_parents_child_is_created_while_the_loop_runs_other_runs(app: A
     in_flight, other_ran, other_began = threading.Event(), threading.Event(), threading.Event()
     waited: list[bool] = []
     seen: list[tuple[str, list[str]]] = []
-    real_commit, real_create = journal.commit, journal.create_run_plus
+    real_commit, real_create = journal.commit, journal.create_run
 
     def hold() -> None:
         if not in_flight.is_set():
@@ -39,12 +39,12 @@ def test_an_async_parents_child_is_created_while_the_loop_runs_other_runs(app: A
             hold()
         return real_commit(records)  # type: ignore[no-any-return]
 
-    def create_run_plus(row: Any) -> Any:
+    def create_run(row: Any) -> Any:
         if row.parent_id is not None:
             hold()
         return real_create(row)
 
-    journal.commit, journal.create_run_plus = commit, create_run_plus
+    journal.commit, journal.create_run = commit, create_run
 
     @app.step
     async def double(x: int) -> int:
@@ -81,7 +81,7 @@ def test_an_async_parents_child_is_created_while_the_loop_runs_other_runs(app: A
     created = [(t, k) for t, k in seen if "ChildWrite" in k]
     assert [t.startswith("surefoot-writer") for t, _ in created] == [True]  # off the loop
     assert [(s.name, s.status) for s in app.show("p").steps] == [("child:kid", "done")]
-    assert [r.run_id for r in app.journal_plus.children("p")] == ["p:1"]
+    assert [r.run_id for r in app.journal.children.of("p")] == ["p:1"]
     audit = [(e.action, e.detail) for e in app.show("p:1").audit if e.action == "created"]
     assert audit == [("created", {"parent": "p"})]
 
@@ -113,7 +113,7 @@ def test_a_child_and_its_parents_step_are_one_commit(app: App) -> None:
     (step,) = app.show("p").steps
     assert (step.name, step.status) == ("child:kid", "waiting")
     assert app.handle("p").status() == "sleeping"
-    assert [r.run_id for r in app.journal_plus.children("p")] == ["p:1"]
+    assert [r.run_id for r in app.journal.children.of("p")] == ["p:1"]
 
 
 def test_a_child_created_after_its_parent_was_cancelled_is_not_created(app: App) -> None:
@@ -121,7 +121,7 @@ def test_a_child_created_after_its_parent_was_cancelled_is_not_created(app: App)
     its next write): its child is not created, and the parent stops there (before: the
     child was created pending, outside the cancelled tree, and ran)."""
     journal: Any = app.journal
-    real_commit, real_create = journal.commit, journal.create_run_plus
+    real_commit, real_create = journal.commit, journal.create_run
     cancelled: list[bool] = []
 
     def cancel_first() -> None:
@@ -133,12 +133,12 @@ def test_a_child_created_after_its_parent_was_cancelled_is_not_created(app: App)
             cancel_first()
         return real_commit(records)  # type: ignore[no-any-return]
 
-    def create_run_plus(row: Any) -> Any:
+    def create_run(row: Any) -> Any:
         if row.parent_id is not None:
             cancel_first()
         return real_create(row)
 
-    journal.commit, journal.create_run_plus = commit, create_run_plus
+    journal.commit, journal.create_run = commit, create_run
 
     @app.workflow
     async def kid() -> str:

@@ -187,7 +187,8 @@ def test_a_child_committed_while_its_tree_is_cancelled_is_cancelled_with_it(
     the cancel, which read the tree before the child existed, waits for that row, then
     reads the tree again and cancels the child too (before: it cancelled the parent only,
     and the child, committed meanwhile, ran on)."""
-    from surefoot.storage.base import ChildWrite, StepWrite
+    from surefoot.durable._newrun import RunOptions
+    from surefoot.storage.runs import ChildWrite, StepWrite
 
     app = App(pg_schema_url, poll=0.005, worker_id="w", lease=30.0)
 
@@ -199,20 +200,21 @@ def test_a_child_committed_while_its_tree_is_cancelled_is_cancelled_with_it(
     def parent() -> int:
         return 0
 
+    st = storage.open(pg_schema_url)  # the SQL journal itself: its children part, its dialect
     try:
-        journal: Any = app.journal
+        journal: Any = st.journal()
         app.enqueue(parent, run_id="p")
         now = time.time()
         ((_, epoch),) = journal.claim("w", now=now, lease_until=now + 30, workflows=[],
                                       limit=1, run_id="p")  # fmt: skip
-        child, _ = app.plus.child_row(kid, (), {}, "p:1", parent="p")
+        child, _ = app.new_runs.row(kid, (), {}, "p:1", RunOptions(parent="p"))
         wait = StepWrite("p", epoch, "1", "child:kid", "child", "waiting", "{}", None, 1, now, None)
         inside, go = threading.Event(), threading.Event()
         pid: list[int] = []
         applied: list[int] = []
 
         def create(c: Any) -> None:
-            applied.append(journal.write_child(c, ChildWrite(wait, child)).rowcount)
+            applied.append(journal.children.write_child(c, ChildWrite(wait, child)).rowcount)
             pid.append(c.execute("SELECT pg_backend_pid()").fetchone()[0])
             inside.set()
             go.wait(30)
@@ -223,7 +225,7 @@ def test_a_child_committed_while_its_tree_is_cancelled_is_cancelled_with_it(
         cancelled: list[list[str]] = []
         canceller = threading.Thread(
             target=lambda: cancelled.append(
-                journal.cancel_tree("p", now=time.time(), actor="operator", detail="{}")
+                journal.children.cancel_tree("p", now=time.time(), actor="operator", detail="{}")
             )
         )
         canceller.start()
@@ -246,3 +248,4 @@ def test_a_child_committed_while_its_tree_is_cancelled_is_cancelled_with_it(
         assert entry.detail == {"parent_cancelled": "p"}
     finally:
         app.close()
+        st.close()

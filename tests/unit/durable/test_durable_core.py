@@ -24,7 +24,7 @@ def test_one_commit_per_pure_step(app: App) -> None:
             x = await inc(x)
         return x
 
-    db = app.journal.db  # type: ignore[attr-defined]  # opened (and migrated) before counting
+    db = app.journal.wrapped.db  # type: ignore[attr-defined]  # opened (and migrated) before counting
     before = db.commits
     assert app.start(count, 20, run_id="c").result(timeout=10) == 20
     assert db.commits - before == 20 + 2
@@ -41,7 +41,7 @@ def test_effect_costs_intent_plus_result(app: App) -> None:
     def flow() -> int:
         return send(1) + send(2)
 
-    db = app.journal.db  # type: ignore[attr-defined]
+    db = app.journal.wrapped.db  # type: ignore[attr-defined]
     before = db.commits
     assert app.start(flow, run_id="e").result(timeout=10) == 3
     assert db.commits - before == 2 * 2 + 2

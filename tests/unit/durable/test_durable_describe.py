@@ -76,7 +76,7 @@ def test_finished_run_is_never_executed_again(app: App) -> None:
         return once()
 
     assert app.start(flow, run_id="f").result(timeout=10) == 7
-    db = app.journal.db  # type: ignore[attr-defined]
+    db = app.journal.wrapped.db  # type: ignore[attr-defined]
     before = (db.commits, [s.pos for s in app.show("f").steps])
     for _ in range(3):
         assert app.resume("f").result(timeout=10) == 7

@@ -13,7 +13,7 @@ import pytest
 from surefoot import FakeClock
 from surefoot.durable import App, Worker
 from surefoot.errors import LeaseLostError, StoreUnavailableError
-from surefoot.storage.base import StepWrite
+from surefoot.storage.runs import StepWrite
 
 
 def test_stale_epoch_write_is_refused(app: App, clock: FakeClock) -> None:

@@ -169,7 +169,7 @@ def test_many_concurrent_runs_share_commits(app: App) -> None:
     runs, steps = 40, 10
     for k in range(runs):
         app.enqueue(ticker, steps, run_id=f"t{k}")
-    db = app.journal.db  # type: ignore[attr-defined]
+    db = app.journal.wrapped.db  # type: ignore[attr-defined]
     before = db.commits
     w = Worker(app, concurrency=runs)
     assert w.run_once(timeout=30) == runs

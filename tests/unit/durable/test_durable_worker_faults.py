@@ -36,14 +36,14 @@ def _until(cond: Callable[[], bool], timeout: float) -> bool:
 def _count_wakes(app: App) -> dict[str, int]:
     """Count waits ended by a NOTIFY and wait slices that timed out, around wait_for_work."""
     counts = {"notified": 0, "slices": 0}
-    real = app.journal.wait_for_work  # type: ignore[attr-defined]
+    real = app.journal.waking.wait_for_work  # type: ignore[attr-defined]
 
     def wait(timeout: float) -> bool:
         got = bool(real(timeout))
         counts["notified" if got else "slices"] += 1
         return got
 
-    app.journal.wait_for_work = wait  # type: ignore[attr-defined]
+    app.journal.waking.wait_for_work = wait  # type: ignore[attr-defined]
     return counts
 
 
@@ -338,3 +338,25 @@ def test_two_waits_under_gather_each_keep_their_deadline(app: App, clock: FakeCl
     app.signal("g", "x", "yes")
     w.run_once(timeout=10)
     assert h.result(timeout=1) == ["yes", "no-y"]
+
+
+def test_worker_idle_exit_is_honoured_during_an_outage(app: App) -> None:
+    """A worker whose claims keep failing still exits after --idle-exit seconds."""
+    app.journal  # noqa: B018 - opened: the outage begins after a successful start
+    down = {"claims": 0}
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        down["claims"] += 1
+        raise StoreUnavailableError(app.url, "the database went away (test)")
+
+    app.journal.claim = broken  # type: ignore[method-assign]
+    w = Worker(app, backoff=Backoff(0.01, 0.05, "full"), rng=random.Random(3))
+    stop = threading.Event()
+    t = threading.Thread(target=w.run, args=(stop,), kwargs={"idle_exit": 0.3}, daemon=True)
+    t.start()
+    t.join(timeout=10)
+    alive = t.is_alive()
+    stop.set()
+    t.join(timeout=10)
+    assert not alive, "the worker ignored idle_exit during the outage"
+    assert down["claims"] >= 2 and w.outages == 1 and w.failed_claims == down["claims"]

@@ -1,4 +1,5 @@
-"""The modules of ``surefoot.durable`` import one another in one direction only.
+"""The modules of ``surefoot.durable`` and of ``surefoot.storage`` import one another in one
+direction only, and ``durable`` reaches storage through its protocols only.
 
 The graph is read from the source with ``ast`` (every import, also those inside functions
 and under ``TYPE_CHECKING``), so a circle cannot hide behind a lazy import.
@@ -9,20 +10,24 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-import surefoot.durable
+import pytest
+
+import surefoot
 
 PACKAGE = "surefoot.durable"
-ROOT = Path(surefoot.durable.__file__).parent
+SRC = Path(surefoot.__file__).parent
+BACKENDS = ("sql", "sqlite", "postgres", "redis", "memory")
 
 
-def _modules() -> dict[str, Path]:
-    """Every module of the package by dotted name (the package itself for ``__init__``)."""
+def _modules(package: str = PACKAGE) -> dict[str, Path]:
+    """Every module of ``package`` by dotted name (the package itself for ``__init__``)."""
+    root = SRC.joinpath(*package.split(".")[1:])
     out: dict[str, Path] = {}
-    for path in sorted(ROOT.rglob("*.py")):
-        parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    for path in sorted(root.rglob("*.py")):
+        parts = list(path.relative_to(root).with_suffix("").parts)
         if parts[-1] == "__init__":
             parts.pop()
-        out[".".join([PACKAGE, *parts])] = path
+        out[".".join([package, *parts])] = path
     return out
 
 
@@ -49,8 +54,8 @@ def _imports(name: str, path: Path) -> list[tuple[str, list[str]]]:
     return out
 
 
-def _graph() -> dict[str, set[str]]:
-    mods = _modules()
+def _graph(package: str = PACKAGE) -> dict[str, set[str]]:
+    mods = _modules(package)
     graph: dict[str, set[str]] = {m: set() for m in mods}
     for name, path in mods.items():
         for mod, names in _imports(name, path):
@@ -97,9 +102,22 @@ def test_cycle_finder_finds_a_circle() -> None:
     assert _cycle({"a": {"b"}, "b": set()}) is None
 
 
-def test_no_import_circle() -> None:
-    """No module of surefoot.durable imports, directly or through others, itself."""
-    assert _cycle(_graph()) is None
+@pytest.mark.parametrize("package", ["surefoot.durable", "surefoot.storage"])
+def test_no_import_circle(package: str) -> None:
+    """No module of the package imports, directly or through others, itself."""
+    assert _cycle(_graph(package)) is None
+
+
+def test_durable_imports_no_storage_backend() -> None:
+    """durable uses the journal through the protocols of storage/, never a backend module
+    (sql, sqlite, postgres, redis, memory), so any backend that offers them will do."""
+    bad = [
+        f"{name}: {mod}"
+        for name, path in _modules().items()
+        for mod, _ in _imports(name, path)
+        if mod.startswith("surefoot.storage.") and mod.split(".")[2] in BACKENDS
+    ]
+    assert bad == []
 
 
 def test_no_private_names_imported() -> None:

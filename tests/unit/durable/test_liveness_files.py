@@ -118,26 +118,26 @@ def test_the_taker_sweeps_the_dead_holders_file_once_its_runs_moved(
         w1.enqueue("flow", 1, run_id="r")
         now = clock.now()
         j1: Any = w1.journal
-        assert j1.hold_liveness("w1", now=now)
+        assert j1.liveness.hold("w1", now=now)
         assert j1.claim("w1", now=now, lease_until=now + LEASE, workflows=w1.registered(),
                         limit=1) != []  # fmt: skip
-        lock = j1.liveness.path("w1")
-        _kill(j1.liveness, "w1")
+        lock = j1.liveness.locks.path("w1")
+        _kill(j1.liveness.locks, "w1")
         j2: Any = w2.journal
-        assert j2.hold_liveness("w2", now=now)  # sweeps: w1's run still runs, its file stays
+        assert j2.liveness.hold("w2", now=now)  # sweeps: w1's run still runs, its file stays
         assert os.path.exists(lock)
-        got = j2.claim_orphans("w2", now=now, lease_until=now + LEASE,
+        got = j2.liveness.claim_orphans("w2", now=now, lease_until=now + LEASE,
                                workflows=w2.registered(), limit=4)  # fmt: skip
         assert [r for r, _ in got] == ["r"]
         assert not os.path.exists(lock)
-        idle = j2.liveness.path("w2")
-        _kill(j2.liveness, "w2")  # w2 dies holding r: its file stays
+        idle = j2.liveness.locks.path("w2")
+        _kill(j2.liveness.locks, "w2")  # w2 dies holding r: its file stays
         assert os.path.exists(idle)
         j3: Any = w3.journal
-        assert j3.hold_liveness("w3", now=now)
+        assert j3.liveness.hold("w3", now=now)
         assert os.path.exists(idle)  # r still runs under w2
         w3.cancel("r")
-        assert j3.sweep_liveness(force=True) == ["w2"]
+        assert j3.liveness.sweep(force=True) == ["w2"]
         assert not os.path.exists(idle)
     finally:
         for a in apps:

@@ -53,7 +53,7 @@ def _register(app: App) -> None:
 
 
 def _raw(app: App) -> list[str]:
-    d: Any = app.journal.d
+    d: Any = app.journal.wrapped.d
     out = [r[0] for r in d.read("SELECT args FROM durable_runs")]
     out += [r[0] for r in d.read("SELECT result FROM durable_runs WHERE result IS NOT NULL")]
     out += [r[0] for r in d.read("SELECT result FROM durable_steps WHERE result IS NOT NULL")]

@@ -25,7 +25,7 @@ def _die(journal: Any, worker_id: str, seen_by: Any) -> None:
     """Let go of ``worker_id``'s liveness lock as a killed process does (no clean-up),
     and wait until ``seen_by`` sees it gone (a server ends a closed session promptly, not
     at once)."""
-    lv = journal.liveness
+    lv = journal.liveness.locks
     if lv.kind == "flock":
         os.close(lv._held.pop(worker_id))  # the file stays, unlocked
     else:
@@ -33,7 +33,7 @@ def _die(journal: Any, worker_id: str, seen_by: Any) -> None:
         lv._conn = None
         lv._held.clear()
     end = time.monotonic() + 30
-    while not seen_by.liveness.dead({worker_id}):
+    while not seen_by.liveness.locks.dead({worker_id}):
         assert time.monotonic() < end, f"{worker_id}'s lock was never released"
         time.sleep(0.01)
 
@@ -59,8 +59,8 @@ def _setup(app: App, holder: App, **limits: Any) -> list[str]:
     for i in range(6):
         holder.enqueue("flow", i, queue="q", run_id=f"r{i}")
     now = holder.clock.now()
-    assert holder.journal_plus.hold_liveness("w1", now=now)
-    got = holder.journal_plus.claim_queue(
+    assert holder.journal.liveness.hold("w1", now=now)
+    got = holder.journal.queues.claim(
         "q", "w1", now=now, lease_until=now + LEASE, workflows=holder.registered(), limit=10
     )
     return sorted(r for r, _ in got)
@@ -68,7 +68,7 @@ def _setup(app: App, holder: App, **limits: Any) -> list[str]:
 
 def _orphans(app: App, limit: int = 10, **queues: Any) -> list[str]:
     now = app.clock.now()
-    got = app.journal_plus.claim_orphans(
+    got = app.journal.liveness.claim_orphans(
         app.worker_id,
         now=now,
         lease_until=now + LEASE,
@@ -128,7 +128,7 @@ def test_a_run_taken_back_by_its_restarted_holder_is_not_taken_and_counts(
     for r in held:  # the holder, restarted under its id, takes its runs back
         holder.journal.claim("w1", now=now, lease_until=now + LEASE, workflows=[], limit=1,
                              run_id=r, force=True)  # fmt: skip
-    got = app.journal_plus.claim_queue(
+    got = app.journal.queues.claim(
         "q",
         "test-worker",
         now=now,

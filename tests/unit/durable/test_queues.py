@@ -15,7 +15,7 @@ from surefoot.errors import ConfigError
 
 def _claim(app: App, clock: FakeClock, owner: str, limit: int = 10, **kw: Any) -> list[str]:
     now = clock.now()
-    got = app.journal_plus.claim_queue(
+    got = app.journal.queues.claim(
         "q",
         owner,
         now=now,

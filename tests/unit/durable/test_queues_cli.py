@@ -1,4 +1,4 @@
-"""The CLI of issue 13: `surefoot queues`, `schedules`, `runs prune`, `runs children`."""
+"""The CLI of the workload: `surefoot queues`, `schedules`, `runs prune`, `runs children`."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 
 from surefoot import FakeClock
 from surefoot.cli import main
-from surefoot.cli._durable_plus import parse_age
+from surefoot.cli._workload import parse_age
 from surefoot.durable import App, Worker
 from surefoot.errors import ConfigError
 

@@ -1,5 +1,5 @@
 """``handle.result()`` for a run another worker executes wakes on the commit that ends it
-(SQLite: ``journal.wait_until``), instead of sleeping its poll interval between looks."""
+(SQLite: ``journal.waking.wait_until``), instead of sleeping its poll interval between looks."""
 
 from __future__ import annotations
 
@@ -45,13 +45,13 @@ def test_result_of_a_run_on_another_worker_waits_on_commits_not_the_poll(
 
     monkeypatch.setattr(_handle.time, "sleep", no_long_sleep)
     looks: list[int] = []
-    wait_until = starter.journal.wait_until  # type: ignore[attr-defined]
+    wait_until = starter.journal.waking.wait_until  # type: ignore[attr-defined]
 
     def counted(ready: Any, timeout: float) -> bool:
         looks.append(1)
         return bool(wait_until(ready, timeout))
 
-    monkeypatch.setattr(starter.journal, "wait_until", counted)
+    monkeypatch.setattr(starter.journal.waking, "wait_until", counted)
     stop = threading.Event()
     w = Worker(worker_app)
     t = threading.Thread(target=w.run, args=(stop,))
@@ -71,19 +71,19 @@ def test_a_sqlite_worker_wakes_on_an_enqueue_from_another_app_not_its_poll(
     tmp_path: Path,
 ) -> None:
     """A worker whose poll is 60 s claims a run another App enqueues when its commit lands
-    (``journal.wait_for_work``), well inside the poll."""
+    (``journal.waking.wait_for_work``), well inside the poll."""
     url = f"sqlite:///{tmp_path / 'w.db'}"
     starter, flow = _app(url, poll=0.05)
     worker_app, _ = _app(url, poll=60.0)
     woke: list[bool] = []
-    wait_for_work = worker_app.journal.wait_for_work  # type: ignore[attr-defined]
+    wait_for_work = worker_app.journal.waking.wait_for_work  # type: ignore[attr-defined]
 
     def counted(timeout: float) -> bool:
         got = bool(wait_for_work(timeout))
         woke.append(got)
         return got
 
-    worker_app.journal.wait_for_work = counted  # type: ignore[attr-defined]
+    worker_app.journal.waking.wait_for_work = counted  # type: ignore[attr-defined]
     stop = threading.Event()
     t = threading.Thread(target=Worker(worker_app).run, args=(stop,))
     t.start()

@@ -13,7 +13,7 @@ from surefoot.durable._current import in_step
 from surefoot.durable._decide import begin
 from surefoot.durable._step import CALL, SLEEP, WRITE, step_flow
 from surefoot.errors import LeaseLostError
-from surefoot.storage.base import StepRow
+from surefoot.storage.runs import StepRow
 
 
 class NoJournal:

@@ -44,12 +44,12 @@ def _chat(app: App, calls: list[int] | None = None) -> Any:
 
 def stored(app: App, run_id: str) -> int:
     """Characters of step results in step rows plus characters of chunk data, for a run."""
-    j: Any = app.journal
+    j: Any = app.journal.wrapped  # type: ignore[attr-defined]
     ((rows,),) = j.d.read(
         j.d.sql("SELECT COALESCE(SUM(LENGTH(result)), 0) FROM durable_steps WHERE run_id = ?"),
         (run_id,),
     )
-    return int(rows) + j.chunk_usage(run_id)[1]
+    return int(rows) + j.chunks.usage(run_id)[1]
 
 
 def _app(app: App, **kw: Any) -> App:
@@ -82,7 +82,7 @@ def test_each_chunked_step_is_still_one_commit(app: App) -> None:
     c0 = db.commits
     app.start(chat, 30, run_id="r").result(timeout=30)
     assert db.commits - c0 == 30 + 2
-    assert app.journal.chunk_usage("r")[0] > 30  # type: ignore[attr-defined]
+    assert app.journal.chunks.usage("r")[0] > 30  # type: ignore[attr-defined]
 
 
 def test_replay_reads_the_same_values_and_types(app: App) -> None:
@@ -113,7 +113,7 @@ def test_values_under_the_threshold_stay_in_their_rows(app: App) -> None:
         return sum(len(small(i)) for i in range(20))
 
     assert app.start(flow, run_id="s").result(timeout=10) == 190
-    assert app.journal.chunk_usage("s") == (0, 0)  # type: ignore[attr-defined]
+    assert app.journal.chunks.usage("s") == (0, 0)  # type: ignore[attr-defined]
 
 
 def test_a_codec_encodes_every_leaf(app: App) -> None:
@@ -124,7 +124,7 @@ def test_a_codec_encodes_every_leaf(app: App) -> None:
         chat = _chat(coded)
         out = coded.start(chat, 40, run_id="z").result(timeout=30)
         assert len(out) == 80
-        d: Any = coded.journal.d  # type: ignore[attr-defined]
+        d: Any = coded.journal.wrapped.d  # type: ignore[attr-defined]
         data = [r[0] for r in d.read("SELECT data FROM durable_chunks")]
         rows = [r[0] for r in d.read("SELECT result FROM durable_steps")]
         assert data and all("question" not in t for t in data + rows)
@@ -148,21 +148,21 @@ def test_a_fork_keeps_its_values_after_the_source_is_pruned(app: App) -> None:
     assert app.prune(keep=1) == ["src"]
     steps = app.show("f").steps
     assert len(steps) == 30 and steps[-1].result == [dataclasses.asdict(m) for m in out]
-    assert app.journal.chunk_usage("src") == (0, 0)  # type: ignore[attr-defined]
+    assert app.journal.chunks.usage("src") == (0, 0)  # type: ignore[attr-defined]
 
 
 def test_prune_removes_the_runs_chunks(app: App) -> None:
     chat = _chat(app)
     app.start(chat, 30, run_id="old").result(timeout=30)
     app.start(chat, 30, run_id="kept").result(timeout=30)
-    j: Any = app.journal
-    before = j.chunk_usage("kept")
-    assert j.chunk_usage("old")[0] > 0
+    j: Any = app.journal.wrapped  # type: ignore[attr-defined]
+    before = j.chunks.usage("kept")
+    assert j.chunks.usage("old")[0] > 0
     app.clock.advance(100)  # type: ignore[attr-defined]
     app.start(chat, 30, run_id="new").result(timeout=30)
     assert app.prune(keep=2) == ["old"]
-    assert j.chunk_usage("old") == (0, 0)
-    assert j.chunk_usage("kept") == before
+    assert j.chunks.usage("old") == (0, 0)
+    assert j.chunks.usage("kept") == before
     assert app.show("kept").steps[-1].result == app.show("new").steps[-1].result
 
 
@@ -191,12 +191,12 @@ def test_concurrent_runs_share_batches_with_their_chunks(app: App) -> None:
     runs, turns = 24, 15
     for k in reversed(range(runs)):  # enqueued against run-id order
         app.enqueue(chat, k, turns, run_id=f"c{k:02d}")
-    db = app.journal.db  # type: ignore[attr-defined]
+    db = app.journal.wrapped.db  # type: ignore[attr-defined]
     before = db.commits
     assert Worker(app, concurrency=runs).run_once(timeout=120) == runs
     assert db.commits - before < runs * turns / 2
-    j: Any = app.journal
+    j: Any = app.journal.wrapped  # type: ignore[attr-defined]
     for k in range(runs):
         got = app.show(f"c{k:02d}").steps[-1].result
         assert got == [f"run {k} turn {i}: " + "some words " * 90 for i in range(turns)]
-        assert j.chunk_usage(f"c{k:02d}")[0] > 0
+        assert j.chunks.usage(f"c{k:02d}")[0] > 0

@@ -9,7 +9,7 @@ import pytest
 
 from surefoot import storage
 from surefoot.errors import StoreError, StoreUnavailableError
-from surefoot.storage.base import RunRow
+from surefoot.storage.runs import RunRow
 from surefoot.storage.sqlite import SQLiteDB
 
 

@@ -16,8 +16,8 @@ import pytest
 from surefoot import durable
 from surefoot.durable import CrashPlan, SimulatedCrash
 from surefoot.errors import StoreError
-from surefoot.storage.base import RunRow, StepWrite
-from surefoot.storage.sql.journal import MAX_ORDER
+from surefoot.storage.runs import RunRow, StepWrite
+from surefoot.storage.sql.schema import MAX_ORDER
 from surefoot.storage.sqlite import SQLiteDB
 from surefoot.storage.sqlite._journal import MIGRATIONS, SQLiteJournal
 

@@ -264,7 +264,7 @@ def test_journal_gauges_read_aggregates_not_runs(app: App) -> None:
     clock: Any = app.clock
     rows = [app.journal.get_run(app.enqueue(ok, i, run_id=f"r{i}").run_id) for i in range(300)]
     assert all(r is not None for r in rows)
-    d: Any = app.journal.d  # type: ignore[attr-defined]
+    d: Any = app.journal.wrapped.d  # type: ignore[attr-defined]
     seen: list[tuple[str, int]] = []
     read = d.read
 

@@ -210,7 +210,7 @@ class TemporalEngine:
     def _timeout(self, wf: Workflow, timeout: float | None) -> float | None:
         """The run's deadline, seconds from its start: given, or the workflow's own."""
         if timeout is None:
-            got: float | None = self.app.plus.timeouts.get((wf.name, wf.version))
+            got: float | None = self.app.registry.timeouts.get((wf.name, wf.version))
             return got
         t = seconds(timeout, "timeout")
         if t <= 0:

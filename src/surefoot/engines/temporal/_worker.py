@@ -74,7 +74,7 @@ def make_worker(
         )
     if not isinstance(app.clock, WorkflowClock):
         app.clock = WorkflowClock(app.clock)
-    SERVED[config.task_queue] = Served(app.registry, config, app.max_claims, app.plus.timeouts)
+    SERVED[config.task_queue] = Served(app.registry, config, app.max_claims, app.registry.timeouts)
     return Worker(
         client,
         task_queue=config.task_queue,

@@ -18,13 +18,13 @@ lost to a dead worker (heartbeat or start-to-close timeout) is run again like an
 resume, except an effect with no key that is not idempotent: its outcome is unknown, so
 the run goes to ``needs_attention``.
 
-Issue 13 on Temporal: ``app.child`` is a Temporal child workflow (id ``<parent id>:<pos>``
-unless given, same task queue; its result read by the child workflow's return annotation,
-its failure raised as the child's error); ``app.patched`` is Temporal's ``workflow.patched``
-(a run whose history lacks the marker takes the old branch, as a journal whose position
-holds another step does); a run's ``timeout=`` is a deadline from the workflow's start,
-checked at each step, timer and wait as embedded, so a run past it fails with
-``DeadlineExceededError`` after its compensations ran.
+Children and patches on Temporal: ``app.child`` is a Temporal child workflow (id
+``<parent id>:<pos>`` unless given, same task queue; its result read by the child workflow's return
+annotation, its failure raised as the child's error); ``app.patched`` is Temporal's
+``workflow.patched`` (a run whose history lacks the marker takes the old branch, as a
+journal whose position holds another step does); a run's ``timeout=`` is a deadline from
+the workflow's start, checked at each step, timer and wait as embedded, so a run past it
+fails with ``DeadlineExceededError`` after its compensations ran.
 
 Runs without Temporal's sandbox: the user's module is not re-imported per run (a script's
 own ``app.start`` would run again). :mod:`._guard` makes the clock, random and I/O raise

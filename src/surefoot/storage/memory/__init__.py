@@ -7,7 +7,7 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar, NoReturn, TypeVar
 
-from ..base import value_limit
+from ..checks import value_limit
 from ..url import StorageURL, parse_url
 
 if TYPE_CHECKING:

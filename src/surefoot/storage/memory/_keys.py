@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from dataclasses import replace
 
-from ..base import KeyRecord
+from ..keys import KeyRecord
 
 __all__ = ["MemoryKeyStore"]
 

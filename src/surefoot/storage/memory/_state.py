@@ -6,19 +6,18 @@ import threading
 from typing import Any
 
 from ...errors import CompactedError
-from ..base import (
-    DEFAULT_MAX_VALUE_BYTES,
+from ..checks import DEFAULT_MAX_VALUE_BYTES, check_size
+from ..history import WatchRead, change_kind, compaction_victims, txn_plan
+from ..merges import apply, log_entry, lower_trust
+from ..state import (
     MergeOutcome,
     StateChange,
     StateRecord,
     TxnOp,
-    check_size,
     expires_at,
     next_lineage,
     write_conflict,
 )
-from ..history import WatchRead, change_kind, compaction_victims, txn_plan
-from ..merges import apply, log_entry, lower_trust
 
 __all__ = ["MemoryStateStore"]
 

@@ -13,8 +13,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...errors import DuplicateMessageError
-from ..base import (
-    DEFAULT_MAX_VALUE_BYTES,
+from ..checks import DEFAULT_MAX_VALUE_BYTES, check_size
+from ..sql.stream import consumer_removed
+from ..streams import (
     ClaimedMessage,
     ConsumerStats,
     DeadRecord,
@@ -22,10 +23,8 @@ from ..base import (
     StreamRecord,
     StreamStats,
     check_range,
-    check_size,
     stream_conflict,
 )
-from ..sql.stream import consumer_removed
 
 __all__ = ["MemoryStream"]
 

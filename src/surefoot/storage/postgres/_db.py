@@ -30,7 +30,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 from ...backoff import RECONNECT
 from ...clock import Clock, SystemClock
 from ...errors import ConfigError, MissingExtraError, SchemaVersionError, StoreUnavailableError
-from ..base import DEFAULT_MAX_VALUE_BYTES, value_limit
+from ..checks import DEFAULT_MAX_VALUE_BYTES, value_limit
 from ..url import StorageURL, redact
 from ._prepared import PreparedWrite
 

@@ -14,33 +14,30 @@ same semantics as on SQLite), spelled by :class:`PostgresDialect` and shaped for
 * claiming is ``UPDATE … WHERE run_id IN (SELECT … FOR UPDATE SKIP LOCKED)``: workers on any
   number of machines claim disjoint runs without waiting on each other;
 * new pending runs, signals and operator resumes ``NOTIFY`` the journal's channel; a worker
-  may block in :meth:`PostgresJournal.wait_for_work` instead of sleeping its poll interval.
-  Polling stays the fallback (a lost notification only delays a run by one poll interval).
+  may block in its ``waking.wait_for_work`` (``._waking``) instead of sleeping its poll
+  interval. Polling stays the fallback (a lost notification only delays a run by one poll
+  interval).
 
 What stays here: the migrations, creating a run (one statement that also audits and
-notifies), the heartbeat (one statement over arrays) and the wake-ups.
+notifies), a run's end alone (one prepared statement) and the heartbeat (one statement
+over arrays).
 """
 
 from __future__ import annotations
 
 import json
-import threading
-import time
-from collections.abc import Callable
 
-from ...errors import UnknownRunError
-from ..base import Record, RunRow, RunWrite
-from ..sql.chunks import POSTGRES_MIGRATION, ChunkWrite
-from ..sql.journal import CHANNEL, FINISH_SQL, RUN_COLS, RUN_MARKS, SQLJournal, row_params
-from ..sql.liveness import Wake, wake_of
-from ._db import Listener, PostgresDB
+from ..chunks import ChunkWrite
+from ..runs import Record, RunRow, RunWrite
+from ..sql.chunks import POSTGRES_MIGRATION
+from ..sql.journal import SQLJournal
+from ..sql.schema import CHANNEL, FINISH_SQL, RUN_COLS, RUN_MARKS, created_detail, run_params
+from ._db import PostgresDB
 from ._dialect import PostgresDialect
 from ._liveness import AdvisoryLiveness
+from ._waking import END_CHANNEL, PostgresWaking
 
 __all__ = ["CHANNEL", "END_CHANNEL", "MIGRATIONS", "PostgresJournal"]
-
-END_CHANNEL = "run_end"
-"""The channel a run's end is announced on (migration 8), its payload the run id."""
 
 MIGRATIONS = [
     """
@@ -113,7 +110,7 @@ MIGRATIONS = [
     CREATE INDEX durable_runs_created ON durable_runs (created_at);
     CREATE INDEX durable_runs_versions ON durable_runs (workflow, version)
     """,
-    # 4: queues, children, deadlines, schedules (issue 13); see storage/sql/journal_plus.py
+    # 4: queues, children, deadlines, schedules; see storage/sql/queues.py, children.py, …
     """
     ALTER TABLE durable_runs ADD COLUMN queue TEXT;
     ALTER TABLE durable_runs ADD COLUMN priority INTEGER NOT NULL DEFAULT 0;
@@ -189,7 +186,7 @@ _FINISH_ONE_TYPES = (
 
 
 class PostgresJournal(SQLJournal):
-    """The ``Journal`` protocol on PostgreSQL (see ``surefoot.storage.base``).
+    """The ``Journal`` protocol on PostgreSQL (see ``surefoot.storage.journal``).
 
     Args:
         db: the shared ``PostgresDB``; the journal's tables are created by migration.
@@ -200,19 +197,17 @@ class PostgresJournal(SQLJournal):
 
     def __init__(self, db: PostgresDB) -> None:
         self.db = db
-        self._listener: Listener | None = None
-        self._end: Listener | None = None  # run ends (wait_until)
-        self._end_lock = threading.Lock()
         db.migrate("durable", MIGRATIONS)
-        super().__init__(PostgresDialect(db))
-        self.liveness = AdvisoryLiveness(db)
+        waking = PostgresWaking(db)
+        super().__init__(PostgresDialect(db), locks=AdvisoryLiveness(db), waking=waking)
+        # a new run, its ``created`` entry and its wake-up, in one statement
         self._create = self.d.sql(
             f"WITH ins AS (INSERT INTO durable_runs ({RUN_COLS}) VALUES ({RUN_MARKS}) "
-            "ON CONFLICT (run_id) DO NOTHING RETURNING run_id, status, workflow, version), "
+            "ON CONFLICT DO NOTHING RETURNING run_id, status, workflow, version, queue), "
             "aud AS (INSERT INTO durable_audit (run_id, at, actor, action, detail) "
-            "SELECT run_id, ?, ?, 'created', '{}' FROM ins) "
+            "SELECT run_id, ?, ?, 'created', ? FROM ins) "
             "SELECT run_id, CASE WHEN status = 'pending' THEN pg_notify(?, "
-            "json_build_array(run_id, workflow, version, NULL)::TEXT) END FROM ins"
+            "json_build_array(run_id, workflow, version, queue)::TEXT) END FROM ins"
         )
         self._finish_one = self.d.prepare(_FINISH_ONE_SQL, _FINISH_ONE_TYPES, idempotent=True)
 
@@ -234,19 +229,22 @@ class PostgresJournal(SQLJournal):
         return super().commit(records, chunks)
 
     def create_run(self, row: RunRow) -> tuple[RunRow, bool]:
-        """Insert ``row`` unless the run id exists (one statement that also audits and
-        notifies); return (the stored row, created)."""
+        """As :meth:`SQLJournal.create_run`, in one statement that also audits and notifies
+        (and, when the run exists, one read)."""
         self._check_run(row)
+        entry = (row.created_at, row.owner or "app", created_detail(row))
         created = self.db.execute(
-            self._create,
-            (*row_params(row), row.created_at, row.owner or "app", self.db.channel(CHANNEL)),
+            self._create, (*run_params(row), *entry, self.db.channel(CHANNEL))
         )
         if created:
             return row, True
-        existing = self.get_run(row.run_id)
-        if existing is None:  # deleted in between: nothing in surefoot deletes runs
-            raise UnknownRunError(row.run_id, self.url)
-        return existing, False
+        found = self.get_run(row.run_id)
+        if found is None and row.dedup_id is not None:
+            rows = self.d.read(self._by_dedup, (row.queue, row.dedup_id))
+            found = RunRow(*rows[0]) if rows else None
+        if found is None:
+            raise self._gone(row)
+        return found, False
 
     def heartbeat(
         self, owner: str, runs: list[tuple[str, int]], *, lease_until: float, now: float
@@ -267,61 +265,3 @@ class PostgresJournal(SQLJournal):
         )
         held = {r[0] for r in kept}
         return [run_id for run_id, _ in runs if run_id not in held]
-
-    # -- wake-ups (PostgreSQL only) ----------------------------------------------------
-
-    def wait_for_work(self, timeout: float) -> bool:
-        """Block up to ``timeout`` seconds until a run may have become claimable.
-
-        Woken by ``NOTIFY`` when a pending run is created, forked or resumed, or a signal
-        wakes a sleeping run. Returns False on timeout; timers and expired leases are found
-        by the caller's next poll. A worker calls this instead of sleeping its poll interval.
-        """
-        if self._listener is None:
-            self._listener = self.db.listener(CHANNEL)
-        return self._listener.wait(timeout)
-
-    def woken_for(self) -> list[Wake]:
-        """The runs the notifications of the last ``wait_for_work`` named: each ``NOTIFY``
-        of the journal carries the run it made claimable, with its workflow, version and
-        queue (``[run_id, workflow, version, queue]``; a bare run id from an older
-        surefoot gives ``(run_id, None, None)``)."""
-        return [] if self._listener is None else [wake_of(p) for p in self._listener.payloads]
-
-    def wait_until(self, ready: Callable[[], bool], timeout: float) -> bool:
-        """Until ``ready()`` is true (asked now, then after each run's end is announced:
-        migration 8) or ``timeout`` seconds; whether it became true. One thread at a time
-        listens (one connection per journal); another waits out ``timeout`` and asks once
-        more, as a poll would."""
-        if not self._end_lock.acquire(blocking=False):
-            if ready():
-                return True
-            time.sleep(timeout)
-            return ready()
-        try:
-            if self._end is None:
-                self._end = self.db.listener(END_CHANNEL)
-            listener = self._end
-            listener.wait(0.0)  # LISTEN before the first look: no end falls in between
-            deadline = time.monotonic() + timeout
-            while True:
-                if ready():
-                    return True
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return False
-                listener.wait(left)
-        finally:
-            self._end_lock.release()
-
-    def close(self) -> None:
-        """Close the wake-up and run-end listeners' and the liveness lock's connections
-        (the pool belongs to the storage)."""
-        super().close()
-        if self._listener is not None:
-            self._listener.close()
-            self._listener = None
-        with self._end_lock:
-            if self._end is not None:
-                self._end.close()
-                self._end = None

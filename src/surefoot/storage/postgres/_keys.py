@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...errors import StoreUnavailableError
-from ..base import KeyRecord
+from ..keys import KeyRecord
 from ._db import PostgresDB
 
 __all__ = ["MIGRATIONS", "PostgresKeyStore"]

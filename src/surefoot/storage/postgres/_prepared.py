@@ -10,7 +10,8 @@ wrapper, in binary format: exact numbers, no quoting). The call releases the GIL
 waits, like psycopg's own wait. Measured with callgrind on a 100-step workflow: ~25,000
 instructions per execution instead of ~120,000 (2026-12-01).
 
-It runs through :meth:`PostgresDB.run` like every other statement (reconnect, retry after a
+It runs through the database's ``run`` (:class:`Runner`: the ``PostgresDB``) like every
+other statement (reconnect, retry after a
 lost reply when idempotent, the commit counted). A statement the server no longer knows
 (psycopg sends ``DEALLOCATE ALL`` after a rollback of a connection where it prepared
 statements of its own) is prepared again and sent again: it failed before it ran.
@@ -24,12 +25,9 @@ import re
 import struct
 import weakref
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from ._db import PostgresDB
-
-__all__ = ["TYPES", "PreparedWrite"]
+__all__ = ["TYPES", "PreparedWrite", "Runner"]
 
 #: The SQL types a prepared parameter may have: (type oid, how a Python value is sent in
 #: binary). Text is encoded in the connection's client encoding (see ``_encoder``).
@@ -48,6 +46,18 @@ _ALREADY_PREPARED = b"42P05"  # duplicate_prepared_statement: prepared here befo
 _PLACEHOLDER = re.compile(r"%s")
 
 
+class Runner(Protocol):
+    """What a prepared write runs on: the ``PostgresDB`` (its connections, reconnects and
+    retries, its round-trip count, and the psycopg module it loaded)."""
+
+    round_trips: int
+    psycopg: Any
+
+    def run(self, fn: Callable[[Any], int], *, idempotent: bool = False) -> int:
+        """``fn(conn)`` on a pooled connection, its own commit; its result."""
+        ...
+
+
 class PreparedWrite:
     """One write statement, prepared per connection and run as its own transaction.
 
@@ -61,7 +71,7 @@ class PreparedWrite:
     (the rows written, or returned by a statement that returns rows).
     """
 
-    def __init__(self, db: PostgresDB, sql: str, types: Sequence[str], *, idempotent: bool) -> None:
+    def __init__(self, db: Runner, sql: str, types: Sequence[str], *, idempotent: bool) -> None:
         if sql.count("%s") != len(types) or not set(types) <= TYPES.keys():
             raise ValueError(
                 f"types {types!r} do not fit the placeholders of {sql!r}: give one type per "

@@ -14,17 +14,10 @@ import time
 from typing import Any
 
 from ...errors import CompactedError, ConflictError, ValueTooLargeError
-from ..base import (
-    MergeOutcome,
-    StateChange,
-    StateRecord,
-    TxnOp,
-    check_size,
-    expires_at,
-    write_conflict,
-)
+from ..checks import check_size
 from ..history import WatchRead, compaction_victims, txn_plan, watch_params
 from ..merges import check_contribution, log_entry, merge_refused
+from ..state import MergeOutcome, StateChange, StateRecord, TxnOp, expires_at, write_conflict
 from ._db import Listener, PostgresDB
 from ._state_schema import MIGRATIONS
 

@@ -24,8 +24,8 @@ import weakref
 from typing import Any
 
 from ...errors import DuplicateMessageError
-from ..base import Retention, StreamRecord, stream_conflict
 from ..sql.stream import SQLStream, list_streams
+from ..streams import Retention, StreamRecord, stream_conflict
 from ._db import Listener, PostgresDB
 from ._dialect import PostgresDialect
 

@@ -43,17 +43,10 @@ import json
 from typing import Any
 
 from ...errors import CompactedError, ValueTooLargeError
-from ..base import (
-    MergeOutcome,
-    StateChange,
-    StateRecord,
-    TxnOp,
-    check_size,
-    expires_at,
-    write_conflict,
-)
+from ..checks import check_size
 from ..history import WatchRead, compaction_victims, txn_plan
 from ..merges import check_contribution, log_entry, merge_refused
+from ..state import MergeOutcome, StateChange, StateRecord, TxnOp, expires_at, write_conflict
 from ._client import RedisDB
 from ._state_lua import COMPACT, DELETE, HISTORY, MARK, MERGE, READ_AT, SWEEP, TXN, WRITE
 

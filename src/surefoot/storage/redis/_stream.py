@@ -35,7 +35,9 @@ import time
 from typing import Any
 
 from ...errors import DuplicateMessageError
-from ..base import (
+from ..checks import check_size
+from ..sql.stream import consumer_removed
+from ..streams import (
     ClaimedMessage,
     ConsumerStats,
     DeadRecord,
@@ -43,10 +45,8 @@ from ..base import (
     StreamRecord,
     StreamStats,
     check_range,
-    check_size,
     stream_conflict,
 )
-from ..sql.stream import consumer_removed
 from ._client import RedisDB
 
 __all__ = ["RedisStream", "redis_streams"]

@@ -1,11 +1,13 @@
 """Child runs in the SQL journal: created with the parent's step, ended with its wake-up,
 cancelled with their tree.
 
-A mixin of :class:`~.journal.SQLJournal` (through :class:`~.journal_plus.JournalPlus`),
-written once for SQLite and PostgreSQL; the columns come from migration 4.
+The :class:`~surefoot.storage.children.Children` part of :class:`~.journal.SQLJournal`,
+written once for SQLite and PostgreSQL; the columns come from migration 4. The journal's
+``commit`` calls its in-transaction hooks (:meth:`SQLChildren.lock_first`,
+:meth:`SQLChildren.write_child`, :meth:`SQLChildren.tell_parent`).
 
-* **Creating**: a :class:`~surefoot.storage.base.ChildWrite` is one record of a batch
-  (:meth:`JournalChildren.write_child`): the child's row is inserted only while the parent
+* **Creating**: a :class:`~surefoot.storage.runs.ChildWrite` is one record of a batch
+  (:meth:`SQLChildren.write_child`): the child's row is inserted only while the parent
   is ``running`` at the writer's epoch (``FOR SHARE`` on the parent's row on PostgreSQL,
   as a step is), and the parent's step that names the child is journalled in the same
   transaction, only if the child then exists as the parent's child. So a parent resumed
@@ -24,7 +26,7 @@ Lock order (PostgreSQL): every transaction that locks several run rows locks the
 run-id byte order (``COLLATE "C"``), as heartbeats and group commits do. A child's id sorts
 after its parent's (``<parent>:<pos>``), so a batch that ends a child, and a cancelled
 tree, first lock all the rows they will touch, parents included, in that order
-(:meth:`JournalChildren.lock_first`); without it, a child's finish (child, then parent) and
+(:meth:`SQLChildren.lock_first`); without it, a child's finish (child, then parent) and
 a heartbeat or a cancel holding the parent (parent, then child) could deadlock. A tree that
 grew while it was locked is locked again from the start (its locks released back to a
 savepoint), so that order holds there too.
@@ -32,77 +34,63 @@ savepoint), so that order holds there too.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ...errors import UnknownRunError
-from ..base import ChildWrite, RunRow, RunWrite
-
-if TYPE_CHECKING:
-    from .dialect import Dialect
-
-__all__ = ["DONE_STATUSES", "JournalChildren"]
-
-DONE_STATUSES = ("succeeded", "failed", "cancelled")
-_OPEN = ("pending", "running", "sleeping", "needs_attention")
-_TEXT = "CAST(? AS TEXT)"
-_F8 = "CAST(? AS DOUBLE PRECISION)"
-# a new child's row, typed for PostgreSQL's SELECT list (RUN_COLS then PLUS_COLS; see
-# .journal and .journal_plus), from the parent's row while it runs at the writer's epoch
-_CHILD_VALUES = ", ".join(
-    [_TEXT] * 7 + [_F8] * 2 + [_TEXT] * 3 + ["?"] + [_F8] * 2 + [_TEXT] * 3 + ["?"]
-    + [_TEXT] * 2 + [_F8]
-)  # fmt: skip
-
-
-#: The parent's step of a new child, journalled only if the child is the parent's (see
-#: :class:`~surefoot.storage.base.ChildWrite`); a journal may give its own (SQLite's).
-CHILD_STEP_SQL = (
-    "INSERT INTO durable_steps (run_id, pos, name, kind, status, result, error, "
-    f"attempts, epoch, started_at, finished_at) SELECT {_TEXT}, {_TEXT}, {_TEXT}, "
-    f"{_TEXT}, {_TEXT}, {_TEXT}, {_TEXT}, ?, ?, {_F8}, {_F8} FROM durable_runs "
-    "WHERE run_id = ? AND epoch = ? AND EXISTS (SELECT 1 FROM durable_runs c WHERE "
-    "c.run_id = ? AND c.parent_id = ? AND c.workflow = ? AND c.args = ?){share_lock} "
-    "ON CONFLICT (run_id, pos) DO UPDATE SET status = excluded.status, "
-    "result = excluded.result, error = excluded.error, attempts = excluded.attempts, "
-    "epoch = excluded.epoch, finished_at = excluded.finished_at"
+from ..runs import TERMINAL, ChildWrite, RunRow, RunStatus, RunWrite
+from .dialect import Dialect
+from .schema import (
+    AUDIT_SQL,
+    CHANNEL,
+    F8,
+    OPEN,
+    RUN_COLS,
+    SEL,
+    TEXT,
+    TYPED_RUN_MARKS,
+    StepSQL,
+    run_params,
 )
 
+__all__ = ["SQLChildren"]
 
-class JournalChildren:
-    """Children on the journal's tables (a mixin)."""
 
-    d: Dialect
-    url: str
-    _get: str
-    _audit: str
-    _channel: str
-    ORDERED_STEPS: bool
+class SQLChildren:
+    """Children on the journal's tables (see the module docs).
 
-    CHILD_STEP = CHILD_STEP_SQL  # its parameters, then the step's order if ORDERED_STEPS
+    Args:
+        d: the journal's dialect. steps: the backend's step statements (the parent's step
+            of a new child is one of them).
+    """
 
-    def _children_init(self, run_cols: str, plus_cols: str) -> None:
-        d = self.d
+    def __init__(self, d: Dialect, steps: StepSQL) -> None:
+        self.d = d
+        self._ordered = steps.ordered
+        self._get = d.sql(f"SELECT {SEL} FROM durable_runs WHERE run_id = ?")
+        self._audit = d.sql(AUDIT_SQL)
         # a child's end key-share-locks its parent's row, as ``signal`` does (no lost wake-up)
         self._lock_parent = d.sql("SELECT 1 FROM durable_runs WHERE run_id = ?" + d.key_share)
         self._child_signal = d.sql(
             "INSERT INTO durable_signals (run_id, name, payload, signal_id, sent_at) "
-            f"SELECT {_TEXT}, {_TEXT}, {_TEXT}, {_TEXT}, {_F8} WHERE EXISTS (SELECT 1 FROM "
+            f"SELECT {TEXT}, {TEXT}, {TEXT}, {TEXT}, {F8} WHERE EXISTS (SELECT 1 FROM "
             "durable_runs WHERE run_id = ? AND epoch = ? AND status = ?) "
             "ON CONFLICT (run_id, signal_id) DO NOTHING"
         )
         self._wake_parent = d.sql(
             "UPDATE durable_runs SET wake_at = ? WHERE run_id = ? AND status = 'sleeping' "
-            f"AND {d.member('waiting_for', _TEXT)} AND EXISTS (SELECT 1 FROM durable_runs c "
+            f"AND {d.member('waiting_for', TEXT)} AND EXISTS (SELECT 1 FROM durable_runs c "
             "WHERE c.run_id = ? AND c.epoch = ? AND c.status = ?)"
         )
         self._lock_rows = d.sql(
             f"SELECT run_id FROM durable_runs WHERE {d.any_of('run_id')} "
             f"ORDER BY run_id{d.order_c} FOR NO KEY UPDATE"
         )
+        # a new child's row from the parent's row while it runs at the writer's epoch
         self._new_child = d.sql(
-            f"INSERT INTO durable_runs ({run_cols}, {plus_cols}) SELECT {_CHILD_VALUES} "
+            f"INSERT INTO durable_runs ({RUN_COLS}) SELECT {TYPED_RUN_MARKS} "
             "FROM durable_runs WHERE run_id = ? AND epoch = ? AND status = 'running'"
             f"{d.share_lock} ON CONFLICT (run_id) DO NOTHING"
         )
@@ -110,11 +98,11 @@ class JournalChildren:
         # child exists, adds no second entry
         self._child_created = d.sql(
             "INSERT INTO durable_audit (run_id, at, actor, action, detail) SELECT "
-            f"{_TEXT}, {_F8}, 'app', 'created', {_TEXT} WHERE EXISTS (SELECT 1 FROM "
+            f"{TEXT}, {F8}, 'app', 'created', {TEXT} WHERE EXISTS (SELECT 1 FROM "
             "durable_runs WHERE run_id = ? AND parent_id = ?) AND NOT EXISTS (SELECT 1 "
             "FROM durable_audit WHERE run_id = ? AND action = 'created')"
         )
-        self._child_step = d.sql(self.CHILD_STEP.format(share_lock=d.share_lock))
+        self._child_step = d.sql(steps.child.format(share_lock=d.share_lock))
 
     def lock_first(self, records: Sequence[Any]) -> list[str] | None:
         """PostgreSQL: the run ids a batch locks first (in run-id order, see the module
@@ -125,7 +113,7 @@ class JournalChildren:
         parents = [
             r.parent
             for r in records
-            if type(r) is RunWrite and r.parent is not None and r.status in DONE_STATUSES
+            if type(r) is RunWrite and r.parent is not None and r.status in TERMINAL
         ]
         if not parents:
             return None
@@ -138,31 +126,30 @@ class JournalChildren:
     def write_child(self, c: Any, r: ChildWrite) -> Any:
         """In a batch's transaction: create ``r.child`` if the parent still runs at the
         writer's epoch, then journal the parent's ``r.step`` if the child is the parent's
-        (see :class:`~surefoot.storage.base.ChildWrite`). Returns the step's cursor: its
+        (see :class:`~surefoot.storage.runs.ChildWrite`). Returns the step's cursor: its
         row count says whether the record was applied."""
-        from .journal import row_params
-
         kid, w = r.child, r.step
         parent = w.run_id
-        plus = (kid.queue, kid.priority, kid.dedup_id, parent, kid.deadline_at)
-        c.execute(self._new_child, (*row_params(kid), *plus, parent, w.epoch))
+        if kid.parent_id != parent:  # a child is the writer's, whatever its row said
+            kid = dataclasses.replace(kid, parent_id=parent)
+        c.execute(self._new_child, (*run_params(kid), parent, w.epoch))
         detail = json.dumps({"parent": parent})
         once = (kid.run_id, kid.created_at, detail, kid.run_id, parent, kid.run_id)
         c.execute(self._child_created, once)
-        self.d.notify_run(c, self._channel, kid.run_id)
+        self.d.notify_run(c, CHANNEL, kid.run_id)
         return c.execute(
             self._child_step,
             (
                 parent, w.pos, w.name, w.kind, w.status, w.result, w.error, w.attempts,
                 w.epoch, w.started_at, w.finished_at, parent, w.epoch,
                 kid.run_id, parent, kid.workflow, kid.args,
-                *((w.order,) if self.ORDERED_STEPS else ()),
+                *((w.order,) if self._ordered else ()),
             ),
         )  # fmt: skip
 
-    def _tell_parent(self, c: Any, r: RunWrite) -> None:
+    def tell_parent(self, c: Any, r: RunWrite) -> None:
         """In ``r``'s transaction: signal its parent that the child ended, and wake it."""
-        if r.status not in DONE_STATUSES or r.parent is None:
+        if r.status not in TERMINAL or r.parent is None:
             return
         name = f"child:{r.run_id}"
         if self.d.key_share:
@@ -171,12 +158,10 @@ class JournalChildren:
             self._child_signal, (r.parent, name, "null", name, r.now, r.run_id, r.epoch, r.status)
         )
         c.execute(self._wake_parent, (r.now, r.parent, name, r.run_id, r.epoch, r.status))
-        self.d.notify_run(c, self._channel, r.parent)
+        self.d.notify_run(c, CHANNEL, r.parent)
 
-    def children(self, run_id: str) -> list[RunRow]:
+    def of(self, run_id: str) -> list[RunRow]:
         """The runs started by ``run_id`` as children, oldest first."""
-        from .journal import SEL
-
         rows = self.d.read(
             self.d.sql(
                 f"SELECT {SEL} FROM durable_runs WHERE parent_id = ? "
@@ -200,7 +185,7 @@ class JournalChildren:
         """
         d = self.d
         tree = d.sql(
-            f"WITH RECURSIVE tree(id) AS (SELECT {_TEXT} UNION SELECT r.run_id FROM "
+            f"WITH RECURSIVE tree(id) AS (SELECT {TEXT} UNION SELECT r.run_id FROM "
             "durable_runs r JOIN tree ON r.parent_id = tree.id) SELECT id FROM tree"
         )
         move = d.sql(
@@ -216,21 +201,23 @@ class JournalChildren:
         def work(c: Any) -> list[str]:
             top = c.execute(self._get, (run_id,)).fetchone()
             if not top:
-                raise UnknownRunError(run_id, self.url)
+                raise UnknownRunError(run_id, self.d.url)
             ids = read(c)
             if d.row_lock:  # the tree and the root's parent, in run-id order, and no new child
                 ids = self._lock_tree(c, ids, RunRow(*top).parent_id, read)
             done: list[str] = []
             for i in ids:
-                got = c.execute(move, (now, i, d.array(_OPEN))).fetchone()
+                got = c.execute(move, (now, i, d.array(OPEN))).fetchone()
                 if got is None:
                     continue
                 done.append(i)
                 text = detail if i == run_id else json.dumps({"parent_cancelled": run_id})
                 c.execute(self._audit, (i, now, actor, "cancel", text))
                 if i == run_id and got[2] is not None:
-                    w = RunWrite(i, int(got[1]), "cancelled", now, actor, parent=str(got[2]))
-                    self._tell_parent(c, w)
+                    w = RunWrite(
+                        i, int(got[1]), RunStatus.CANCELLED.value, now, actor, parent=str(got[2])
+                    )
+                    self.tell_parent(c, w)
             return done
 
         return d.transaction(work)

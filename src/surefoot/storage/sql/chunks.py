@@ -1,5 +1,7 @@
 """The journal's chunk table: large step results stored as content-addressed pieces.
 
+The :class:`~surefoot.storage.chunks.Chunks` part of :class:`~.journal.SQLJournal`.
+
 A step result over the app's threshold is stored as a small tree of chunks (see
 ``surefoot.durable._chunks``); the step row then holds a reference (``sfk:…``) to the root
 and ``durable_chunks`` holds the nodes, one row per ``(run_id, id)``. A node's ``id`` is a
@@ -12,7 +14,7 @@ Invariants (see docs/durable.md, "Large values"):
 
 * **Same transaction.** The nodes of a step's value are inserted in the transaction (and
   the commit) that writes the step row: :meth:`SQLJournal.commit` calls
-  :meth:`ChunkStore.put_chunks` inside its batch, after the records (on PostgreSQL their
+  :meth:`SQLChunks.put` inside its batch, after the records (on PostgreSQL their
   statements have locked the run rows in run-id order already, so the nodes' ``FOR SHARE``
   takes no lock out of that order). A crash leaves either both or neither.
 * **Fenced.** A node is inserted only while the run still has the writer's epoch, as the
@@ -31,7 +33,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-__all__ = ["POSTGRES_MIGRATION", "SQLITE_MIGRATION", "ChunkStore", "ChunkWrite"]
+from ..chunks import ChunkWrite
+from .dialect import Dialect
+from .schema import TEXT
+
+__all__ = ["POSTGRES_MIGRATION", "SQLITE_MIGRATION", "SQLChunks"]
 
 #: Migration 5 of the durable journal on SQLite.
 SQLITE_MIGRATION = """
@@ -52,10 +58,6 @@ POSTGRES_MIGRATION = """
     )
     """
 
-#: One node to store: ``(run_id, epoch, id, data)``; written only under that epoch.
-ChunkWrite = tuple[str, int, str, str]
-
-_TEXT = "CAST(? AS TEXT)"  # PostgreSQL cannot infer a parameter's type in a SELECT list
 _ROWS = 64  # nodes per statement
 # The nodes of one run as one multi-row statement; the run's epoch is checked once.
 _PUT = (
@@ -69,12 +71,20 @@ _COPY = (
 )
 
 
-class ChunkStore:
-    """A mixin of :class:`~.journal.SQLJournal`: the chunk rows (uses its dialect ``self.d``)."""
+class SQLChunks:
+    """The chunk rows (see the module docs); ``put`` and ``copy`` run inside a transaction of
+    the journal's (a commit, a fork)."""
 
-    d: Any
+    def __init__(self, d: Dialect) -> None:
+        self.d = d
+        self.max_value_bytes = d.max_value_bytes
+        self._puts: dict[int, str] = {}
+        self._copy = d.sql(_COPY)
+        self._get = d.sql(
+            f"SELECT id, data FROM durable_chunks WHERE run_id = ? AND {d.any_of('id')}"
+        )
 
-    def put_chunks(self, c: Any, chunks: Sequence[ChunkWrite]) -> None:
+    def put(self, c: Any, chunks: Sequence[ChunkWrite]) -> None:
         """Insert ``chunks`` inside the open transaction ``c`` (the step rows' own)."""
         by_run: dict[tuple[str, int], list[tuple[str, str]]] = {}
         for run_id, epoch, i, data in chunks:
@@ -89,30 +99,28 @@ class ChunkStore:
                 c.execute(self._put_sql(len(part)), params)
 
     def _put_sql(self, n: int) -> str:
-        cache: dict[int, str] = self.__dict__.setdefault("_chunk_puts", {})
-        sql = cache.get(n)
+        sql = self._puts.get(n)
         if sql is None:
-            rows = ", ".join([f"({_TEXT}, {_TEXT})"] + ["(?, ?)"] * (n - 1))
-            text = _PUT.format(text=_TEXT, rows=rows, share_lock=self.d.share_lock)
-            sql = cache[n] = self.d.sql(text)
+            rows = ", ".join([f"({TEXT}, {TEXT})"] + ["(?, ?)"] * (n - 1))
+            text = _PUT.format(text=TEXT, rows=rows, share_lock=self.d.share_lock)
+            sql = self._puts[n] = self.d.sql(text)
         return sql
 
-    def copy_chunks(self, c: Any, src: str, dst: str) -> None:
+    def copy(self, c: Any, src: str, dst: str) -> None:
         """Give run ``dst`` the nodes of run ``src``, inside ``c`` (a fork's transaction)."""
-        c.execute(self.d.sql(_COPY), (dst, src))
+        c.execute(self._copy, (dst, src))
 
-    def get_chunks(self, run_id: str, ids: Iterable[str]) -> dict[str, str]:
+    def get(self, run_id: str, ids: Iterable[str]) -> dict[str, str]:
         """The stored data of run ``run_id``'s nodes ``ids`` (missing ones are left out)."""
         d = self.d
         want = list(dict.fromkeys(ids))
         out: dict[str, str] = {}
-        sql = d.sql(f"SELECT id, data FROM durable_chunks WHERE run_id = ? AND {d.any_of('id')}")
         for at in range(0, len(want), 500):
-            for i, data in d.read(sql, (run_id, d.array(want[at : at + 500]))):
+            for i, data in d.read(self._get, (run_id, d.array(want[at : at + 500]))):
                 out[str(i)] = str(data)
         return out
 
-    def chunk_usage(self, run_id: str | None = None) -> tuple[int, int]:
+    def usage(self, run_id: str | None = None) -> tuple[int, int]:
         """``(nodes, characters of data)`` stored, for one run or the whole journal."""
         sql = "SELECT COUNT(*), COALESCE(SUM(LENGTH(data)), 0) FROM durable_chunks"
         params: tuple[Any, ...] = ()

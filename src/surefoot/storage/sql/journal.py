@@ -1,11 +1,17 @@
 """The durable journal in SQL, written once for SQLite and PostgreSQL.
 
 Runs, steps, leases, timers, signals and the audit log (see ``Journal`` in
-``surefoot.storage.base``). Every statement is written here once, with ``?`` placeholders;
-the backend's :class:`~surefoot.storage.sql.dialect.Dialect` spells the few fragments that
-differ and runs the statements. A backend subclass keeps only what truly differs: its
-migrations, how a run is created (PostgreSQL: one statement that also audits and notifies),
-the heartbeat (PostgreSQL: one statement over arrays) and PostgreSQL's wake-ups.
+``surefoot.storage.journal``). Every statement is written here once, with ``?``
+placeholders; the backend's :class:`~surefoot.storage.sql.dialect.Dialect` spells the few
+fragments that differ and runs the statements. The journal is composed of parts named by
+what they do, each given only what it needs (the dialect, the backend's step statements):
+``queues`` (:mod:`.queues`), ``children`` (:mod:`.children`), ``schedules``
+(:mod:`.schedules`), ``pruning`` (:mod:`.pruning`), ``chunks`` (:mod:`.chunks`),
+``liveness`` (:mod:`.liveness`), its listings (:mod:`.listing`), and the backend's
+``waking``. Shared columns and statements come from :mod:`.schema`, the claim statements
+from :mod:`.claims`. A backend subclass keeps only what truly differs: its migrations, its
+step statements (a :class:`~.schema.StepSQL`), the heartbeat, and, on PostgreSQL, a run's
+creation and end as one statement each.
 
 Every write of a running run is fenced by the lease epoch: a step is one
 ``INSERT … SELECT … FROM durable_runs WHERE run_id = ? AND epoch = ? [FOR SHARE] ON CONFLICT
@@ -18,162 +24,114 @@ and may send it again after a lost reply.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ...errors import ConfigError, RunConflictError, StoreError, UnknownRunError
-from ..base import AuditRow, ChildWrite, Record, RunRow, RunWrite, StepRow, StepWrite, check_size
-from .chunks import ChunkStore, ChunkWrite
+from ...errors import RunConflictError, StoreError, UnknownRunError
+from ..checks import check_size
+from ..chunks import ChunkWrite
+from ..runs import AuditRow, ChildWrite, Record, RunRow, RunWrite, StepRow, StepWrite, WorkerRow
+from ..waking import Waking
+from .children import SQLChildren
+from .chunks import SQLChunks
+from .claims import SQLClaims
 from .dialect import Dialect
-from .journal_plus import PLUS_COLS, JournalPlus
-from .liveness import JournalLiveness
-from .runs import SQLRunQueries, claim_audit
-
-__all__ = [
-    "AUDIT_SQL",
-    "CHANNEL",
-    "FINISH_SQL",
-    "RUN_COLS",
-    "RUN_MARKS",
-    "SEL",
-    "STEP_SQL",
-    "STEP_TYPES",
-    "SQLJournal",
-    "row_params",
-    "step_params",
-]
-
-#: The NOTIFY channel of new work (PostgreSQL; SQLite's dialect ignores notifications).
-CHANNEL = "durable_work"
-
-RUN_COLS = (
-    "run_id, workflow, version, structure_hash, args, strategy, status, created_at, "
-    "updated_at, result, error, owner, epoch, lease_until, wake_at, waiting_for, forked_from"
+from .listing import SQLListing
+from .liveness import LivenessLocks, SQLLiveness
+from .operations import SQLOperations
+from .pruning import SQLPruning
+from .queues import SQLQueues
+from .schedules import SQLSchedules
+from .schema import (
+    AUDIT_SQL,
+    CHANNEL,
+    DONE_SQL,
+    F8,
+    FINISH_SQL,
+    INSERT_RUN,
+    MAX_ORDER,
+    SEL,
+    STEP_TYPES,
+    TEXT,
+    StepSQL,
+    created_detail,
+    run_params,
+    step_params,
+    workflow_pairs,
+    workflows_text,
 )
-RUN_MARKS = ", ".join("?" * 17)
-# read back with the claim counter and the columns of issue 13 (see .journal_plus)
-SEL = RUN_COLS + ", claims, " + PLUS_COLS + ", started_at"
-_EPOCH = SEL.split(", ").index("epoch")
-_STEP_COLS = (
-    "run_id, pos, name, kind, status, result, error, attempts, epoch, started_at, finished_at"
-)
-_TEXT = "CAST(? AS TEXT)"  # PostgreSQL cannot infer a NULL's type in a SELECT list
-_F8 = "CAST(? AS DOUBLE PRECISION)"
 
-STEP_SQL = (
-    f"INSERT INTO durable_steps ({_STEP_COLS}) SELECT ?, ?, ?, ?, ?, {_TEXT}, {_TEXT}, ?, ?, "
-    f"?, {_F8} FROM durable_runs WHERE run_id = ? AND epoch = ?{{share_lock}} "
-    "ON CONFLICT (run_id, pos) DO UPDATE SET status = excluded.status, "
-    "result = excluded.result, error = excluded.error, attempts = excluded.attempts, "
-    "epoch = excluded.epoch, finished_at = excluded.finished_at"
-)
-#: The SQL types of :data:`STEP_SQL`'s parameters (see ``Dialect.prepare``).
-STEP_TYPES = ("text",) * 7 + ("int4", "int8", "float8", "float8", "text", "int8")
+__all__ = ["SQLJournal"]
+
 # Consumed only if the step's write went through (the run still has the writer's epoch).
 _CONSUME_SQL = (
     "UPDATE durable_signals SET consumed_pos = ? WHERE id = ? AND consumed_pos IS NULL "
     "AND EXISTS (SELECT 1 FROM durable_runs WHERE run_id = ? AND epoch = ?)"
 )
-#: A run's end (not a sleep): ``status, result, error, updated_at, run_id, epoch``.
-FINISH_SQL = (
-    f"UPDATE durable_runs SET status = ?, result = {_TEXT}, error = {_TEXT}, owner = NULL, "
-    "lease_until = NULL, wake_at = NULL, waiting_for = NULL, updated_at = ? "
-    "WHERE run_id = ? AND epoch = ?"
-)
 _SLEEP_SQL = (
     "UPDATE durable_runs SET status = 'sleeping', owner = NULL, lease_until = NULL, claims = 0, "
-    f"waiting_for = {_TEXT}, updated_at = ?, wake_at = CASE WHEN {_TEXT} IS NOT NULL AND "
+    f"waiting_for = {TEXT}, updated_at = ?, wake_at = CASE WHEN {TEXT} IS NOT NULL AND "
     "EXISTS (SELECT 1 FROM durable_signals WHERE run_id = ? AND consumed_pos IS NULL AND "
-    f"{{member}}) THEN {_F8} ELSE {_F8} END WHERE run_id = ? AND epoch = ?"
+    f"{{member}}) THEN {F8} ELSE {F8} END WHERE run_id = ? AND epoch = ?"
 )
-AUDIT_SQL = "INSERT INTO durable_audit (run_id, at, actor, action, detail) VALUES (?, ?, ?, ?, ?)"
 # Appended only if the run write went through: a finish or sleep keeps the epoch, so the
 # run has the writer's epoch and the new status exactly when the write was applied.
 # The NOT EXISTS makes a batch safe to re-send after a lost reply: the same entry (same run,
 # time, actor, action, detail) is not appended twice.
 _AUDIT_IF_SQL = (
-    f"INSERT INTO durable_audit (run_id, at, actor, action, detail) SELECT ?, {_F8}, {_TEXT}, "
-    f"{_TEXT}, {_TEXT} "
+    f"INSERT INTO durable_audit (run_id, at, actor, action, detail) SELECT ?, {F8}, {TEXT}, "
+    f"{TEXT}, {TEXT} "
     "WHERE EXISTS (SELECT 1 FROM durable_runs WHERE run_id = ? AND epoch = ? AND status = ?) "
     "AND NOT EXISTS (SELECT 1 FROM durable_audit WHERE run_id = ? AND at = ? "
     "AND actor = ? AND action = ? AND detail = ?)"
 )
-_CLAIMABLE = (
-    "(status = 'pending' OR (status = 'sleeping' AND wake_at IS NOT NULL AND wake_at <= ?) "
-    "OR (status = 'running' AND (lease_until IS NULL OR lease_until < ?)))"
-)
 
 
-def step_params(r: StepWrite) -> tuple[Any, ...]:
-    """The parameters of :data:`STEP_SQL` for ``r``."""
-    return (
-        r.run_id, r.pos, r.name, r.kind, r.status, r.result, r.error, r.attempts, r.epoch,
-        r.started_at, r.finished_at, r.run_id, r.epoch,
-    )  # fmt: skip
+class SQLJournal:
+    """The ``Journal`` protocol in SQL, on one backend's :class:`Dialect`, made of parts.
 
+    Args:
+        dialect: the backend's spelling and statement runner.
+        steps: the backend's statements on the step table.
+        locks: how the backend tells a worker's process is gone (None: it cannot).
+        waking: the backend's wake-ups (None: callers poll).
 
-MAX_ORDER = 16_777_215  # 2**24 - 1: the most steps one run journals where orders are kept
-
-
-def row_params(row: RunRow) -> tuple[Any, ...]:
-    """The parameters of an insert of ``row`` into :data:`RUN_COLS`."""
-    return (
-        row.run_id, row.workflow, row.version, row.structure_hash, row.args, row.strategy,
-        row.status, row.created_at, row.updated_at, row.result, row.error, row.owner,
-        row.epoch, row.lease_until, row.wake_at, row.waiting_for, row.forked_from,
-    )  # fmt: skip
-
-
-def _workflows_text(workflows: list[tuple[str, str]]) -> str:
-    return ";".join(f"{n}@{v}" for n, v in sorted(workflows))
-
-
-class SQLJournal(JournalPlus, SQLRunQueries, ChunkStore, JournalLiveness):
-    """The ``Journal`` protocol in SQL, on one backend's :class:`Dialect`.
-
-    Subclasses run their migrations, then call ``super().__init__(dialect)``; they
-    implement :meth:`create_run` and :meth:`heartbeat`, which differ by backend.
+    Subclasses run their migrations, then call ``super().__init__``; they implement
+    :meth:`heartbeat`, which differs by backend.
     """
 
-    _sel = SEL
-    # The step table's statements, by what they are given: SQLite's keep a run's steps in
-    # one range of one b-tree (its journal), so they differ; ``{seq}`` is the dialect's.
-    STEP_STATEMENT = STEP_SQL  # step_args(r); ``{share_lock}`` is the dialect's
-    # (run_id,)
-    STEPS_OF_RUN = (
-        f"SELECT {_STEP_COLS}, {{seq}} FROM durable_steps WHERE run_id = ? ORDER BY {{seq}}"
-    )
-    STEP_AT = "SELECT {seq} FROM durable_steps WHERE run_id = ? AND pos = ?"  # (run_id, pos)
-    STEP_DELETE = "DELETE FROM durable_steps WHERE run_id = ? AND pos = ?"  # (run_id, pos)
-    STEPS_DELETE = "DELETE FROM durable_steps WHERE run_id = ?"  # (run_id,)
-    # (new run id, run id, the step's seq): the steps journalled before it, in order
-    STEPS_COPY = (
-        f"INSERT INTO durable_steps ({_STEP_COLS}) SELECT ?, pos, name, kind, status, "
-        "result, error, attempts, 0, started_at, finished_at FROM durable_steps "
-        "WHERE run_id = ? AND {seq} < ? AND status IN ('done', 'error') ORDER BY {seq}"
-    )
-    ORDERED_STEPS = False  # True: step statements also take the record's ``order``
-    STEP_FOUND = ""  # ORDERED_STEPS: the step statement for a record without an order
-
-    def __init__(self, dialect: Dialect) -> None:
+    def __init__(
+        self,
+        dialect: Dialect,
+        steps: StepSQL = StepSQL(),  # noqa: B008 - frozen: one default for every journal
+        *,
+        locks: LivenessLocks | None = None,
+        waking: Waking | None = None,
+    ) -> None:
         d = self.d = dialect
         self.url = dialect.url
+        self._steps = steps
+        self._ordered = steps.ordered
         self.step_args: Callable[[StepWrite], tuple[Any, ...]] = (
-            self._ordered_step_params if self.ORDERED_STEPS else step_params
+            self._ordered_step_params if steps.ordered else step_params
         )
-        statement = self.STEP_STATEMENT.format(share_lock=d.share_lock)
+        statement = steps.write.format(share_lock=d.share_lock)
         self._step = d.sql(statement)
-        self._step_found = d.sql(self.STEP_FOUND) if self.ORDERED_STEPS else self._step
+        self._step_found = d.sql(steps.found) if steps.ordered else self._step
         # the hot path: one step, one statement, prepared once per connection
         self._write_step = d.prepare(statement, STEP_TYPES, idempotent=True)
         self._consume = d.sql(_CONSUME_SQL)
         self._finish = d.sql(FINISH_SQL)
-        self._sleep = d.sql(_SLEEP_SQL.format(member=d.member(_TEXT, "name")))
+        self._sleep = d.sql(_SLEEP_SQL.format(member=d.member(TEXT, "name")))
         self._audit = d.sql(AUDIT_SQL)
         self._audit_if = d.sql(_AUDIT_IF_SQL)
         self._get = d.sql(f"SELECT {SEL} FROM durable_runs WHERE run_id = ?")
+        self._insert = d.sql(INSERT_RUN)
+        self._by_dedup = d.sql(
+            f"SELECT {SEL} FROM durable_runs WHERE queue = ? AND dedup_id = ? "
+            f"AND status NOT IN {DONE_SQL}"
+        )
         # Where rows lock (PostgreSQL, READ COMMITTED): a run that goes to sleep for a signal
         # locks its row FOR UPDATE in a statement of its own before the sleep's UPDATE, and
         # a signal (or a child's end) takes FOR KEY SHARE on it before inserting; the two
@@ -187,14 +145,31 @@ class SQLJournal(JournalPlus, SQLRunQueries, ChunkStore, JournalLiveness):
         # deadlocks with) them.
         self._lock_run = d.sql("SELECT 1 FROM durable_runs WHERE run_id = ?" + d.row_lock)
         self._limit = d.max_value_bytes
-        self._claims: dict[tuple[str, int], tuple[str, str | None]] = {}
-        self._plus_init()
-        self._liveness_init()
+        self._claimer = SQLClaims(d)
+        self._listing = SQLListing(d)
+        self._children = SQLChildren(d, steps)
+        self._chunks = SQLChunks(d)
+        self.queues = SQLQueues(d)
+        self.schedules = SQLSchedules(d)
+        self.pruning = SQLPruning(d, steps)
+        self.liveness = SQLLiveness(d, locks, self.queues)
+        self.waking = waking
+        self._ops = SQLOperations(d, steps, self._put_step, self._check_values, self._chunks)
+
+    @property
+    def children(self) -> SQLChildren:
+        """The journal's children (``of``, ``cancel_tree``)."""
+        return self._children
+
+    @property
+    def chunks(self) -> SQLChunks:
+        """The nodes of chunked values (``get``, ``usage``); committed with their steps."""
+        return self._chunks
 
     # -- runs --------------------------------------------------------------------------
 
     def _ordered_step_params(self, r: StepWrite) -> tuple[Any, ...]:
-        """:func:`step_params` and the record's journal ``order`` (ORDERED_STEPS).
+        """:func:`step_params` and the record's journal ``order`` (``StepSQL.ordered``).
 
         Raises:
             StoreError: the run has journalled ``MAX_ORDER`` positions already.
@@ -211,9 +186,52 @@ class SQLJournal(JournalPlus, SQLRunQueries, ChunkStore, JournalLiveness):
             r.epoch, r.started_at, r.finished_at, r.run_id, r.epoch, r.order,
         )  # fmt: skip
 
+    def _put_step(self, c: Any, w: StepWrite) -> Any:
+        """Write step record ``w`` inside ``c``'s transaction (fenced by its epoch)."""
+        return c.execute(self._step if w.order is not None else self._step_found, self.step_args(w))
+
     def create_run(self, row: RunRow) -> tuple[RunRow, bool]:
-        """Insert ``row`` unless the run id exists; return (the stored row, created)."""
-        raise NotImplementedError
+        """Insert ``row`` with everything it carries (queue, priority, dedup id, parent,
+        deadline) and its ``created`` audit entry, in one transaction.
+
+        Returns (the stored row, created). When ``row.run_id`` exists, the stored row; when
+        an unfinished run of the same queue holds ``row.dedup_id``, that run's row. No read
+        first: ``App.start`` reads the run before it creates one (the common repeat takes
+        no write lock); a repeat that does get here is answered by the ``ON CONFLICT``.
+
+        Raises:
+            RunConflictError: the holder of the dedup id finished in between (try again).
+            UnknownRunError: the run with this id was deleted in between.
+            ValueTooLargeError: the arguments are over the store's ``max_value_bytes``.
+        """
+        self._check_run(row)
+        d = self.d
+
+        def work(c: Any) -> tuple[RunRow, bool]:
+            if c.execute(self._insert, run_params(row)).rowcount == 1:
+                entry = (row.run_id, row.created_at, row.owner or "app", "created")
+                c.execute(self._audit, (*entry, created_detail(row)))
+                if row.status == "pending":
+                    d.notify_run(c, CHANNEL, row.run_id)
+                return row, True
+            found = c.execute(self._get, (row.run_id,)).fetchone()
+            if found is None and row.dedup_id is not None:
+                found = c.execute(self._by_dedup, (row.queue, row.dedup_id)).fetchone()
+            if found is None:
+                raise self._gone(row)
+            return RunRow(*found), False
+
+        return d.transaction(work)
+
+    def _gone(self, row: RunRow) -> Exception:
+        """A run refused by the insert and then not found: its holder went meanwhile."""
+        if row.dedup_id is None:
+            return UnknownRunError(row.run_id, self.url)  # deleted in between (pruned)
+        return RunConflictError(
+            row.run_id,
+            f"run {row.run_id!r} was refused (dedup id {row.dedup_id!r}) and its holder "
+            "finished meanwhile; enqueue it again",
+        )
 
     def _check_values(self, records: list[Record] | list[StepWrite]) -> None:
         """Refuse step and run results over the store's ``max_value_bytes``.
@@ -258,7 +276,7 @@ class SQLJournal(JournalPlus, SQLRunQueries, ChunkStore, JournalLiveness):
         return [RunRow(*r) for r in self.d.read(self.d.sql(sql), (*params, int(limit)))]
 
     def steps(self, run_id: str) -> list[StepRow]:
-        sql = self.d.sql(self.STEPS_OF_RUN.format(seq=self.d.step_seq))
+        sql = self.d.sql(self._steps.of_run.format(seq=self.d.step_seq))
         return [StepRow(*r) for r in self.d.read(sql, (run_id,))]
 
     # -- the hot path ------------------------------------------------------------------
@@ -277,7 +295,7 @@ class SQLJournal(JournalPlus, SQLRunQueries, ChunkStore, JournalLiveness):
             if (
                 type(only) is StepWrite
                 and only.consume_signal is None
-                and (only.order is not None or not self.ORDERED_STEPS)
+                and (only.order is not None or not self._ordered)
             ):
                 text, limit = only.result, self._limit
                 if text is not None and limit and len(text) * 4 > limit:
@@ -295,13 +313,14 @@ class SQLJournal(JournalPlus, SQLRunQueries, ChunkStore, JournalLiveness):
             if self.d.row_lock
             else range(n)
         )
-        first = self.lock_first(records)  # a child's end updates its parent: see .children
+        kids = self._children
+        first = kids.lock_first(records)  # a child's end updates its parent: see .children
 
         def batch(c: Any) -> list[Any]:
             counted: list[Any] = [None] * n
             ex = c.execute
             if first is not None:
-                self.lock_rows(c, first)
+                kids.lock_rows(c, first)
             for i in order:
                 r = records[i]
                 if type(r) is StepWrite:
@@ -312,9 +331,9 @@ class SQLJournal(JournalPlus, SQLRunQueries, ChunkStore, JournalLiveness):
                 elif type(r) is RunWrite:
                     counted[i] = self._run_write(c, r)
                 else:  # a child run and its parent's step (.children)
-                    counted[i] = self.write_child(c, r)  # type: ignore[arg-type]
+                    counted[i] = kids.write_child(c, r)  # type: ignore[arg-type]
             if chunks:  # chunked values' nodes, fenced by epoch; run rows already locked
-                self.put_chunks(c, chunks)
+                self._chunks.put(c, chunks)
             return counted
 
         # Every statement of a batch is conditional and re-applies to the same state (the
@@ -333,7 +352,7 @@ class SQLJournal(JournalPlus, SQLRunQueries, ChunkStore, JournalLiveness):
         else:
             cur = c.execute(self._finish, (r.status, r.result, r.error, r.now, r.run_id, r.epoch))
             if r.parent is not None:
-                self._tell_parent(c, r)
+                self._children.tell_parent(c, r)
         for action, detail in r.audit:
             entry = (r.run_id, r.now, r.actor, action, detail)
             c.execute(self._audit_if, (*entry, r.run_id, r.epoch, r.status, *entry))
@@ -352,68 +371,12 @@ class SQLJournal(JournalPlus, SQLRunQueries, ChunkStore, JournalLiveness):
         run_id: str | None = None,
         force: bool = False,
     ) -> list[tuple[str, int]]:
-        """Take up to ``limit`` claimable runs of ``workflows`` (or exactly ``run_id``).
-
-        Claimable: pending; sleeping and due; running with an expired lease. With ``force``
-        (``run_id`` only), also a running run whose lease is held by ``owner`` itself (this
-        worker's previous life) or a sleeping run that is not yet due. Returns (run_id, new
-        epoch) pairs; the epoch goes up by one, fencing the previous holder. On PostgreSQL,
-        runs locked by another claimer are skipped.
-        """
-        if run_id is not None:
-            params: list[Any] = [run_id, owner, now] if force else [run_id, now, now]
-            shape: tuple[str, int] = ("force" if force else "one", 0)
-        else:
-            if not workflows:
-                return []
-            params = [now, now]
-            for w in workflows:
-                params += [w[0], w[1]]
-            params.append(int(limit))
-            shape = ("queue", len(workflows))
-        update, probe = self._claims.get(shape) or self._claim_sql(shape)
-        # Re-sending a claim whose reply was lost is safe: the runs it took stay fenced to
-        # this owner until their lease runs out, then any worker claims them again.
-        rows = self.d.poll_write(
-            update,
-            (owner, lease_until, now, *params),
-            None if probe is None else (probe, params),
-            claim_audit(self.d, owner, now),  # claimed / taken_over, in the same commit
-        )
-        return [(str(r[0]), int(r[1])) for r in rows]
-
-    def _claim_sql(self, shape: tuple[str, int]) -> tuple[str, str | None]:
-        """The claim's UPDATE and its look-before-lock probe, built once per shape: a
-        single run (``one``, or ``force``d) or the queue of ``n`` workflows."""
-        mode, n = shape
-        probe: str | None = None
-        if mode == "orphan":  # a dead holder's run, exactly as it was seen (see claim_orphans)
-            cond = "run_id = ? AND epoch = ? AND status = 'running'"
-        elif mode == "force":
-            cond = (
-                "run_id = ? AND (status IN ('pending', 'sleeping') OR (status = 'running' AND "
-                "(owner = ? OR lease_until IS NULL OR lease_until < ?)))"
-            )
-        elif mode == "one":
-            cond = f"run_id = ? AND {_CLAIMABLE}"
-        else:
-            values = ", ".join("(?, ?)" for _ in range(n))
-            # Runs in a named queue are claimed by ``claim_queue``, under its limits.
-            cond = (
-                f"run_id IN (SELECT run_id FROM durable_runs WHERE {_CLAIMABLE} AND "
-                "queue IS NULL AND "
-                f"(workflow, version) IN (VALUES {values}) "
-                f"ORDER BY COALESCE(wake_at, created_at) LIMIT ?{self.d.skip_locked})"
-            )
-            # An idle worker polls often: SQLite looks before taking the write lock.
-            probe = self.d.sql(f"SELECT 1 FROM durable_runs WHERE {cond} LIMIT 1")
-        update = self.d.sql(
-            "UPDATE durable_runs SET status = 'running', owner = ?, epoch = epoch + 1, "
-            "claims = claims + 1, "
-            f"lease_until = ?, updated_at = ? WHERE {cond} RETURNING run_id, epoch, claims"
-        )
-        self._claims[shape] = (update, probe)
-        return update, probe
+        """Take up to ``limit`` claimable runs of ``workflows`` (or exactly ``run_id``); see
+        :meth:`.SQLClaims.claim`."""
+        return self._claimer.claim(
+            owner, now=now, lease_until=lease_until, workflows=workflows, limit=limit,
+            run_id=run_id, force=force,
+        )  # fmt: skip
 
     def heartbeat(
         self, owner: str, runs: list[tuple[str, int]], *, lease_until: float, now: float
@@ -421,7 +384,7 @@ class SQLJournal(JournalPlus, SQLRunQueries, ChunkStore, JournalLiveness):
         """Extend the leases ``owner`` holds; return the run ids it no longer holds."""
         raise NotImplementedError
 
-    # -- operators ---------------------------------------------------------------------
+    # -- operators and senders (.operations) ------------------------------------------
 
     def operator(
         self,
@@ -436,82 +399,24 @@ class SQLJournal(JournalPlus, SQLRunQueries, ChunkStore, JournalLiveness):
         reset_steps: list[str] | None = None,
         put_steps: list[StepWrite] | None = None,
     ) -> RunRow | None:
-        """Move a run to ``status`` if it is in ``from_statuses``, fencing any holder.
-
-        Bumps the epoch (a worker still running it is refused at its next write), deletes
-        the ``reset_steps`` rows (so they run again), writes the ``put_steps`` rows (under
-        the new epoch; e.g. an outcome a person resolved) and appends an audit entry, in one
-        transaction. Returns the updated row, or None if the run was in another status.
-
-        Raises:
-            UnknownRunError: no such run.
-        """
-        d = self.d
-        self._check_values(put_steps or [])
-        exists = d.sql("SELECT 1 FROM durable_runs WHERE run_id = ?" + d.row_lock)
-        move = d.sql(
-            "UPDATE durable_runs SET status = ?, epoch = epoch + 1, owner = NULL, claims = 0, "
-            "lease_until = NULL, wake_at = NULL, waiting_for = NULL, updated_at = ? "
-            f"WHERE run_id = ? AND {d.any_of('status')} RETURNING {SEL}"
-        )
-        delete = d.sql(self.STEP_DELETE)
-
-        def work(c: Any) -> RunRow | None:
-            if not c.execute(exists, (run_id,)).fetchone():
-                raise UnknownRunError(run_id, self.url)
-            row = c.execute(move, (status, now, run_id, d.array(from_statuses))).fetchone()
-            if row is None:
-                return None
-            for pos in reset_steps or ():
-                c.execute(delete, (run_id, pos))
-            for w in put_steps or ():
-                moved = dataclasses.replace(w, run_id=run_id, epoch=row[_EPOCH])
-                c.execute(
-                    self._step if moved.order is not None else self._step_found,
-                    self.step_args(moved),
-                )
-            c.execute(self._audit, (run_id, now, actor, action, detail))
-            if status == "pending":
-                d.notify_run(c, CHANNEL, run_id)
-            return RunRow(*row)
-
-        return d.transaction(work)
+        """Move a run to ``status`` if it is in ``from_statuses``, fencing any holder; see
+        :meth:`.SQLOperations.operator`."""
+        return self._ops.operator(
+            run_id, status=status, from_statuses=from_statuses, now=now, actor=actor,
+            action=action, detail=detail, reset_steps=reset_steps, put_steps=put_steps,
+        )  # fmt: skip
 
     def signal(
         self, run_id: str, name: str, payload: str, *, now: float, signal_id: str | None
     ) -> bool:
-        """Queue a signal for a run; wake the run if it sleeps waiting for ``name``.
+        """Queue a signal for a run and wake it; see :meth:`.SQLOperations.signal`."""
+        return self._ops.signal(run_id, name, payload, now=now, signal_id=signal_id)
 
-        Returns False when ``signal_id`` was already delivered (nothing changed).
+    def fork(self, run_id: str, new_run_id: str, before_pos: str, *, now: float) -> RunRow:
+        """Copy a run's header and its first steps; see :meth:`.SQLOperations.fork`."""
+        return self._ops.fork(run_id, new_run_id, before_pos, now=now)
 
-        Raises:
-            UnknownRunError: no such run.
-        """
-        d = self.d
-        what = f"the payload of signal {name!r} to run {run_id!r}"
-        check_size(self.url, what, payload, d.max_value_bytes)
-        # a run going to sleep waits for this signal to commit, or this signal for the
-        # sleep (see __init__)
-        exists = d.sql("SELECT 1 FROM durable_runs WHERE run_id = ?" + d.key_share)
-        insert = d.sql(
-            "INSERT INTO durable_signals (run_id, name, payload, signal_id, sent_at) "
-            "VALUES (?, ?, ?, ?, ?) ON CONFLICT (run_id, signal_id) DO NOTHING"
-        )
-        wake = d.sql(
-            "UPDATE durable_runs SET wake_at = ? WHERE run_id = ? AND status = 'sleeping' "
-            f"AND {d.member('waiting_for', '?')}"
-        )
-
-        def work(c: Any) -> bool:
-            if not c.execute(exists, (run_id,)).fetchone():
-                raise UnknownRunError(run_id, self.url)
-            if c.execute(insert, (run_id, name, payload, signal_id, now)).rowcount != 1:
-                return False
-            if c.execute(wake, (now, run_id, name)).rowcount:
-                d.notify_run(c, CHANNEL, run_id)
-            return True
-
-        return d.transaction(work, idempotent=signal_id is not None)
+    # -- signals and the audit log ------------------------------------------------------
 
     def pending_signal(self, run_id: str, name: str) -> tuple[int, str] | None:
         rows = self.d.read(
@@ -536,58 +441,6 @@ class SQLJournal(JournalPlus, SQLRunQueries, ChunkStore, JournalLiveness):
         )
         return [AuditRow(*r) for r in rows]
 
-    def fork(self, run_id: str, new_run_id: str, before_pos: str, *, now: float) -> RunRow:
-        """Copy a run's header (as pending) and its steps journalled before ``before_pos``.
-
-        Raises:
-            UnknownRunError: no such run.
-            ConfigError: the run has no step at ``before_pos``.
-            RunConflictError: ``new_run_id`` is taken.
-        """
-        d, seq = self.d, self.d.step_seq
-        at_sql = d.sql(self.STEP_AT.format(seq=seq))
-        insert = d.sql(
-            f"INSERT INTO durable_runs ({RUN_COLS}) VALUES ({RUN_MARKS}) "
-            "ON CONFLICT (run_id) DO NOTHING"
-        )
-        copy = d.sql(self.STEPS_COPY.format(seq=seq))
-
-        def work(c: Any) -> RunRow:
-            src = c.execute(self._get, (run_id,)).fetchone()
-            if src is None:
-                raise UnknownRunError(run_id, self.url)
-            at = c.execute(at_sql, (run_id, before_pos)).fetchone()
-            if at is None:
-                raise ConfigError(
-                    f"run {run_id!r} has no journalled step at position {before_pos!r}; see "
-                    f"the positions with `surefoot runs show {run_id}`"
-                )
-            old = RunRow(*src)
-            row = RunRow(
-                run_id=new_run_id,
-                workflow=old.workflow,
-                version=old.version,
-                structure_hash=old.structure_hash,
-                args=old.args,
-                strategy=old.strategy,
-                status="pending",
-                created_at=now,
-                updated_at=now,
-                forked_from=run_id,
-            )
-            if c.execute(insert, row_params(row)).rowcount != 1:
-                raise RunConflictError(
-                    new_run_id, f"run id {new_run_id!r} is taken; fork to another id"
-                )
-            c.execute(copy, (new_run_id, run_id, at[0]))
-            self.copy_chunks(c, run_id, new_run_id)  # the copied steps' chunked values
-            forked = json.dumps({"from": run_id, "before": before_pos})
-            c.execute(self._audit, (new_run_id, now, "operator", "forked", forked))
-            d.notify_run(c, CHANNEL, new_run_id)
-            return row
-
-        return d.transaction(work)
-
     # -- workers -----------------------------------------------------------------------
 
     def register_worker(
@@ -607,18 +460,66 @@ class SQLJournal(JournalPlus, SQLRunQueries, ChunkStore, JournalLiveness):
                 "workflows = excluded.workflows, seen_at = excluded.seen_at, "
                 "queues = excluded.queues"
             ),
-            (worker_id, _workflows_text(workflows), now, json.dumps(sorted(queues))),
+            (worker_id, workflows_text(workflows), now, json.dumps(sorted(queues))),
             idempotent=True,
         )
 
     def live_workflows(self, *, since: float) -> set[tuple[str, str]]:
-        out: set[tuple[str, str]] = set()
+        """The (workflow, version) pairs offered by the workers live at ``since``."""
         rows = self.d.read(
             self.d.sql("SELECT workflows FROM durable_workers WHERE seen_at >= ?"), (since,)
         )
-        for (text,) in rows:
-            for item in str(text).split(";"):
-                if "@" in item:
-                    n, _, v = item.rpartition("@")
-                    out.add((n, v))
-        return out
+        return {pair for (text,) in rows for pair in workflow_pairs(text)}
+
+    # -- listings (.listing) -----------------------------------------------------------
+
+    def page_runs(
+        self,
+        *,
+        status: str | None = None,
+        workflow: str | None = None,
+        version: str | None = None,
+        since: float | None = None,
+        search: str | None = None,
+        order: str = "newest",
+        offset: int = 0,
+        limit: int = 100,
+    ) -> list[RunRow]:
+        """Runs matching every given filter, a page of them (see :class:`.SQLListing`)."""
+        return self._listing.page_runs(
+            status=status, workflow=workflow, version=version, since=since, search=search,
+            order=order, offset=offset, limit=limit,
+        )  # fmt: skip
+
+    def count_runs(
+        self,
+        *,
+        status: str | None = None,
+        workflow: str | None = None,
+        version: str | None = None,
+        since: float | None = None,
+        search: str | None = None,
+    ) -> dict[str, int]:
+        """How many runs match every given filter, per status (see :class:`.SQLListing`)."""
+        return self._listing.count_runs(
+            status=status, workflow=workflow, version=version, since=since, search=search
+        )
+
+    def backlog(self, *, now: float) -> tuple[int, float | None]:
+        """How many runs are claimable at ``now``, and since when (see :class:`.SQLListing`)."""
+        return self._listing.backlog(now=now)
+
+    def run_versions(self) -> list[tuple[str, str]]:
+        """The distinct (workflow, version) pairs of the journal's runs, sorted."""
+        return self._listing.run_versions()
+
+    def workers(self, *, now: float) -> list[WorkerRow]:
+        """Every worker the journal has seen, with the unexpired leases it holds."""
+        return self._listing.workers(now=now)
+
+    def close(self) -> None:
+        """Let go of the liveness locks and wake-up listeners held here (the storage owns
+        the connections)."""
+        self.liveness.close()
+        if self.waking is not None:
+            self.waking.close()

@@ -1,9 +1,9 @@
 """Liveness in the SQL journal: which workers' processes are gone, and taking their runs.
 
-A mixin of :class:`~.journal.SQLJournal`, written once for SQLite and PostgreSQL. The
-backend gives it a ``liveness`` object (lock files on SQLite, advisory locks on
-PostgreSQL; None when it has none) with ``kind``, ``hold(worker_id)``, ``dead(ids)``,
-``sweep(busy)`` and ``close()``.
+The :class:`~surefoot.storage.liveness.Liveness` part of :class:`~.journal.SQLJournal`,
+written once for SQLite and PostgreSQL. The backend gives it its :class:`LivenessLocks`
+(lock files on SQLite, advisory locks on PostgreSQL; None when it has none: then a worker's
+lock is never held and only leases decide).
 
 * A serving worker holds its lock for the life of its app and says so in its
   ``durable_workers`` row (``liveness``), before its first claim.
@@ -13,9 +13,9 @@ PostgreSQL; None when it has none) with ``kind``, ``hold(worker_id)``, ``dead(id
   own claim, which counts them as executing nowhere, so the queue's limits still hold
   (:mod:`.queues`).
 * What a killed worker leaves behind (a lock file on SQLite) is swept once no run of
-  the dead worker is left running (:meth:`JournalLiveness.sweep_liveness`).
+  the dead worker is left running (:meth:`SQLLiveness.sweep`).
 * Wake-ups (PostgreSQL) rank the live workers serving a run's workflow, and for a queued
-  run those taking part in its queue (:meth:`JournalLiveness.serving_workers`): a worker
+  run those taking part in its queue (:meth:`SQLLiveness.serving`): a worker
   whose lock is free is not live.
 """
 
@@ -24,17 +24,16 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Protocol
 
-from .runs import orphan_audit
+from ..liveness import Serving
+from ..queues import Orphan
+from .claims import claim_update, orphan_audit
+from .dialect import Dialect
+from .queues import SQLQueues
+from .schema import workflow_pairs
 
-if TYPE_CHECKING:
-    from .dialect import Dialect
-
-__all__ = ["SWEEP_EVERY", "JournalLiveness", "Serving", "Wake", "wake_of"]
-
-Wake = tuple[str, tuple[str, str] | None, str | None]
-"""What a wake-up names: (run id, its (workflow, version) or None when unknown, its queue)."""
+__all__ = ["SWEEP_EVERY", "LivenessLocks", "SQLLiveness"]
 
 SWEEP_EVERY = 60.0
 """Seconds between a journal's sweeps of what dead workers left (on top of the sweep when
@@ -50,14 +49,6 @@ _ORPHANS_SQL = (
 )
 
 
-class Serving(NamedTuple):
-    """What a serving worker advertised: its (workflow, version) pairs and the named
-    queues it takes part in (None: a worker from before queues were advertised)."""
-
-    workflows: set[tuple[str, str]]
-    queues: frozenset[str] | None
-
-
 def _queues(text: str | None) -> frozenset[str] | None:
     """The queue names of a ``durable_workers.queues`` JSON array (None when absent)."""
     if text is None:
@@ -69,44 +60,51 @@ def _queues(text: str | None) -> frozenset[str] | None:
     return frozenset(str(n) for n in names) if isinstance(names, list) else None
 
 
-def _pairs(text: str) -> set[tuple[str, str]]:
-    """The (workflow, version) pairs of a ``durable_workers.workflows`` text."""
-    out = set()
-    for item in str(text).split(";"):
-        if "@" in item:
-            n, _, v = item.rpartition("@")
-            out.add((n, v))
-    return out
+class LivenessLocks(Protocol):
+    """How a backend tells that a worker's process is gone: a lock each serving worker
+    holds for the life of its process.
+
+    Attributes:
+        kind: how (``flock``, ``advisory``), recorded in the worker's row and in takeovers.
+    """
+
+    kind: str
+
+    def hold(self, worker_id: str) -> bool:
+        """Hold ``worker_id``'s lock (again after a lost connection); False if it cannot."""
+        ...
+
+    def dead(self, owners: set[str]) -> set[str]:
+        """Those of ``owners`` (worker ids) whose lock is free: their process is gone."""
+        ...
+
+    def sweep(
+        self, running: Callable[[Sequence[str]], set[str]], only: set[str] | None = None
+    ) -> list[str]:
+        """Remove what dead workers left behind (``running``: those of the given worker ids
+        that still hold a running run keep theirs); the worker ids cleaned up."""
+        ...
+
+    def close(self) -> None:
+        """Let go of the locks held here."""
+        ...
 
 
-def wake_of(payload: str) -> Wake:
-    """The run a wake-up's payload names (``[run_id, workflow, version, queue]``, as
-    ``Dialect.notify_run`` sends it); a bare run id (an older surefoot) names only the run.
-    A payload is read as data only (anyone allowed to ``NOTIFY`` can send one)."""
-    try:
-        got = json.loads(payload)
-    except ValueError:
-        got = None
-    if isinstance(got, list) and len(got) == 4 and all(isinstance(x, str) for x in got[:3]):
-        queue = got[3] if isinstance(got[3], str) else None
-        return got[0], (got[1], got[2]), queue
-    return payload, None, None
+class SQLLiveness:
+    """Liveness locks, takeovers of dead holders' runs, and sweeping what they left.
 
+    Args:
+        d: the journal's dialect. locks: the backend's liveness locks (None: it has none).
+        queues: the journal's queues, whose claim takes over a dead holder's queued runs.
+    """
 
-class JournalLiveness:
-    """Liveness locks, takeovers of dead holders' runs, and sweeping what they left."""
-
-    d: Dialect
-    liveness: Any = None
-    """How this backend tells that a worker's process is gone; None when it cannot
-    (``sqlite://``), and then only leases decide."""
-
-    _claim_sql: Callable[[tuple[str, int]], tuple[str, str | None]]
-    claim_queue: Callable[..., list[tuple[str, int]]]
-
-    def _liveness_init(self) -> None:
-        d = self.d
+    def __init__(self, d: Dialect, locks: LivenessLocks | None, queues: SQLQueues) -> None:
+        self.d = d
+        self.locks = locks
+        self._queues = queues
         self._orphans = d.sql(_ORPHANS_SQL)
+        # a dead holder's run, exactly as it was seen: still running, at the same epoch
+        self._take = claim_update(d, "run_id = ? AND epoch = ? AND status = 'running'")
         self._marked: set[str] = set()
         self._swept_at: float | None = None
         self._busy = d.sql(
@@ -114,7 +112,7 @@ class JournalLiveness:
             f"AND {d.any_of('owner')}"
         )
 
-    def hold_liveness(self, worker_id: str, *, now: float) -> bool:
+    def hold(self, worker_id: str, *, now: float) -> bool:
         """Hold ``worker_id``'s liveness lock for as long as this journal is open, and say
         so in its worker row (once); False when it cannot be held (leases still decide).
 
@@ -122,7 +120,7 @@ class JournalLiveness:
         PostgreSQL connection is reconnected and the lock taken again). The first time,
         it also sweeps what dead workers left.
         """
-        lv = self.liveness
+        lv = self.locks
         if lv is None or not lv.hold(worker_id):
             return False
         if worker_id not in self._marked:
@@ -136,7 +134,7 @@ class JournalLiveness:
                 idempotent=True,
             )
             self._marked.add(worker_id)
-            self.sweep_liveness()
+            self.sweep()
         return True
 
     def claim_orphans(
@@ -160,10 +158,10 @@ class JournalLiveness:
         the queue's claim, which counts them as executing nowhere and keeps the queue's
         limits. Returns (run_id, new epoch) pairs.
         """
-        lv = self.liveness
+        lv = self.locks
         if lv is None or limit < 1 or not workflows:
             return []
-        self.sweep_liveness()  # at most every SWEEP_EVERY seconds
+        self.sweep()  # at most every SWEEP_EVERY seconds
         offered = set(workflows)
         mine = queues or {}
         held = [
@@ -174,19 +172,18 @@ class JournalLiveness:
         if not held:
             return []
         dead = lv.dead({o for _, _, o, _, _ in held})
-        update, _ = self._claim_sql(("orphan", 0))
         got: list[tuple[str, int]] = []
-        queued: dict[str, list[tuple[str, int, str, float]]] = {}
+        queued: dict[str, list[Orphan]] = {}
         for run_id, epoch, holder, until, queue in held:
             if holder not in dead:
                 continue
             if queue is not None:
-                queued.setdefault(queue, []).append((run_id, epoch, holder, until))
+                queued.setdefault(queue, []).append(Orphan(run_id, epoch, holder, until))
                 continue
             if len(got) >= limit:
                 continue
             rows = self.d.poll_write(
-                update,
+                self._take,
                 (owner, lease_until, now, run_id, epoch),
                 None,
                 orphan_audit(self.d, owner, now, holder, until, lv.kind),
@@ -195,7 +192,7 @@ class JournalLiveness:
         for queue, orphans in sorted(queued.items()):
             if len(got) >= limit:
                 break
-            got += self.claim_queue(
+            got += self._queues.claim(
                 queue,
                 owner,
                 now=now,
@@ -207,17 +204,17 @@ class JournalLiveness:
                 how=lv.kind,
             )
         if got:
-            self.sweep_liveness(only=dead)  # their last runs may have moved: their leftovers
+            self.sweep(only=dead)  # their last runs may have moved: their leftovers
         return got
 
-    def sweep_liveness(self, *, only: set[str] | None = None, force: bool = False) -> list[str]:
+    def sweep(self, *, only: set[str] | None = None, force: bool = False) -> list[str]:
         """Remove what dead workers left behind (SQLite's lock files) once none of their
         runs is still running: a dead holder's runs need its lock file to be taken over
         before their lease expires. ``only``: just these worker ids (now); otherwise
         every worker, at most every :data:`SWEEP_EVERY` seconds unless ``force``.
         Returns the worker ids whose leftovers were removed.
         """
-        lv = self.liveness
+        lv = self.locks
         if lv is None:
             return []
         if only is None:
@@ -235,7 +232,7 @@ class JournalLiveness:
         rows = self.d.read(self._busy, (self.d.array(sorted(owners)),))
         return {str(r[0]) for r in rows}
 
-    def serving_workers(self, *, now: float) -> dict[str, Serving]:
+    def serving(self, *, now: float) -> dict[str, Serving]:
         """The workers serving now, each with what it serves (:class:`Serving`).
 
         Serving: its advertisement (``seen_at``) has not run out, and, for a worker that
@@ -249,15 +246,15 @@ class JournalLiveness:
             ),
             (float(now),),
         )
-        out = {str(w): Serving(_pairs(text), _queues(q)) for w, text, _, q in rows}
+        out = {str(w): Serving(set(workflow_pairs(text)), _queues(q)) for w, text, _, q in rows}
         locked = {str(w) for w, _, how, _ in rows if how is not None}
-        lv = self.liveness
+        lv = self.locks
         if lv is not None and locked:
             for gone in lv.dead(locked):
                 out.pop(gone, None)
         return out
 
     def close(self) -> None:
-        """Let go of this journal's liveness lock (the storage owns the connections)."""
-        if self.liveness is not None:
-            self.liveness.close()
+        """Let go of this journal's liveness locks (the storage owns the connections)."""
+        if self.locks is not None:
+            self.locks.close()

@@ -1,9 +1,9 @@
 """Named queues with limits in the SQL journal: one claim transaction enforces them all.
 
-A mixin of :class:`~.journal.SQLJournal` (through :class:`~.journal_plus.JournalPlus`),
-written once for SQLite and PostgreSQL. Its table and columns come from migration 4.
+The :class:`~surefoot.storage.queues.Queues` part of :class:`~.journal.SQLJournal`, written
+once for SQLite and PostgreSQL. Its table and columns come from migration 4.
 
-A run with a ``queue`` is claimed only by :meth:`JournalQueues.claim_queue`, never by the
+A run with a ``queue`` is claimed only by :meth:`SQLQueues.claim`, never by the
 ordinary claim. A claim of a queue is one transaction that first locks the queue's row
 (``FOR UPDATE`` on PostgreSQL; SQLite's write lock serializes it anyway), then counts the
 queue's runs executing under a live lease (all workers, and this worker's own), and the
@@ -23,35 +23,23 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from .dialect import ROWS
-from .runs import CLAIM_AUDIT, ORPHAN_AUDIT, claim_audit
+from ..queues import Orphan, QueueLimits
+from .claims import CLAIM_AUDIT, ORPHAN_AUDIT, RESUMABLE, claim_audit
+from .dialect import ROWS, Dialect
 
-if TYPE_CHECKING:
-    from .dialect import Dialect
-
-__all__ = ["JournalQueues", "QueueLimits"]
-
-QueueLimits = tuple[int | None, int | None, int | None, float | None]
-"""(concurrency, worker_concurrency, rate_limit, rate_period) of one queue."""
-
-Orphan = tuple[str, int, str, float]
-"""A queued run whose holder's process died: (run_id, epoch seen, holder, lease_until)."""
-
-_RESUMABLE = (
-    "((status = 'sleeping' AND wake_at IS NOT NULL AND wake_at <= ?) "
-    "OR (status = 'running' AND (lease_until IS NULL OR lease_until < ?)))"
-)
+__all__ = ["SQLQueues"]
 
 
-class JournalQueues:
-    """Queues and their limits on the journal's tables (a mixin)."""
+class SQLQueues:
+    """Queues and their limits on the journal's tables (see the module docs)."""
 
-    d: Dialect
-    _queue_claims: dict[tuple[int, int], tuple[str, str, str, str]]
+    def __init__(self, d: Dialect) -> None:
+        self.d = d
+        self._claims: dict[tuple[int, int], tuple[str, str, str, str]] = {}
 
-    def put_queue(self, name: str, limits: QueueLimits, *, now: float) -> None:
+    def put(self, name: str, limits: QueueLimits, *, now: float) -> None:
         """Record a queue's limits (the last app to declare it wins)."""
         self.d.write(
             self.d.sql(
@@ -66,15 +54,15 @@ class JournalQueues:
             idempotent=True,
         )
 
-    def queue_limits(self) -> dict[str, QueueLimits]:
+    def limits(self) -> dict[str, QueueLimits]:
         """Every queue recorded in the journal, with its limits."""
         rows = self.d.read(
             "SELECT name, concurrency, worker_concurrency, rate_limit, rate_period "
             "FROM durable_queues ORDER BY name"
         )
-        return {str(r[0]): (r[1], r[2], r[3], r[4]) for r in rows}
+        return {str(r[0]): QueueLimits(r[1], r[2], r[3], r[4]) for r in rows}
 
-    def queue_counts(self) -> dict[str, dict[str, int]]:
+    def counts(self) -> dict[str, dict[str, int]]:
         """Per queue, how many of its runs are in each status."""
         rows = self.d.read(
             "SELECT queue, status, COUNT(*) FROM durable_runs WHERE queue IS NOT NULL "
@@ -89,7 +77,7 @@ class JournalQueues:
         """The statements of a claim of a queue's ``n`` workflows with ``dead`` orphans:
         (resumable runs' UPDATE, new runs' UPDATE, the look-before-lock probe, the count
         of runs executing on live holders), in the dialect's spelling."""
-        cache = self._queue_claims
+        cache = self._claims
         got = cache.get((n, dead))
         if got is not None:
             return got
@@ -109,7 +97,7 @@ class JournalQueues:
             f"WHERE run_id IN ({pick} LIMIT ?{d.skip_locked}) "
             "RETURNING run_id, epoch, claims"
         )
-        which = f"({_RESUMABLE} OR {orphan})" if dead else _RESUMABLE
+        which = f"({RESUMABLE} OR {orphan})" if dead else RESUMABLE
         live = (
             "SELECT COUNT(*) FROM durable_runs WHERE queue = ? AND status = 'running' "
             "AND lease_until >= ?"
@@ -121,14 +109,14 @@ class JournalQueues:
             d.sql(update.format(which="status = 'pending'", order="created_at")),
             d.sql(
                 f"SELECT 1 FROM durable_runs WHERE queue = ? AND (status = 'pending' OR "
-                f"{_RESUMABLE}) AND (workflow, version) IN (VALUES {values}) LIMIT 1"
+                f"{RESUMABLE}) AND (workflow, version) IN (VALUES {values}) LIMIT 1"
             ),
             d.sql(live),
         )
         cache[n, dead] = got
         return got
 
-    def claim_queue(
+    def claim(
         self,
         name: str,
         owner: str,
@@ -157,7 +145,7 @@ class JournalQueues:
         d = self.d
         resume_sql, new_sql, probe, live = self._queue_sql(len(workflows), len(orphans))
         wf: list[Any] = [x for pair in workflows for x in pair]
-        dead: list[Any] = [x for r, e, _, _ in orphans for x in (r, e)]
+        dead: list[Any] = [x for run_id, epoch, _, _ in orphans for x in (run_id, epoch)]
         if not orphans and not d.read(probe, (name, now, now, *wf)):
             return []  # an idle poll takes no lock and commits nothing
         lock = d.sql(
@@ -168,7 +156,7 @@ class JournalQueues:
         mine = d.sql(count + "status = 'running' AND lease_until >= ? AND owner = ?")
         recent = d.sql(count + "started_at > ?")
         audit = claim_audit(d, owner, now).params
-        seen = {r: (holder, until) for r, _, holder, until in orphans}
+        seen = {run_id: (holder, until) for run_id, _, holder, until in orphans}
 
         def work(c: Any) -> list[tuple[str, int]]:
             cfg = c.execute(lock, (name,)).fetchone()

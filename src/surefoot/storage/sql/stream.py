@@ -1,7 +1,7 @@
 """The ``StreamLog`` in SQL, written once for SQLite and PostgreSQL.
 
 Consumer cursors, deliveries with visibility timeouts, redelivery, dead letters and redrive
-(see ``StreamLog`` in ``surefoot.storage.base``). A claim is one transaction that
+(see ``StreamLog`` in ``surefoot.storage.streams``). A claim is one transaction that
 redelivers expired deliveries, dead-letters those past ``max_attempts`` and hands out new
 messages; on PostgreSQL it first locks the consumer's cursor row and the due pending rows,
 so claims of one consumer take turns as they do under SQLite's write lock.
@@ -17,14 +17,14 @@ from typing import Any
 
 from ...codec import dumps, loads
 from ...errors import StateError
-from ..base import (
+from ..checks import check_size
+from ..streams import (
     ClaimedMessage,
     ConsumerStats,
     DeadRecord,
     StreamRecord,
     StreamStats,
     check_range,
-    check_size,
 )
 from .dialect import Dialect
 

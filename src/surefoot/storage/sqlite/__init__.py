@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ...errors import ConfigError
-from ..base import value_limit
+from ..checks import value_limit
 from ..url import StorageURL, parse_url
 from ._db import SQLiteDB
 from ._inspect import tables_of

@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from typing import Any, TypeVar
 
 from ...errors import ConfigError, SchemaVersionError, StoreError, StoreUnavailableError
-from ..base import DEFAULT_MAX_VALUE_BYTES
+from ..checks import DEFAULT_MAX_VALUE_BYTES
 from ._changes import FileChanges, wait_for_commit
 
 __all__ = ["SQLiteDB", "owner_only"]

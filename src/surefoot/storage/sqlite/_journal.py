@@ -2,32 +2,22 @@
 
 The statements are those of :mod:`surefoot.storage.sql.journal`, run under ``BEGIN
 IMMEDIATE`` (the file's write lock fences every write by the lease epoch). What stays here:
-the migrations (SQLite types, ``rowid`` as the journal order), creating a run (``App.start``
-reads first, so the common repeat takes no write lock), the heartbeat (one short
-transaction).
+the migrations (SQLite types), the step statements (a run's steps in one range of one
+b-tree: :data:`SQLITE_STEPS`), the heartbeat (one short transaction); the wake-ups are in
+``._waking``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
-
-from ..base import RunRow
 from ..sql.chunks import SQLITE_MIGRATION
-from ..sql.journal import (
-    AUDIT_SQL,
-    MAX_ORDER,
-    RUN_COLS,
-    RUN_MARKS,
-    SEL,
-    SQLJournal,
-    row_params,
-)
+from ..sql.journal import SQLJournal
+from ..sql.schema import MAX_ORDER, StepSQL
 from ._db import SQLiteDB
 from ._dialect import SQLiteDialect
 from ._liveness import FileLiveness
+from ._waking import SQLiteWaking
 
-__all__ = ["MIGRATIONS", "SQLiteJournal"]
+__all__ = ["MIGRATIONS", "SQLITE_STEPS", "SQLiteJournal"]
 
 _COLS = "run_id, pos, name, kind, status, result, error, attempts, epoch, started_at, finished_at"
 _ORDER = MAX_ORDER  # a run's journal orders: its steps' ids are run_no << 24 + order
@@ -129,7 +119,7 @@ MIGRATIONS = [
     CREATE INDEX durable_runs_created ON durable_runs(created_at);
     CREATE INDEX durable_runs_versions ON durable_runs(workflow, version)
     """,
-    # 4: queues, children, deadlines, schedules (issue 13); see storage/sql/journal_plus.py
+    # 4: queues, children, deadlines, schedules; see storage/sql/queues.py, children.py, …
     """
     ALTER TABLE durable_runs ADD COLUMN queue TEXT;
     ALTER TABLE durable_runs ADD COLUMN priority INTEGER NOT NULL DEFAULT 0;
@@ -167,7 +157,7 @@ MIGRATIONS = [
     # 7: the named queues a worker takes part in (a JSON array), so a wake-up for a queued
     # run is ranked among the workers that can claim it (storage/sql/liveness.py)
     "ALTER TABLE durable_workers ADD COLUMN queues TEXT",
-    # 8: a run's steps in one range of one b-tree (see STEP_STATEMENT below): a step row's
+    # 8: a run's steps in one range of one b-tree (see SQLITE_STEPS below): a step row's
     # id is its run's number << 24 + its journal order. A run's number is a column (a
     # rowid may change in VACUUM), given at insert by the trigger. Existing steps keep
     # their order (the old rowid's); steps of no run are not carried over.
@@ -204,15 +194,51 @@ MIGRATIONS = [
 ]
 
 
-# What moves when a run may have become claimable (see SQLiteJournal.wait_for_work).
-_WORK_MARKS = (
-    "SELECT (SELECT MAX(rowid) FROM durable_runs), (SELECT MAX(id) FROM durable_signals), "
-    "(SELECT MAX(updated_at) FROM durable_runs WHERE status = 'pending')"
+# A run's steps are one range of one b-tree (migration 8): a step is one page written,
+# where a (run_id, pos) index made it two; the position's row is found by the order the
+# run's writer gives (StepWrite.order), by the position within the range otherwise.
+SQLITE_STEPS = StepSQL(
+    # The record's order given (every record a run writes): the id is computed, no lookup.
+    # A statement that could also find it (below) costs 1.3x this one even when the order
+    # is given (8.4 against 6.5 µs warm, 2026-12-05), so the two are kept apart.
+    write=(
+        f"INSERT INTO durable_steps (id, {_COLS}) SELECT (r.run_no << 24) + ?14, {_VALUES} "
+        "FROM durable_runs r WHERE r.run_id = ?12 AND r.epoch = ?13 AND ?14 IS NOT NULL "
+        f"{_STEP_UPSERT}"
+    ),
+    # No order given (an operator's edit): the position's row, else after the run's last.
+    found=(
+        f"INSERT INTO durable_steps (id, {_COLS}) SELECT "
+        f"{_STEP_ID.format(order='?14', pos='?2')}, {_VALUES} FROM durable_runs r "
+        f"WHERE r.run_id = ?12 AND r.epoch = ?13 {_STEP_UPSERT}"
+    ),
+    child=(
+        f"INSERT INTO durable_steps (id, {_COLS}) SELECT "
+        f"{_STEP_ID.format(order='?18', pos='?2')}, {_VALUES} FROM durable_runs r "
+        "WHERE r.run_id = ?12 AND r.epoch = ?13 AND EXISTS (SELECT 1 FROM durable_runs c "
+        "WHERE c.run_id = ?14 AND c.parent_id = ?15 AND c.workflow = ?16 AND c.args = ?17) "
+        f"{_STEP_UPSERT}"
+    ),
+    of_run=(
+        f"SELECT {_COLS}, id & {_ORDER} FROM durable_steps WHERE {_span('?1')} "
+        "AND run_id = ?1 ORDER BY id"
+    ),
+    at=f"SELECT id FROM durable_steps WHERE {_span('?1')} AND pos = ?2",
+    delete=f"DELETE FROM durable_steps WHERE {_span('?1')} AND pos = ?2",
+    delete_all=f"DELETE FROM durable_steps WHERE {_span('?1')}",
+    copy=(
+        f"INSERT INTO durable_steps (id, {_COLS}) SELECT ((SELECT run_no FROM durable_runs "
+        f"WHERE run_id = ?1) << 24) + (s.id & {_ORDER}), ?1, s.pos, s.name, s.kind, s.status, "
+        "s.result, s.error, s.attempts, 0, s.started_at, s.finished_at FROM durable_steps s "
+        f"WHERE {_span('?2', 's.id')} AND s.id < ?3 AND s.status IN ('done', 'error') "
+        "ORDER BY s.id"
+    ),
+    ordered=True,
 )
 
 
 class SQLiteJournal(SQLJournal):
-    """The ``Journal`` protocol on one SQLite file (see ``surefoot.storage.base``).
+    """The ``Journal`` protocol on one SQLite file (see ``surefoot.storage.journal``).
 
     Args:
         db: the shared ``SQLiteDB``; the journal's tables are created by migration.
@@ -221,109 +247,11 @@ class SQLiteJournal(SQLJournal):
         SchemaVersionError: the file is foreign or from a newer surefoot (left untouched).
     """
 
-    # A run's steps are one range of one b-tree (migration 8): a step is one page written,
-    # where a (run_id, pos) index made it two; the position's row is found by the order the
-    # run's writer gives (StepWrite.order), by the position within the range otherwise.
-    ORDERED_STEPS = True
-    # The record's order given (every record a run writes): the id is computed, no lookup.
-    # A statement that could also find it (below) costs 1.3x this one even when the order
-    # is given (8.4 against 6.5 µs warm, 2026-12-05), so the two are kept apart.
-    STEP_STATEMENT = (
-        f"INSERT INTO durable_steps (id, {_COLS}) SELECT (r.run_no << 24) + ?14, {_VALUES} "
-        "FROM durable_runs r WHERE r.run_id = ?12 AND r.epoch = ?13 AND ?14 IS NOT NULL "
-        f"{_STEP_UPSERT}"
-    )
-    # No order given (an operator's edit): the position's row, else after the run's last.
-    STEP_FOUND = (
-        f"INSERT INTO durable_steps (id, {_COLS}) SELECT "
-        f"{_STEP_ID.format(order='?14', pos='?2')}, {_VALUES} FROM durable_runs r "
-        f"WHERE r.run_id = ?12 AND r.epoch = ?13 {_STEP_UPSERT}"
-    )
-    CHILD_STEP = (
-        f"INSERT INTO durable_steps (id, {_COLS}) SELECT "
-        f"{_STEP_ID.format(order='?18', pos='?2')}, {_VALUES} FROM durable_runs r "
-        "WHERE r.run_id = ?12 AND r.epoch = ?13 AND EXISTS (SELECT 1 FROM durable_runs c "
-        "WHERE c.run_id = ?14 AND c.parent_id = ?15 AND c.workflow = ?16 AND c.args = ?17) "
-        f"{_STEP_UPSERT}"
-    )
-    STEPS_OF_RUN = (
-        f"SELECT {_COLS}, id & {_ORDER} FROM durable_steps WHERE {_span('?1')} "
-        "AND run_id = ?1 ORDER BY id"
-    )
-    STEP_AT = f"SELECT id FROM durable_steps WHERE {_span('?1')} AND pos = ?2"
-    STEP_DELETE = f"DELETE FROM durable_steps WHERE {_span('?1')} AND pos = ?2"
-    STEPS_DELETE = f"DELETE FROM durable_steps WHERE {_span('?1')}"
-    STEPS_COPY = (
-        f"INSERT INTO durable_steps (id, {_COLS}) SELECT ((SELECT run_no FROM durable_runs "
-        f"WHERE run_id = ?1) << 24) + (s.id & {_ORDER}), ?1, s.pos, s.name, s.kind, s.status, "
-        "s.result, s.error, s.attempts, 0, s.started_at, s.finished_at FROM durable_steps s "
-        f"WHERE {_span('?2', 's.id')} AND s.id < ?3 AND s.status IN ('done', 'error') "
-        "ORDER BY s.id"
-    )
-
     def __init__(self, db: SQLiteDB) -> None:
         self.db = db
         db.migrate("durable", MIGRATIONS)
-        super().__init__(SQLiteDialect(db))
-        if FileLiveness.available(db.path):
-            self.liveness = FileLiveness(db.path)
-        self._work_marks: tuple[Any, ...] | None = None
-
-    def create_run(self, row: RunRow) -> tuple[RunRow, bool]:
-        """Insert ``row`` unless the run id exists; return (the stored row, created).
-
-        No read first: ``App.start`` reads the run before it creates one (the common repeat
-        takes no write lock), so a read here was a second one for every new run; a repeat
-        that does get here is answered by the ``ON CONFLICT`` below.
-        """
-        self._check_run(row)
-        with self.db.write() as c:
-            cur = c.execute(
-                f"INSERT INTO durable_runs ({RUN_COLS}) VALUES ({RUN_MARKS}) "
-                "ON CONFLICT (run_id) DO NOTHING",
-                row_params(row),
-            )
-            if cur.rowcount == 1:
-                c.execute(
-                    AUDIT_SQL, (row.run_id, row.created_at, row.owner or "app", "created", "{}")
-                )
-                return row, True
-            stored = c.execute(f"SELECT {SEL} FROM durable_runs WHERE run_id = ?", (row.run_id,))
-            found = stored.fetchone()
-        return RunRow(*found), False
-
-    def wait_for_work(self, timeout: float) -> bool:
-        """Block up to ``timeout`` seconds until a run may have become claimable: since the
-        last call returned, a run was created, one was made pending again (a retry, a fork,
-        a resume) or a signal was sent, by any connection (woken through the file watch,
-        see ``_changes``). Returns False on timeout; timers and expired leases are found by
-        the caller's next poll. A worker calls this instead of sleeping its poll interval,
-        as on PostgreSQL (``LISTEN``); the first call only takes the marks to compare with.
-        """
-        last = self._work_marks
-        if last is None:
-            self._work_marks = self._marks()
-            return False
-        now = [last]
-
-        def moved() -> bool:
-            now[0] = self._marks()
-            return now[0] != last
-
-        got = self.wait_until(moved, timeout)
-        self._work_marks = now[0]
-        return got
-
-    def _marks(self) -> tuple[Any, ...]:
-        """The newest run, the newest signal and the last time a run was made pending
-        (three index lookups)."""
-        return tuple(self.db.read(_WORK_MARKS)[0])
-
-    def wait_until(self, ready: Callable[[], bool], timeout: float) -> bool:
-        """Until ``ready()`` is true (asked now, then after each commit another connection
-        makes to the file) or ``timeout`` seconds; whether it became true. A waiter wakes
-        on the commit, not at its next poll (see ``_changes``)."""
-        return self.db.wait_for_commit(ready, timeout)
+        locks = FileLiveness(db.path) if FileLiveness.available(db.path) else None
+        super().__init__(SQLiteDialect(db), SQLITE_STEPS, locks=locks, waking=SQLiteWaking(db))
 
     def heartbeat(
         self, owner: str, runs: list[tuple[str, int]], *, lease_until: float, now: float

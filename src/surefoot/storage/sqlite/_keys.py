@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...errors import SchemaVersionError, StoreError
-from ..base import KeyRecord
+from ..keys import KeyRecord
 from ._db import SQLiteDB
 
 __all__ = ["SQLiteKeyStore"]

@@ -27,15 +27,7 @@ import sqlite3
 from typing import Any
 
 from ...errors import CompactedError, ConflictError, ValueTooLargeError
-from ..base import (
-    MergeOutcome,
-    StateChange,
-    StateRecord,
-    TxnOp,
-    check_size,
-    expires_at,
-    write_conflict,
-)
+from ..checks import check_size
 from ..history import WatchRead, compaction_victims, txn_plan, watch_params
 from ..merges import (
     LIST_OPS,
@@ -45,6 +37,7 @@ from ..merges import (
     lower_trust,
     merge_refused,
 )
+from ..state import MergeOutcome, StateChange, StateRecord, TxnOp, expires_at, write_conflict
 from ._db import SQLiteDB
 from ._state_sql import (
     COLS,

@@ -21,8 +21,8 @@ import hashlib
 from typing import Any
 
 from ...errors import DuplicateMessageError
-from ..base import Retention, StreamRecord, stream_conflict
 from ..sql.stream import FLOOR_SQL, REC_SQL, SQLStream, list_streams, record
+from ..streams import Retention, StreamRecord, stream_conflict
 from ._db import SQLiteDB
 from ._dialect import SQLiteDialect
 

@@ -1,5 +1,7 @@
 """``surefoot queues``, ``surefoot schedules``, ``surefoot runs prune``, ``runs children``
-and ``runs stranded``: the CLI of issue 13 (queues, schedules, retention, children, versions).
+and ``runs stranded``: a journal's workload beyond one run: where runs come from (queues,
+schedules), how long finished ones stay (retention), which runs a run started (children)
+and which runs no live worker serves (versions).
 
 Like ``surefoot runs``, every command takes ``--db URL`` and prints a table, or JSON with
 ``--json``; they only read or change the journal.
@@ -21,12 +23,9 @@ from rich.table import Table
 
 from .. import durable
 from ..errors import ConfigError
-from ._runs import must_exist, runs
+from ._runs import must_exist, runs, status_markup
 
 __all__ = ["queues", "schedules"]
-
-_COLOR = {"succeeded": "green", "failed": "red", "cancelled": "dim", "pending": "blue",
-          "running": "cyan", "sleeping": "yellow", "needs_attention": "bold magenta"}  # fmt: skip
 
 
 @contextmanager
@@ -46,10 +45,6 @@ def _echo_json(v: Any) -> None:
         return repr(x)
 
     click.echo(json.dumps(v, indent=2, default=plain))
-
-
-def _status(s: str) -> str:
-    return f"[{_COLOR.get(s, 'white')}]{s}[/]"
 
 
 def _when(t: float | None) -> str:
@@ -114,13 +109,13 @@ def children(db: str, run_id: str, as_json: bool) -> None:
     """The child runs a run started, and their status."""
     with _app(db) as app:
         app.handle(run_id)  # UnknownRunError for a mistyped id
-        kids = app.journal_plus.children(run_id)
+        kids = app.journal.children.of(run_id)
     if as_json:
         _echo_json([{"run_id": k.run_id, "workflow": k.workflow, "status": k.status} for k in kids])
         return
     t = Table("child run", "workflow", "status", "updated")
     for k in kids:
-        t.add_row(k.run_id, k.workflow, _status(k.status), _when(k.updated_at))
+        t.add_row(k.run_id, k.workflow, status_markup(k.status), _when(k.updated_at))
     Console().print(t)
 
 
@@ -136,7 +131,7 @@ def stranded(db: str, as_json: bool) -> None:
         return
     t = Table("run", "workflow", "version", "status", "what to do")
     for r in rows:
-        t.add_row(r["run_id"], r["workflow"], r["version"], _status(r["status"]), r["todo"])
+        t.add_row(r["run_id"], r["workflow"], r["version"], status_markup(r["status"]), r["todo"])
     Console().print(t)
 
 
@@ -170,16 +165,23 @@ def queues(db: str, as_json: bool) -> None:
 def schedules(db: str, as_json: bool) -> None:
     """Cron schedules recorded by workers: the workflow, the cron and the next tick."""
     with _app(db) as app:
-        rows = app.journal_plus.schedules()
+        rows = app.journal.schedules.all()
     if as_json:
         _echo_json(
             [
-                {"schedule": n, "workflow": w, "cron": c, "catchup": cu, "next_at": nx}
-                for n, w, c, _a, cu, nx in rows
+                {
+                    "schedule": r.name,
+                    "workflow": r.workflow,
+                    "cron": r.cron,
+                    "catchup": r.catchup,
+                    "next_at": r.next_at,
+                }
+                for r in rows
             ]
         )
         return
     t = Table("schedule", "workflow", "cron (UTC)", "catch-up", "next tick")
-    for n, w, c, _a, cu, nx in rows:
-        t.add_row(n, w, c, cu, dt.datetime.fromtimestamp(nx, dt.UTC).isoformat())
+    for r in rows:
+        when = dt.datetime.fromtimestamp(r.next_at, dt.UTC).isoformat()
+        t.add_row(r.name, r.workflow, r.cron, r.catchup, when)
     Console().print(t)

@@ -1,5 +1,5 @@
-"""Issue 13 under SIGKILL: queue limits, child runs and ``patched()`` markers hold across a
-killed worker."""
+"""Under SIGKILL: queue limits, child runs and ``patched()`` markers hold across a killed
+worker."""
 
 from __future__ import annotations
 
@@ -27,10 +27,10 @@ SRC = HERE.parent.parent / "src"
 
 
 def _load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("durable_plus_app", HERE / "durable_plus_app.py")
+    spec = importlib.util.spec_from_file_location("queue_child_app", HERE / "queue_child_app.py")
     assert spec is not None and spec.loader is not None
     mod = importlib.util.module_from_spec(spec)
-    sys.modules["durable_plus_app"] = mod
+    sys.modules["queue_child_app"] = mod
     spec.loader.exec_module(mod)
     return mod
 
@@ -73,7 +73,7 @@ class Workers:
         if crash is not None:
             env["SUREFOOT_CRASH"] = crash
         cmd = [sys.executable, "-m", "surefoot", "worker", "--db", self.url, "--app"]
-        cmd += ["durable_plus_app:app", "--lease", "1.0", "--poll", "0.05"]
+        cmd += ["queue_child_app:app", "--lease", "1.0", "--poll", "0.05"]
         cmd += ["--worker-id", worker_id]
         p = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         self.procs.append(p)

@@ -7,85 +7,26 @@ indexed condition (``status``, ``workflow``, ``version``, ``created_at >= since`
 ``needs_attention`` first, then newest first. A page first picks its run ids (narrow rows,
 the ``(status, created_at)`` and ``created_at`` indexes), then reads those rows whole, so
 arguments and results of runs the page does not show are never read.
-
-Also here: the audit entry a claim writes in its own transaction (``claim_audit``, and
-``orphan_audit`` for the takeover of a dead holder's run).
 """
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from ...errors import ConfigError
-from ..base import RUN_ORDERS, RunRow, WorkerRow
-from .dialect import ROWS, Dialect, Then
+from ..runs import RUN_ORDERS, RunRow, WorkerRow
+from .dialect import Dialect
+from .schema import SEL, workflow_pairs
 
-__all__ = ["CLAIM_AUDIT", "ORPHAN_AUDIT", "SQLRunQueries", "claim_audit", "orphan_audit"]
-
-_TAKEN = (
-    "' finished or suspended: its worker died or stalled past its lease (or an operator "
-    "resumed the run)'"
-)
-CLAIM_AUDIT = (
-    "INSERT INTO durable_audit (run_id, at, actor, action, detail) SELECT run_id, ?, ?, "
-    "CASE WHEN claims > 1 THEN 'taken_over' ELSE 'claimed' END, "
-    """'{"worker":' || CAST(? AS TEXT) || ',"epoch":' || CAST(epoch AS TEXT) || """
-    """',"claims":' || CAST(claims AS TEXT) || ',"claimed_at":' || CAST(? AS TEXT) || """
-    """CASE WHEN claims > 1 THEN ',"previous_epoch":' || CAST(epoch - 1 AS TEXT) || """
-    """',"why":"claimed again before the execution at epoch ' || CAST(epoch - 1 AS TEXT) """
-    f"|| {_TAKEN} || '\"' ELSE '' END || '}}' FROM {ROWS}"
-)
-"""The audit entry of a claim, written in the claim's own transaction (no extra commit):
-``claimed``, or ``taken_over`` (with the previous epoch) when the run was claimed again
-before its previous execution finished or suspended (``claims > 1``). The detail is JSON
-built in SQL from the claimed rows (``epoch``, ``claims``) and this claim's worker and time.
-"""
+__all__ = ["SQLListing"]
 
 
-def claim_audit(d: Dialect, owner: str, now: float) -> Then:
-    """The :data:`CLAIM_AUDIT` statement of one claim by ``owner`` at ``now``; it reads the
-    claimed rows' ``run_id``, ``epoch`` and ``claims`` (the claim must return them)."""
-    return Then(
-        d.sql(CLAIM_AUDIT),
-        (float(now), owner, json.dumps(owner), repr(float(now))),
-        "durable_runs",
-        "run_id",
-    )
-
-
-ORPHAN_AUDIT = (
-    "INSERT INTO durable_audit (run_id, at, actor, action, detail) SELECT run_id, ?, ?, "
-    """'taken_over', '{"worker":' || CAST(? AS TEXT) || ',"epoch":' || CAST(epoch AS TEXT) """
-    """|| ',"claims":' || CAST(claims AS TEXT) || ',"claimed_at":' || CAST(? AS TEXT) || """
-    """',"previous_epoch":' || CAST(epoch - 1 AS TEXT) || ',"why":"claimed again before """
-    """the execution at epoch ' || CAST(epoch - 1 AS TEXT) || ' finished or suspended: its """
-    """holder''s process is gone (its liveness lock was free) and its lease had not run """
-    f"""out","holder_dead":' || CAST(? AS TEXT) || '}}' FROM {ROWS}"""
-)
-
-
-def orphan_audit(
-    d: Dialect, owner: str, now: float, holder: str, lease_until: float, how: str
-) -> Then:
-    """The ``taken_over`` entry of a claim of a run whose holder's process died
-    (``claim_orphans``): as :func:`claim_audit`'s, plus ``holder_dead``: the ``holder``,
-    the ``lease_until`` not waited out, and ``how`` its death was seen."""
-    dead = json.dumps({"holder": holder, "lease_until": lease_until, "how": how})
-    return Then(
-        d.sql(ORPHAN_AUDIT),
-        (float(now), owner, json.dumps(owner), repr(float(now)), dead),
-        "durable_runs",
-        "run_id",
-    )
-
-
-class SQLRunQueries:
+class SQLListing:
     """``page_runs``, ``count_runs``, ``backlog``, ``run_versions`` and ``workers`` of the SQL
-    journal."""
+    journal (a part of :class:`~.journal.SQLJournal`, which offers them as its own)."""
 
-    d: Dialect
-    _sel: str
+    def __init__(self, d: Dialect) -> None:
+        self.d = d
 
     def _where(
         self,
@@ -143,7 +84,7 @@ class SQLRunQueries:
             by = f"CASE WHEN status = 'needs_attention' THEN 0 ELSE 1 END, {by}"
         ids = self.d.sql(f"SELECT run_id FROM durable_runs{cond} ORDER BY {by} LIMIT ? OFFSET ?")
         sql = self.d.sql(
-            f"SELECT {self._sel} FROM durable_runs WHERE {self.d.any_of('run_id')} ORDER BY {by}"
+            f"SELECT {SEL} FROM durable_runs WHERE {self.d.any_of('run_id')} ORDER BY {by}"
         )
         picked = [r[0] for r in self.d.read(ids, (*params, int(limit), int(offset)))]
         if not picked:
@@ -206,7 +147,6 @@ class SQLRunQueries:
         )
         out = []
         for worker_id, text, seen_at, leases in rows:
-            pairs = [item.rpartition("@") for item in str(text).split(";") if "@" in item]
-            offered = [(n, v) for n, _, v in pairs]
+            offered = workflow_pairs(text)
             out.append(WorkerRow(str(worker_id), offered, float(seen_at), int(leases)))
         return out

@@ -1,4 +1,4 @@
-"""The app of the issue-13 crash tests (queues, children), run in real worker processes.
+"""The app of the queue and child-run crash tests, run in real worker processes.
 
 Each step records itself in a SQLite *ledger* (``SUREFOOT_LEDGER``), committed before
 the step goes on, so the counts survive a SIGKILL and are read outside the workers.

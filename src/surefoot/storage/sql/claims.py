@@ -1,0 +1,181 @@
+"""How the SQL journal claims runs: the statements shared by the journal's own claim, a
+queue's claim (:mod:`.queues`) and the takeover of a dead holder's runs (:mod:`.liveness`).
+
+A claim is one ``UPDATE … RETURNING`` that sets the run running under the claimer's lease
+and raises its epoch by one, fencing the previous holder; its audit entry is written in
+the claim's own transaction (no extra commit), built in SQL from the claimed rows.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from .dialect import ROWS, Dialect, Then
+
+__all__ = [
+    "CLAIMABLE",
+    "CLAIM_AUDIT",
+    "ORPHAN_AUDIT",
+    "RESUMABLE",
+    "SQLClaims",
+    "claim_audit",
+    "claim_update",
+    "orphan_audit",
+]
+
+#: A run a worker may take: pending; sleeping and due; running with an expired lease.
+#: Parameters: ``now, now``.
+CLAIMABLE = (
+    "(status = 'pending' OR (status = 'sleeping' AND wake_at IS NOT NULL AND wake_at <= ?) "
+    "OR (status = 'running' AND (lease_until IS NULL OR lease_until < ?)))"
+)
+#: A run a queue already started that may go on: sleeping and due, or its lease expired.
+RESUMABLE = (
+    "((status = 'sleeping' AND wake_at IS NOT NULL AND wake_at <= ?) "
+    "OR (status = 'running' AND (lease_until IS NULL OR lease_until < ?)))"
+)
+
+
+def claim_update(d: Dialect, cond: str) -> str:
+    """The claim of the runs matching ``cond``: parameters ``owner, lease_until, now``,
+    then ``cond``'s; returns ``run_id, epoch, claims`` of each run taken."""
+    return d.sql(
+        "UPDATE durable_runs SET status = 'running', owner = ?, epoch = epoch + 1, "
+        "claims = claims + 1, "
+        f"lease_until = ?, updated_at = ? WHERE {cond} RETURNING run_id, epoch, claims"
+    )
+
+
+_TAKEN = (
+    "' finished or suspended: its worker died or stalled past its lease (or an operator "
+    "resumed the run)'"
+)
+CLAIM_AUDIT = (
+    "INSERT INTO durable_audit (run_id, at, actor, action, detail) SELECT run_id, ?, ?, "
+    "CASE WHEN claims > 1 THEN 'taken_over' ELSE 'claimed' END, "
+    """'{"worker":' || CAST(? AS TEXT) || ',"epoch":' || CAST(epoch AS TEXT) || """
+    """',"claims":' || CAST(claims AS TEXT) || ',"claimed_at":' || CAST(? AS TEXT) || """
+    """CASE WHEN claims > 1 THEN ',"previous_epoch":' || CAST(epoch - 1 AS TEXT) || """
+    """',"why":"claimed again before the execution at epoch ' || CAST(epoch - 1 AS TEXT) """
+    f"|| {_TAKEN} || '\"' ELSE '' END || '}}' FROM {ROWS}"
+)
+"""The audit entry of a claim, written in the claim's own transaction (no extra commit):
+``claimed``, or ``taken_over`` (with the previous epoch) when the run was claimed again
+before its previous execution finished or suspended (``claims > 1``). The detail is JSON
+built in SQL from the claimed rows (``epoch``, ``claims``) and this claim's worker and time.
+"""
+
+
+def claim_audit(d: Dialect, owner: str, now: float) -> Then:
+    """The :data:`CLAIM_AUDIT` statement of one claim by ``owner`` at ``now``; it reads the
+    claimed rows' ``run_id``, ``epoch`` and ``claims`` (the claim must return them)."""
+    return Then(
+        d.sql(CLAIM_AUDIT),
+        (float(now), owner, json.dumps(owner), repr(float(now))),
+        "durable_runs",
+        "run_id",
+    )
+
+
+ORPHAN_AUDIT = (
+    "INSERT INTO durable_audit (run_id, at, actor, action, detail) SELECT run_id, ?, ?, "
+    """'taken_over', '{"worker":' || CAST(? AS TEXT) || ',"epoch":' || CAST(epoch AS TEXT) """
+    """|| ',"claims":' || CAST(claims AS TEXT) || ',"claimed_at":' || CAST(? AS TEXT) || """
+    """',"previous_epoch":' || CAST(epoch - 1 AS TEXT) || ',"why":"claimed again before """
+    """the execution at epoch ' || CAST(epoch - 1 AS TEXT) || ' finished or suspended: its """
+    """holder''s process is gone (its liveness lock was free) and its lease had not run """
+    f"""out","holder_dead":' || CAST(? AS TEXT) || '}}' FROM {ROWS}"""
+)
+
+
+def orphan_audit(
+    d: Dialect, owner: str, now: float, holder: str, lease_until: float, how: str
+) -> Then:
+    """The ``taken_over`` entry of a claim of a run whose holder's process died
+    (``claim_orphans``): as :func:`claim_audit`'s, plus ``holder_dead``: the ``holder``,
+    the ``lease_until`` not waited out, and ``how`` its death was seen."""
+    dead = json.dumps({"holder": holder, "lease_until": lease_until, "how": how})
+    return Then(
+        d.sql(ORPHAN_AUDIT),
+        (float(now), owner, json.dumps(owner), repr(float(now)), dead),
+        "durable_runs",
+        "run_id",
+    )
+
+
+class SQLClaims:
+    """The journal's own claim: one run by id, or the runs of some workflow versions that
+    are in no named queue (:class:`~.queues.SQLQueues` claims those)."""
+
+    def __init__(self, d: Dialect) -> None:
+        self.d = d
+        self._statements: dict[tuple[str, int], tuple[str, str | None]] = {}
+
+    def claim(
+        self,
+        owner: str,
+        *,
+        now: float,
+        lease_until: float,
+        workflows: list[tuple[str, str]],
+        limit: int,
+        run_id: str | None = None,
+        force: bool = False,
+    ) -> list[tuple[str, int]]:
+        """Take up to ``limit`` claimable runs of ``workflows`` (or exactly ``run_id``).
+
+        Claimable: pending; sleeping and due; running with an expired lease. With ``force``
+        (``run_id`` only), also a running run whose lease is held by ``owner`` itself (this
+        worker's previous life) or a sleeping run that is not yet due. Returns (run_id, new
+        epoch) pairs; the epoch goes up by one, fencing the previous holder. On PostgreSQL,
+        runs locked by another claimer are skipped.
+        """
+        if run_id is not None:
+            params: list[Any] = [run_id, owner, now] if force else [run_id, now, now]
+            shape: tuple[str, int] = ("force" if force else "one", 0)
+        else:
+            if not workflows:
+                return []
+            params = [now, now]
+            for w in workflows:
+                params += [w[0], w[1]]
+            params.append(int(limit))
+            shape = ("queue", len(workflows))
+        update, probe = self._statements.get(shape) or self._claim_sql(shape)
+        # Re-sending a claim whose reply was lost is safe: the runs it took stay fenced to
+        # this owner until their lease runs out, then any worker claims them again.
+        rows = self.d.poll_write(
+            update,
+            (owner, lease_until, now, *params),
+            None if probe is None else (probe, params),
+            claim_audit(self.d, owner, now),  # claimed / taken_over, in the same commit
+        )
+        return [(str(r[0]), int(r[1])) for r in rows]
+
+    def _claim_sql(self, shape: tuple[str, int]) -> tuple[str, str | None]:
+        """The claim's UPDATE and its look-before-lock probe, built once per shape: a
+        single run (``one``, or ``force``d) or the queue of ``n`` workflows."""
+        mode, n = shape
+        probe: str | None = None
+        if mode == "force":
+            cond = (
+                "run_id = ? AND (status IN ('pending', 'sleeping') OR (status = 'running' AND "
+                "(owner = ? OR lease_until IS NULL OR lease_until < ?)))"
+            )
+        elif mode == "one":
+            cond = f"run_id = ? AND {CLAIMABLE}"
+        else:
+            values = ", ".join("(?, ?)" for _ in range(n))
+            # Runs in a named queue are claimed by the queue's claim, under its limits.
+            cond = (
+                f"run_id IN (SELECT run_id FROM durable_runs WHERE {CLAIMABLE} AND "
+                "queue IS NULL AND "
+                f"(workflow, version) IN (VALUES {values}) "
+                f"ORDER BY COALESCE(wake_at, created_at) LIMIT ?{self.d.skip_locked})"
+            )
+            # An idle worker polls often: SQLite looks before taking the write lock.
+            probe = self.d.sql(f"SELECT 1 FROM durable_runs WHERE {cond} LIMIT 1")
+        update = claim_update(self.d, cond)
+        self._statements[shape] = (update, probe)
+        return update, probe
