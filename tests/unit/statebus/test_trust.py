@@ -11,7 +11,6 @@ from hypothesis import strategies as st_
 
 from surefoot.codec import dumps, loads
 from surefoot.errors import ConfigError, TrustError
-from surefoot.lab.statebus.injection import visible_entries
 from surefoot.statebus import (
     Endorser,
     Entry,
@@ -27,6 +26,7 @@ from surefoot.statebus import (
     trusted,
     write_labeled,
 )
+from surefoot_lab.statebus.injection import visible_entries
 
 
 def _team(url: str = "memory://") -> Store:
