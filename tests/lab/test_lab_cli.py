@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import io
 import json
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -131,3 +133,14 @@ def test_lab_tables_left_align_prose_and_right_align_numbers() -> None:
     t.add("b", "a reset", 1_200, "7.5%")
     rt = rich_table(t)
     assert [c.justify for c in rt.columns] == ["left", "left", "right", "right"]
+
+
+def test_python_dash_m_surefoot_lab_is_the_same_group() -> None:
+    """python -m surefoot_lab runs the lab's group: list, run and chaos."""
+    out = subprocess.run(
+        [sys.executable, "-m", "surefoot_lab", "--help"], capture_output=True, text=True, check=True
+    )
+    assert out.stdout.startswith("Usage: surefoot-lab")
+    assert {"chaos", "list", "run"} <= {
+        line.split()[0] for line in out.stdout.split("Commands:")[1].splitlines() if line.strip()
+    }
