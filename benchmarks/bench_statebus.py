@@ -50,8 +50,8 @@ from pathlib import Path
 from typing import Any
 
 from surefoot import storage
-from surefoot.lab.statebus import shared
 from surefoot.statebus import Store, Stream
+from surefoot_lab.statebus import shared
 
 
 def _rate(n: int, fn: Callable[[], None]) -> float:

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 if TYPE_CHECKING:
-    from surefoot.lab.local_model import LabModel
+    from surefoot_lab.local_model import LabModel
 
 # Under pytest-xdist (`make unit`), whole files go to a worker (tests/xdist_scheduling.py).
 pytest_plugins = ["xdist_scheduling"]
@@ -80,7 +80,7 @@ def temporal_bin() -> str:
 def local_llm() -> Iterator[LabModel]:
     """The local SmolLM2 server, started once per session and stopped by pid (skips without
     `make local-llm`, fails under REQUIRE_SERVICES)."""
-    from surefoot.lab.local_model import lab_model, local_model_missing
+    from surefoot_lab.local_model import lab_model, local_model_missing
 
     reason = local_model_missing()
     if reason is not None:

@@ -128,11 +128,18 @@ class DecodeError(SurefootError, TypeError):
 
 
 class MissingExtraError(SurefootError, ImportError):
-    """An optional dependency is missing; the message names the extra to install."""
+    """An optional dependency is missing; the message names the extra to install.
 
-    def __init__(self, extra: str, purpose: str) -> None:
+    Attributes:
+        extra: the extra's name (``postgres``).
+        distribution: whose extra it is: ``surefoot``, or a distribution built on it (the
+            lab's ``surefoot-lab``).
+    """
+
+    def __init__(self, extra: str, purpose: str, *, distribution: str = "surefoot") -> None:
         self.extra = extra
-        super().__init__(f"install surefoot[{extra}] to use {purpose}")
+        self.distribution = distribution
+        super().__init__(f"install {distribution}[{extra}] to use {purpose}")
 
 
 # The trailing underscore avoids shadowing the builtin TimeoutError, which it also subclasses.

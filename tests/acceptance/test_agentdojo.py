@@ -14,9 +14,9 @@ import pytest
 
 pytest.importorskip("agentdojo")  # installed by `make test` (the agentdojo extra)
 
-from surefoot import lab
+import surefoot_lab as lab
 from surefoot.errors import ConfigError
-from surefoot.lab.statebus.agentdojo import BENCHMARK, load_suites
+from surefoot_lab.statebus.agentdojo import BENCHMARK, load_suites
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from surefoot import lab
+import surefoot_lab as lab
 
 
 def _run(exp_id: str, **kw: Any) -> lab.LabResult:

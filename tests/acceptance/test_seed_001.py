@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from surefoot import lab
+import surefoot_lab as lab
 
 # the experiments whose fakes include the FakeLLM; every other one makes no model call
 _CALLS_MODEL = {"resilience.llm-retry", "resilience.crash-resume"}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from surefoot import lab
+import surefoot_lab as lab
 
 _NO_MODEL_CALL = {"durable.effects"}  # reads the workflow's code; calls no model
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-import dbos  # installed by `make test` (the `engines` extra): this test must not skip
+import dbos  # installed by `make test` (the lab's `dbos` extra): this test must not skip
 import pytest
 
-from surefoot import lab
+import surefoot_lab as lab
 from surefoot.errors import ConfigError, MissingExtraError
-from surefoot.lab.agent import STEPS, port_dbos, port_temporal
+from surefoot_lab.agent import STEPS, port_dbos, port_temporal
 
 
 def run(exp_id: str, model: str = lab.FAKE_MODEL, **kwargs: Any) -> lab.LabResult:
@@ -136,8 +136,9 @@ def test_port_rejects_unknown_kill_point(tmp_path: Any) -> None:
 def test_port_without_dbos_says_skipped(monkeypatch: pytest.MonkeyPatch) -> None:
     """Without dbos the port raises MissingExtraError and the experiment reports 'skipped'."""
     monkeypatch.setitem(sys.modules, "dbos", None)  # makes `import dbos` fail
-    with pytest.raises(MissingExtraError, match=r"surefoot\[engines\]") as info:
+    with pytest.raises(MissingExtraError, match=r"surefoot-lab\[dbos\]") as info:
         port_dbos.dbos_module()
-    assert info.value.extra == "engines"
+    assert (info.value.distribution, info.value.extra) == ("surefoot-lab", "dbos")
+    assert "pip install './lab[dbos]'" in str(info.value)
     f = run("durable.port", model=lab.NO_MODEL).facts  # nothing ran: no model was called
     assert f == {"skipped": str(info.value)}

@@ -1,5 +1,5 @@
 """The chaos run on PostgreSQL, small: real workers SIGKILLed while they share one schema
-(the server restart runs in the lab and ``surefoot chaos``, not here: it would cut every
+(the server restart runs in the lab and ``surefoot lab chaos``, not here: it would cut every
 other test using the server)."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import pytest
 from click.testing import CliRunner
 
 from surefoot.cli import cli
-from surefoot.lab import context, get
-from surefoot.lab.durable import scaleout
+from surefoot_lab import context, get
+from surefoot_lab.durable import scaleout
 
 pytestmark = [pytest.mark.services, pytest.mark.crash]
 
@@ -34,11 +34,12 @@ def test_lab_chaos_postgres_quick_completes_without_duplicates(pg_url: str) -> N
 
 
 def test_cli_chaos_reports_and_writes_json(pg_url: str, tmp_path: Path) -> None:
-    """`surefoot chaos` runs, prints its checks, exits 0 and writes the JSON results."""
+    """`surefoot lab chaos` runs, prints its checks, exits 0 and writes the JSON results."""
     out = tmp_path / "chaos.json"
     result = CliRunner().invoke(
         cli,
         [
+            "lab",
             "chaos",
             "--db",
             pg_url,

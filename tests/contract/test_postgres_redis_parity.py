@@ -324,7 +324,7 @@ def test_concurrent_processes_lose_no_update_and_no_message(backend_url: str) ->
 def test_real_agent_processes_lose_nothing_on_the_server(opened: Any, backend_url: str) -> None:
     """The statebus real-agents experiment (agent processes sharing a Store and a Stream)
     loses no finding on PostgreSQL and Redis, and dedups the retried appends."""
-    from surefoot.lab import context, get
+    from surefoot_lab import context, get
 
     with context(quick=True, db=backend_url) as ctx:
         f = get("statebus.real-agents").run(ctx).facts

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from surefoot.lab.agent.chaos import ChaosConfig, run_chaos
+from surefoot_lab.agent.chaos import ChaosConfig, run_chaos
 
 pytestmark = pytest.mark.crash
 

@@ -15,8 +15,8 @@ import pytest
 
 from surefoot.engines.temporal import DevServer
 from surefoot.errors import ConfigError, MissingExtraError
-from surefoot.lab.agent import STEPS, AgentServices, Ledger
-from surefoot.lab.agent import port_temporal as pt
+from surefoot_lab.agent import STEPS, AgentServices, Ledger
+from surefoot_lab.agent import port_temporal as pt
 
 pytestmark = [pytest.mark.crash, pytest.mark.temporal]
 
@@ -46,9 +46,9 @@ def test_workflow_end_to_end(server: DevServer, tmp_path: Path) -> None:
     from temporalio.client import Client
     from temporalio.worker import Worker
 
-    from surefoot.lab.agent._temporal_activities import AgentActivities
-    from surefoot.lab.agent._temporal_workflow import AgentInput, Approval, ResearchAgent
-    from surefoot.lab.agent.port_temporal import sandbox_runner
+    from surefoot_lab.agent._temporal_activities import AgentActivities
+    from surefoot_lab.agent._temporal_workflow import AgentInput, Approval, ResearchAgent
+    from surefoot_lab.agent.port_temporal import sandbox_runner
 
     ledger = Ledger(tmp_path / "ledger.db")
     wid, queue = f"e2e-{uuid.uuid4().hex[:6]}", f"q-{uuid.uuid4().hex[:6]}"
@@ -154,7 +154,7 @@ def test_kill_harness_rejects_bad_input(server: DevServer, tmp_path: Path) -> No
 
 def test_missing_sdk_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     """Without temporalio the port raises MissingExtraError naming surefoot[temporal]."""
-    from surefoot.lab.durable import _temporal_rows
+    from surefoot_lab.durable import _temporal_rows
 
     monkeypatch.setitem(sys.modules, "temporalio.client", None)  # makes the import fail
     with pytest.raises(MissingExtraError, match=r"surefoot\[temporal\]") as info:
@@ -165,9 +165,9 @@ def test_missing_sdk_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_workflow_module_holds_only_definitions() -> None:
     """The sandbox re-imports the workflow module per run: its top level only imports, defines."""
-    import surefoot.lab.agent
+    import surefoot_lab.agent
 
-    source = Path(surefoot.lab.agent.__file__).parent / "_temporal_workflow.py"
+    source = Path(surefoot_lab.agent.__file__).parent / "_temporal_workflow.py"
     tree = ast.parse(source.read_text())  # read, not imported: this runs without temporalio
     allowed = (ast.Import, ast.ImportFrom, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
     for node in tree.body:

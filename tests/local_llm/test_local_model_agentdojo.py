@@ -6,9 +6,9 @@ import pytest
 
 pytest.importorskip("agentdojo")
 
-from surefoot.lab.local_model import LabModel
-from surefoot.lab.statebus import agentdojo as adojo
-from surefoot.lab.statebus.agentdojo_model import run_model_subset
+from surefoot_lab.local_model import LabModel
+from surefoot_lab.statebus import agentdojo as adojo
+from surefoot_lab.statebus.agentdojo_model import run_model_subset
 
 pytestmark = [pytest.mark.local_llm, pytest.mark.slow, pytest.mark.timeout(900)]
 

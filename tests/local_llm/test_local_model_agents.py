@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from surefoot.lab.local_model import LabModel
-from surefoot.lab.statebus.real_agents import run_real_agents
+from surefoot_lab.local_model import LabModel
+from surefoot_lab.statebus.real_agents import run_real_agents
 
 pytestmark = [pytest.mark.local_llm, pytest.mark.slow]
 

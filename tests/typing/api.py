@@ -11,7 +11,7 @@ import random
 from typing import Any, assert_type
 
 import surefoot
-from surefoot import FakeClock, clock, codec, errors, lab, storage, testing
+from surefoot import FakeClock, clock, codec, errors, storage, testing
 from surefoot.durable import App, RunDetail, RunHandle, Workflow, current_run
 from surefoot.guard import (
     CapabilityPolicy,
@@ -24,7 +24,6 @@ from surefoot.guard import (
     labeled,
     trusted,
 )
-from surefoot.lab.agent import AgentServices, build_agent, start_agent
 from surefoot.llm import ChatCompletion, FakeLLM, count_tokens
 from surefoot.resilience import (
     Backoff,
@@ -185,17 +184,3 @@ def storage_and_testing() -> None:
     assert_type(storage.parse_url("sqlite:///x.db"), storage.StorageURL)
     with testing.instant_retries() as fake:
         assert_type(fake, FakeClock)
-
-
-def the_lab() -> None:
-    """Running one experiment from Python, and the demo agent."""
-    with lab.context(seeds=2) as ctx:
-        assert_type(ctx, lab.LabContext)
-        result = lab.get("resilience.waits").run(ctx)
-        assert_type(result, lab.LabResult)
-        assert_type(result.facts, dict[str, Any])
-    app = App("sqlite:///agent.db")
-    services = AgentServices("ledger.db")
-    wf = build_agent(app, services)["1"]
-    assert_type(wf, Workflow)
-    assert_type(start_agent(app, wf, "why?", run_id="r-2"), RunHandle)

@@ -55,3 +55,14 @@ def test_errors_doc_names_every_attribute() -> None:
             source = inspect.getsource(vars(cls)["__init__"])
             for attr in re.findall(r"self\.(\w+) = ", source):
                 assert f"`{attr}`" in text, f"{name}.{attr} is not in docs/errors.md"
+
+
+def test_missing_extra_names_the_distribution_whose_extra_it_is() -> None:
+    """MissingExtraError says surefoot[extra] by default, and another distribution's when given."""
+    own = errors.MissingExtraError("postgres", "postgresql:// stores")
+    assert (own.distribution, str(own)) == (
+        "surefoot",
+        "install surefoot[postgres] to use postgresql:// stores",
+    )
+    lab = errors.MissingExtraError("dbos", "the DBOS port", distribution="surefoot-lab")
+    assert str(lab) == "install surefoot-lab[dbos] to use the DBOS port" and lab.extra == "dbos"

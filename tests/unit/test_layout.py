@@ -1,13 +1,15 @@
 """The package layout, read from the source with ``ast``: product apart from lab, no reaching in.
 
-- ``durable/`` and ``statebus/`` import nothing from ``surefoot.llm`` or ``surefoot.lab``;
-- ``guard/`` imports nothing from ``statebus``, ``durable``, ``lab`` or ``cli`` (statebus uses
-  the guard, not the other way round; the guard may use the core, ``resilience`` and ``llm``);
-- nothing outside ``lab/`` and ``cli/`` imports ``surefoot.lab`` or ``surefoot.cli`` (the
-  ``python -m surefoot`` entry excepted), and the lab does not import the CLI;
+- nothing in ``surefoot`` imports the lab (``surefoot_lab``, its own distribution in ``lab/``);
+- ``durable/`` and ``statebus/`` import nothing from ``surefoot.llm``;
+- ``guard/`` imports nothing from ``statebus``, ``durable`` or ``cli`` (statebus uses the
+  guard, not the other way round; the guard may use the core, ``resilience`` and ``llm``);
+- nothing outside ``cli/`` imports ``surefoot.cli`` (the ``python -m surefoot`` entry
+  excepted); in the lab, only its command line (``surefoot_lab.cli``) does;
 - no module imports another module's ``_private`` name, nor a private module of another
   subsystem (``from ._store import Store`` inside ``statebus`` is fine,
-  ``from ._step import _recorded`` is not, ``from ..durable._app import App`` is not).
+  ``from ._step import _recorded`` is not, ``from ..durable._app import App`` is not);
+- the lab imports surefoot as a user does: no ``_private`` name or module of ``surefoot``.
 
 Imports are every ``import``/``from`` statement, at any depth (lazy ones too), and every
 ``importlib.import_module("surefoot…")`` with a literal name.
@@ -21,19 +23,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import surefoot
+import surefoot_lab
 
 SRC = Path(surefoot.__file__).parent
+LAB = Path(surefoot_lab.__file__).parent
 
 # Cases that break a rule today, each with the reason; the integrator empties this list as
 # the owners fix them. An entry that no longer occurs fails the test, so the list stays true.
-ALLOWED: dict[tuple[str, str], str] = {
-    # The deprecated aliases of the names statebus exported until 0.1 resolve into the lab
-    # by name, only when an old name is read; removed with the aliases.
-    ("surefoot.statebus._moved", "surefoot.lab.statebus.*"): "deprecated aliases",
-}
+ALLOWED: dict[tuple[str, str], str] = {}
 
-# What the guard must not import: the subsystems that use it, the lab and the CLI.
-GUARD_BELOW = ("surefoot.statebus", "surefoot.durable", "surefoot.lab", "surefoot.cli")
+# What the guard must not import: the subsystems that use it and the CLI.
+GUARD_BELOW = ("surefoot.statebus", "surefoot.durable", "surefoot.cli")
 
 
 @dataclass(frozen=True)
@@ -89,8 +89,8 @@ def _imports(path: Path, root: Path = SRC) -> Iterator[Imported]:
                 yield Imported(module, text, False, node.lineno)
 
 
-def all_imports() -> list[Imported]:
-    return [imp for path in sorted(SRC.rglob("*.py")) for imp in _imports(path)]
+def all_imports(root: Path = SRC) -> list[Imported]:
+    return [imp for path in sorted(root.rglob("*.py")) for imp in _imports(path, root)]
 
 
 def _within(target: str, package: str) -> bool:
@@ -106,42 +106,55 @@ def _subsystem(module: str) -> str:
     return ".".join(module.split(".")[:2])
 
 
+def _is_private(part: str) -> bool:
+    return part.startswith("_") and not part.startswith("__")
+
+
+def _private_reach(imp: Imported) -> bool:
+    """True when ``imp`` takes a private name of another module, or a private module of
+    another subsystem (a lab module: of any part of ``surefoot``)."""
+    mod, parts = imp.module, imp.target.split(".")
+    if imp.is_name:
+        owner, name = ".".join(parts[:-1]), parts[-1]
+        # ``from . import _sub`` imports a private module, not a private name
+        is_module = (SRC.parent / Path(*parts)).with_suffix(".py").exists() or (
+            SRC.parent / Path(*parts) / "__init__.py"
+        ).exists()
+        if _is_private(name) and not is_module and owner != mod:
+            return True
+    module_part = ".".join(parts[:-1]) if imp.is_name else imp.target
+    private_module = any(_is_private(p) for p in module_part.split(".")[1:])
+    return private_module and _subsystem(module_part) != _subsystem(mod)
+
+
 def _violations() -> dict[str, list[Imported]]:
     found: dict[str, list[Imported]] = {
-        "llm_or_lab": [],
-        "lab_or_cli": [],
+        "lab": [],
+        "llm": [],
+        "cli": [],
         "private": [],
         "guard_above": [],
     }
-    for imp in all_imports():
+    for imp in all_imports(SRC):
         mod, tgt = imp.module, imp.target
+        if _within(tgt, "surefoot_lab"):
+            found["lab"].append(imp)
         if _within(mod, "surefoot.guard") and any(_within(tgt, p) for p in GUARD_BELOW):
             found["guard_above"].append(imp)
         product = _within(mod, "surefoot.durable") or _within(mod, "surefoot.statebus")
-        if product and (_within(tgt, "surefoot.llm") or _within(tgt, "surefoot.lab")):
-            found["llm_or_lab"].append(imp)
-        outside = not (_within(mod, "surefoot.lab") or _within(mod, "surefoot.cli"))
-        into_lab_or_cli = _within(tgt, "surefoot.lab") or _within(tgt, "surefoot.cli")
-        if outside and into_lab_or_cli and mod != "surefoot.__main__":
-            found["lab_or_cli"].append(imp)
-        if _within(mod, "surefoot.lab") and _within(tgt, "surefoot.cli"):
-            found["lab_or_cli"].append(imp)
-        parts = tgt.split(".")
-        if imp.is_name:
-            owner, name = ".".join(parts[:-1]), parts[-1]
-            private_name = name.startswith("_") and not name.startswith("__")
-            # ``from . import _sub`` imports a private module, not a private name
-            is_module = (SRC.parent / Path(*parts)).with_suffix(".py").exists() or (
-                SRC.parent / Path(*parts) / "__init__.py"
-            ).exists()
-            if private_name and not is_module and owner != mod:
-                found["private"].append(imp)
-                continue
-        module_part = ".".join(parts[:-1]) if imp.is_name else tgt
-        private_module = any(
-            p.startswith("_") and not p.startswith("__") for p in module_part.split(".")[1:]
-        )
-        if private_module and _subsystem(module_part) != _subsystem(mod):
+        if product and _within(tgt, "surefoot.llm"):
+            found["llm"].append(imp)
+        outside = not _within(mod, "surefoot.cli") and mod != "surefoot.__main__"
+        if outside and _within(tgt, "surefoot.cli"):
+            found["cli"].append(imp)
+        if _private_reach(imp):
+            found["private"].append(imp)
+    for imp in all_imports(LAB):
+        if not _within(imp.target, "surefoot"):
+            continue  # the lab's own modules, the standard library, the SDKs
+        if not _within(imp.module, "surefoot_lab.cli") and _within(imp.target, "surefoot.cli"):
+            found["cli"].append(imp)
+        if _private_reach(imp):
             found["private"].append(imp)
     return found
 
@@ -150,14 +163,19 @@ def _report(items: list[Imported]) -> list[str]:
     return [f"{i.module}:{i.line} imports {i.target}" for i in items if not _allowed(i)]
 
 
-def test_durable_and_statebus_import_nothing_from_llm_or_lab() -> None:
-    """No import in durable/ or statebus/ reaches surefoot.llm or surefoot.lab."""
-    assert _report(_violations()["llm_or_lab"]) == []
+def test_the_product_never_imports_the_lab() -> None:
+    """No module of ``surefoot``, at any depth or by ``import_module``, imports surefoot_lab."""
+    assert _report(_violations()["lab"]) == []
 
 
-def test_only_lab_and_cli_import_lab_and_cli() -> None:
-    """Product modules never import the lab or the CLI; the lab never imports the CLI."""
-    assert _report(_violations()["lab_or_cli"]) == []
+def test_durable_and_statebus_import_nothing_from_llm() -> None:
+    """No import in durable/ or statebus/ reaches surefoot.llm."""
+    assert _report(_violations()["llm"]) == []
+
+
+def test_only_command_lines_import_the_cli() -> None:
+    """Product modules never import surefoot.cli; in the lab only its command line does."""
+    assert _report(_violations()["cli"]) == []
 
 
 def test_guard_imports_nothing_of_statebus_durable_lab_or_cli() -> None:
@@ -166,7 +184,8 @@ def test_guard_imports_nothing_of_statebus_durable_lab_or_cli() -> None:
 
 
 def test_no_module_imports_another_modules_private_names() -> None:
-    """No ``from X import _name`` across modules, no private module of another subsystem."""
+    """No ``from X import _name`` across modules, no private module of another subsystem;
+    the lab takes nothing private from surefoot."""
     assert _report(_violations()["private"]) == []
 
 
@@ -187,12 +206,12 @@ def _allowed_by(imp: Imported, key: tuple[str, str]) -> bool:
 
 
 def test_the_checker_sees_each_kind_of_violation(tmp_path: Path) -> None:
-    """On made-up sources the checker finds a private name, a relative lab import, a lazy one."""
+    """On made-up sources the checker finds a private name, a lab import, a lazy one."""
     pkg = tmp_path / "surefoot" / "statebus"
     pkg.mkdir(parents=True)
     src = (
         "from ._store import Store, _helper\n"
-        "from ..lab.statebus import shared\n"
+        "from surefoot_lab.statebus import shared\n"
         "def f():\n"
         "    import importlib\n"
         "    return importlib.import_module('surefoot.llm')\n"
@@ -200,10 +219,20 @@ def test_the_checker_sees_each_kind_of_violation(tmp_path: Path) -> None:
     (pkg / "x.py").write_text(src)
     got = {(i.target, i.is_name) for i in _imports(pkg / "x.py", tmp_path / "surefoot")}
     assert ("surefoot.statebus._store._helper", True) in got
-    assert ("surefoot.lab.statebus", False) in got
+    assert ("surefoot_lab.statebus", False) in got
     assert ("surefoot.llm", False) in got
     guard = tmp_path / "surefoot" / "guard"
     guard.mkdir()
     (guard / "_labels.py").write_text("def f():\n    from ..statebus import Store\n")
     got = {i.target for i in _imports(guard / "_labels.py", tmp_path / "surefoot")}
     assert "surefoot.statebus.Store" in got
+
+
+def test_the_checker_flags_the_lab_reaching_into_private_surefoot() -> None:
+    """A lab module taking a private module or name of surefoot is flagged; public ones not."""
+    lab = "surefoot_lab.agent._ledger"
+    assert _private_reach(Imported(lab, "surefoot.storage.sqlite._db.SQLiteDB", True, 1))
+    assert _private_reach(Imported(lab, "surefoot.durable._step", False, 1))
+    assert _private_reach(Imported(lab, "surefoot.errors._base", True, 1))
+    assert not _private_reach(Imported(lab, "surefoot.storage.sqlite.SQLiteDB", True, 1))
+    assert not _private_reach(Imported(lab, "surefoot.__version__", True, 1))

@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import importlib
 import inspect
+import sys
 import types
 import warnings
 from pathlib import Path
@@ -26,7 +27,7 @@ PACKAGES = [
     "surefoot.statebus",
     "surefoot.storage",
     "surefoot.llm",
-    "surefoot.lab",
+    "surefoot_lab",
     "surefoot.telemetry",
     "surefoot.testing",
 ]
@@ -47,12 +48,13 @@ def _declared_submodules(module: types.ModuleType) -> set[str]:
     }
 
 
-def _is_own(value: object) -> bool:
-    """True when ``value`` comes from surefoot (or has no module: a constant)."""
+def _is_own(value: object, top: str) -> bool:
+    """True when ``value`` comes from the package ``top`` (``surefoot``, ``surefoot_lab``), or
+    has no module (a constant)."""
     origin = getattr(value, "__module__", None)
     if not (inspect.isclass(value) or inspect.isfunction(value) or inspect.isbuiltin(value)):
         return True
-    return isinstance(origin, str) and origin.split(".")[0] == "surefoot"
+    return isinstance(origin, str) and origin.split(".")[0] == top
 
 
 def public_names(module: types.ModuleType) -> set[str]:
@@ -66,7 +68,7 @@ def public_names(module: types.ModuleType) -> set[str]:
             if name in declared:
                 names.add(name)
             continue
-        if _is_own(value):
+        if _is_own(value, module.__name__.split(".")[0]):
             names.add(name)
     return names
 
@@ -115,26 +117,29 @@ def test_statebus_exports_only_the_product() -> None:
 @pytest.mark.parametrize(
     ("old", "new"),
     [
-        ("shared", "surefoot.lab.statebus.shared"),
-        ("messages", "surefoot.lab.statebus.messages"),
-        ("injection", "surefoot.lab.statebus.injection"),
-        ("Channel", "surefoot.lab.statebus.channel.Channel"),
-        ("simulate", "surefoot.lab.statebus.resolvers.simulate"),
-        ("run_real_agents", "surefoot.lab.statebus.real_agents.run_real_agents"),
+        ("shared", "surefoot_lab.statebus.shared"),
+        ("messages", "surefoot_lab.statebus.messages"),
+        ("injection", "surefoot_lab.statebus.injection"),
+        ("Channel", "surefoot_lab.statebus.channel.Channel"),
+        ("simulate", "surefoot_lab.statebus.resolvers.simulate"),
+        ("run_real_agents", "surefoot_lab.statebus.real_agents.run_real_agents"),
     ],
 )
-def test_moved_statebus_names_warn_and_return_the_lab_object(old: str, new: str) -> None:
-    """An old ``surefoot.statebus`` name still resolves, to the lab's object, with a warning."""
+def test_old_statebus_names_of_the_lab_say_where_they_went(old: str, new: str) -> None:
+    """An old ``surefoot.statebus`` name of the lab's raises AttributeError naming its place
+    in the lab and how to install it, and the product imports nothing of the lab for it."""
     import surefoot.statebus as statebus
 
-    module_name, _, attr = new.rpartition(".")
-    if new.count(".") == 3:  # a module: surefoot.lab.statebus.<module>
-        expected: object = importlib.import_module(new)
-    else:
-        expected = getattr(importlib.import_module(module_name), attr)
-    with pytest.warns(DeprecationWarning, match=new.replace(".", r"\.")):
-        got = getattr(statebus, old)
-    assert got is expected
+    before = {m for m in sys.modules if m.startswith("surefoot_lab")}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(AttributeError) as info:
+            getattr(statebus, old)
+    message = str(info.value)
+    assert f"surefoot.statebus.{old} is course material" in message
+    assert f"it is {new} now" in message
+    assert "pip install ./lab" in message
+    assert {m for m in sys.modules if m.startswith("surefoot_lab")} == before
 
 
 def test_unknown_statebus_name_is_an_attribute_error() -> None:

@@ -2,6 +2,11 @@
 
 A ``SurefootError`` becomes one line on stderr and exit code 1; any other exception is a bug
 and keeps its traceback.
+
+Other distributions add command groups through the entry-point group ``surefoot.commands``
+(:data:`COMMANDS_GROUP`): the lab (``lab/``) adds ``surefoot lab`` that way. Such a command
+may use :func:`run_command` to be a script of its own with the same error handling, and
+:func:`print_fitted` to print rich tables the way ``surefoot`` does.
 """
 
 from __future__ import annotations
@@ -12,19 +17,19 @@ import click
 
 from .. import __version__, telemetry
 from ..errors import SurefootError
-from ._chaos import chaos
 from ._engine import engine
-from ._lab import lab
+from ._plugins import COMMANDS_GROUP, PluginGroup
 from ._provider import fake_provider
+from ._render import print_fitted
 from ._runs import runs
 from ._ui import ui
 from ._worker import worker
 from ._workload import queues, schedules  # also adds `runs prune`, `runs children`
 
-__all__ = ["cli", "main"]
+__all__ = ["COMMANDS_GROUP", "cli", "main", "print_fitted", "run_command"]
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=PluginGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="surefoot")
 @click.option(
     "--log-format",
@@ -47,10 +52,8 @@ def cli(ctx: click.Context, log_format: str | None, log_level: str | None) -> No
     telemetry.configure_logging(level=level, format=log_format or "text")
 
 
-cli.add_command(lab)
 cli.add_command(worker)
 cli.add_command(runs)
-cli.add_command(chaos)
 cli.add_command(ui)
 cli.add_command(engine)
 cli.add_command(fake_provider)
@@ -60,8 +63,21 @@ cli.add_command(schedules)
 
 def main(argv: list[str] | None = None) -> None:
     """Run the CLI; turn a SurefootError into one clear line and exit code 1."""
+    run_command(cli, argv, prog_name="surefoot")
+
+
+def run_command(command: click.Command, argv: list[str] | None = None, *, prog_name: str) -> None:
+    """Run a click command as ``surefoot`` runs its own: a ``SurefootError`` becomes one line
+    on stderr (``<prog_name>: error: …``) and exit code 1; any other exception keeps its
+    traceback.
+
+    Args:
+        command: the command or group to run.
+        argv: the arguments (``sys.argv[1:]`` when None).
+        prog_name: the name shown in usage lines and before an error.
+    """
     try:
-        cli.main(args=argv, prog_name="surefoot", standalone_mode=False)
+        command.main(args=argv, prog_name=prog_name, standalone_mode=False)
     except click.exceptions.Abort:
         sys.stderr.write("aborted\n")
         raise SystemExit(130) from None
@@ -69,5 +85,5 @@ def main(argv: list[str] | None = None) -> None:
         exc.show()
         raise SystemExit(exc.exit_code) from None
     except SurefootError as exc:
-        sys.stderr.write(f"surefoot: error: {exc}\n")
+        sys.stderr.write(f"{prog_name}: error: {exc}\n")
         raise SystemExit(1) from None

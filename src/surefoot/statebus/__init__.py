@@ -13,8 +13,8 @@ release and warns with ``DeprecationWarning`` naming ``surefoot.guard``.
 
 The course's simulators (``shared``, ``messages``, ``Channel``, ``simulate``,
 ``predicted_accuracy``, ``judge_responder``, ``ResolverStats``, ``run_real_agents``,
-``RealAgentsReport``, ``injection``) moved to ``surefoot.lab.statebus``; reading them here
-still works for one release and warns with ``DeprecationWarning`` naming the new place.
+``RealAgentsReport``, ``injection``) are the lab's (``surefoot_lab.statebus``, a separate
+distribution); reading them here raises ``AttributeError`` saying where they went.
 """
 
 from __future__ import annotations
@@ -173,4 +173,4 @@ __all__ = [
 ]
 
 if not _typing.TYPE_CHECKING:  # mypy would read every unknown name as Any via __getattr__
-    from ._moved import __getattr__  # noqa: F401 - deprecated aliases of the lab's names
+    from ._moved import __getattr__  # noqa: F401 - old names of the lab's, with guidance

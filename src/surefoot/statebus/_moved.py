@@ -1,18 +1,17 @@
-"""Deprecated aliases: the course material that ``surefoot.statebus`` exported until 0.1.
+"""Names ``surefoot.statebus`` exported until 0.1 that are course material, not product.
 
-The simulators, the real-agents harness and the injection corpus moved to
-``surefoot.lab.statebus``. Reading one of their old names on ``surefoot.statebus`` returns
-the lab's object and warns with ``DeprecationWarning`` naming the new place. Remove this
-module (and its import in ``__init__``) in the release after 0.1.
+The simulators, the real-agents harness and the injection corpus are the lab's, and the lab
+is its own distribution now (``surefoot-lab``, in ``lab/`` of the repository), which the
+product never imports. Reading one of their old names here raises ``AttributeError`` saying
+where the name lives and how to install the lab. Remove this module (and its import in
+``__init__``) in the release after 0.1.
 """
 
 from __future__ import annotations
 
-import importlib
-import warnings
-from typing import Any
+from typing import NoReturn
 
-# old name on surefoot.statebus -> (module of surefoot.lab.statebus, attribute; None: module)
+# old name on surefoot.statebus -> (module of surefoot_lab.statebus, attribute; None: module)
 MOVED: dict[str, tuple[str, str | None]] = {
     "Channel": ("channel", "Channel"),
     "RealAgentsReport": ("real_agents", "RealAgentsReport"),
@@ -27,21 +26,15 @@ MOVED: dict[str, tuple[str, str | None]] = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    """Resolve a name that moved to the lab, with a ``DeprecationWarning`` naming its place."""
+def __getattr__(name: str) -> NoReturn:
+    """Say where a name that left for the lab lives now; any other name is simply missing."""
     moved = MOVED.get(name)
     if moved is None:
         raise AttributeError(f"module 'surefoot.statebus' has no attribute {name!r}")
     module, attr = moved
-    new = f"surefoot.lab.statebus.{module}"
-    where = new if attr is None else f"{new}.{attr}"
-    warnings.warn(
-        f"surefoot.statebus.{name} is course material and moved to {where}; import it from "
-        "there (this alias goes in the release after 0.1)",
-        DeprecationWarning,
-        stacklevel=2,
+    where = f"surefoot_lab.statebus.{module}" + ("" if attr is None else f".{attr}")
+    raise AttributeError(
+        f"surefoot.statebus.{name} is course material: it is {where} now, in the lab, a "
+        "separate distribution that `pip install surefoot` does not install. Install it from "
+        "the surefoot repository (`pip install ./lab`) and import it from there."
     )
-    # By name, not an import statement: the product never imports the lab, only this alias
-    # resolves into it, and only when an old name is read.
-    mod = importlib.import_module(f"surefoot.lab.statebus.{module}")
-    return mod if attr is None else getattr(mod, attr)

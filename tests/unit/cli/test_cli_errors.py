@@ -1,13 +1,14 @@
-"""What a first real user hit in `surefoot worker`, `runs` and `chaos`: one clear line, exit 1."""
+"""What a first real user hit in `surefoot worker` and `runs`: one clear line, exit 1.
+
+(What they hit in the demo agent's chaos run is the lab's: tests/lab/test_lab_chaos_cli.py.)
+"""
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -79,82 +80,6 @@ def test_worker_on_a_text_file_exits_1_with_one_line(tmp_path: Path) -> None:
     assert len(lines) == 1 and "file is not a database" in lines[0], proc.stderr
     assert "backing off" not in proc.stderr
     assert notes.read_text() == "shopping: milk, eggs\n" * 20
-
-
-# -- 2. chaos: kills happen, or the run fails; a bad --json folder is refused first --------
-
-
-def _fake_chaos(calls: list[dict[str, Any]], kills: int) -> Any:
-    """A chaos_run stand-in: every run completed cleanly with ``kills`` SIGKILLs."""
-
-    def chaos_run(url: str, **kw: Any) -> Any:
-        calls.append(kw)
-        r = SimpleNamespace(
-            runs=kw["runs"],
-            completed=kw["runs"],
-            completion_rate=1.0,
-            duplicate_effects=0,
-            repeated_after_journal=0,
-            repeated_model_calls=0,
-        )
-        rep = SimpleNamespace(results=[r], kills=kills, elapsed=1.3, params={})
-        return SimpleNamespace(
-            report=rep,
-            restart="not requested",
-            restart_failed=False,
-            inconsistent=[],
-            problems=[],
-        )
-
-    return chaos_run
-
-
-def test_chaos_without_a_kill_fails_and_asks_for_an_in_flight_kill(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """--max-kills > 0 asks the harness to kill in flight; 0 kills then is exit 1, said so."""
-    calls: list[dict[str, Any]] = []
-    monkeypatch.setattr("surefoot.lab.durable.scaleout.chaos_run", _fake_chaos(calls, kills=0))
-    db = f"sqlite:///{tmp_path / 'c.db'}"
-    args = ["chaos", "--db", db, "--workers", "2", "--runs", "10", "--no-restart"]
-    code, out, err = run_cli(capsys, *args, "--max-kills", "2")
-    assert code == 1 and calls[0]["kill_in_flight_first"] is True
-    assert "0 of at most 2" in out and "no worker was SIGKILLed" in err
-    monkeypatch.setattr("surefoot.lab.durable.scaleout.chaos_run", _fake_chaos(calls, kills=1))
-    assert run_cli(capsys, *args, "--max-kills", "2")[0] == 0
-    monkeypatch.setattr("surefoot.lab.durable.scaleout.chaos_run", _fake_chaos(calls, kills=0))
-    assert run_cli(capsys, *args, "--max-kills", "0")[0] == 0  # none allowed, none needed
-    assert calls[-1]["kill_in_flight_first"] is False
-
-
-def test_chaos_refuses_a_json_path_in_a_missing_folder_before_running(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """--json into a folder that does not exist: one line, exit 1, nothing run."""
-    calls: list[dict[str, Any]] = []
-    monkeypatch.setattr("surefoot.lab.durable.scaleout.chaos_run", _fake_chaos(calls, kills=1))
-    bad = tmp_path / "nonexistent" / "dir" / "x.json"
-    code, _, err = run_cli(
-        capsys, "chaos", "--db", f"sqlite:///{tmp_path / 'c.db'}", "--json", str(bad)
-    )
-    assert code == 1 and calls == []
-    assert err.count("\n") == 1 and "does not exist" in err and "nonexistent" in err
-
-
-def test_a_short_real_chaos_run_kills_a_worker(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """A real 6-run SQLite chaos run with --max-kills 1 SIGKILLs one worker and passes."""
-    out = tmp_path / "out.json"
-    db = f"sqlite:///{tmp_path / 'c.db'}"
-    code, _, err = run_cli(
-        capsys,
-        *["chaos", "--db", db, "--workers", "2", "--runs", "6", "--max-kills", "1"],
-        *["--no-restart", "--time-limit", "60", "--json", str(out)],
-    )
-    got = json.loads(out.read_text())
-    assert code == 0, err
-    assert got["kills"] == 1 and got["completed"] == 6 and got["inconsistent_runs"] == []
 
 
 # -- 3. signals to ended runs --------------------------------------------------------------

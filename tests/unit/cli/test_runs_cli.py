@@ -16,7 +16,7 @@ import pytest
 from surefoot.cli import main
 from surefoot.durable import App, CrashPlan, SimulatedCrash
 from surefoot.errors import RunFailedError
-from surefoot.lab.agent import AgentServices, build_agent, start_agent
+from surefoot_lab.agent import AgentServices, build_agent, start_agent
 
 
 @pytest.fixture
@@ -47,7 +47,7 @@ def app_ref(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
         textwrap.dedent(
             f"""
             from surefoot import durable
-            from surefoot.lab import agent
+            from surefoot_lab import agent
             app = durable.App(poll=0.01)
             services = agent.AgentServices({str(tmp_path / "ledger.db")!r})
             workflow = agent.build_agent(app, services)["1"]

@@ -1,6 +1,6 @@
 """The terminal, fixed where users tripped: runs list never cuts ids, names or states (at 80
-columns or piped), lab output is not forced wide and shows progress when piped, a file that
-is not a journal is refused untouched, and resuming a finished run says nothing was resumed."""
+columns or piped), a file that is not a journal is refused untouched, and resuming a finished
+run says nothing was resumed. (The lab's output: tests/lab/test_lab_cli.py.)"""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ import re
 import sqlite3
 import sys
 import textwrap
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,11 +18,8 @@ import pytest
 from rich.console import Console
 
 from surefoot.cli import main
-from surefoot.cli._lab import PlainProgress
-from surefoot.cli._render import rich_table
 from surefoot.cli._runs import runs_table
 from surefoot.durable import App
-from surefoot.lab import Table
 from surefoot.statebus import Store
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -167,52 +163,6 @@ def test_optional_columns_are_dropped_strategy_first(db: str) -> None:
     ]
     narrower, _ = runs_table(rows, need - 1)
     assert [c.header for c in narrower.columns][-1] == "epoch"
-
-
-def test_lab_list_piped_is_not_forced_to_160_columns(
-    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Piped with COLUMNS=100, lab list fits 100 columns and keeps every id whole."""
-    monkeypatch.setenv("COLUMNS", "100")
-    code, out, _ = run_cli(capsys, "lab", "list")
-    assert code == 0
-    assert max(len(line.rstrip()) for line in out.splitlines()) <= 100
-    from surefoot import lab
-
-    for e in lab.experiments():
-        assert any(e.id in line for line in out.splitlines()), e.id
-
-
-def test_lab_run_piped_reports_progress_on_stderr(
-    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Piped, each experiment gets a start and a done line on stderr; results on stdout."""
-    monkeypatch.setenv("COLUMNS", "80")
-    code, out, err = run_cli(capsys, "lab", "run", "resilience.waits", "--quick")
-    assert code == 0
-    assert "[1/1] resilience.waits: running" in err and "[1/1] resilience.waits: done in" in err
-    assert "running" not in out and "Answer." in out
-
-
-def test_plain_progress_says_still_running_when_an_experiment_is_silent() -> None:
-    """An experiment that reports nothing for a while gets 'still running' lines."""
-    out = io.StringIO()
-    with PlainProgress(out, every=0.05).experiment("durable.port", 1, 1) as tick:
-        tick(1, 4)
-        time.sleep(0.3)
-    lines = out.getvalue().splitlines()
-    assert lines[0] == "[1/1] durable.port: running"
-    assert any("still running (1/4" in x for x in lines)
-    assert lines[-1].startswith("[1/1] durable.port: done in")
-
-
-def test_lab_tables_left_align_prose_and_right_align_numbers() -> None:
-    """A column of words is left-aligned, a column of numbers right-aligned."""
-    t = Table("t", ["case", "reason", "calls", "rate"])
-    t.add("a", "the server said 503", 12, "40%")
-    t.add("b", "a reset", 1_200, "7.5%")
-    rt = rich_table(t)
-    assert [c.justify for c in rt.columns] == ["left", "left", "right", "right"]
 
 
 def _digest(path: Path) -> str:

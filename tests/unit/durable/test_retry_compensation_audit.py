@@ -9,7 +9,7 @@ import pytest
 from surefoot import FakeClock
 from surefoot.durable import App
 from surefoot.errors import RunFailedError
-from surefoot.lab.agent import AgentServices, build_agent, start_agent
+from surefoot_lab.agent import AgentServices, build_agent, start_agent
 
 
 def test_retry_does_not_audit_a_replayed_compensation_again(tmp_path: Path) -> None:

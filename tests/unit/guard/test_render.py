@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st_
 
 from surefoot.guard import Label, render
-from surefoot.lab.statebus.injection import visible_entries
+from surefoot_lab.statebus.injection import visible_entries
 
 
 @dataclass(frozen=True)

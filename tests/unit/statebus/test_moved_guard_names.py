@@ -51,12 +51,12 @@ def _reads(text: str) -> bool:
     return text.rstrip().endswith("# reads an old name")
 
 
-def test_the_lab_aliases_are_still_consulted_after_the_guards() -> None:
-    """A name that moved to the lab still resolves through the lab's aliases; a name that
-    never existed is an AttributeError that warns about nothing."""
-    with pytest.warns(DeprecationWarning, match=r"surefoot\.lab\.statebus"):
-        assert statebus.shared is not None
+def test_the_lab_names_are_still_explained_after_the_guards() -> None:
+    """A name that moved to the lab raises an AttributeError naming its place in the lab
+    distribution; a name that never existed is an AttributeError that warns about nothing."""
     with warnings.catch_warnings():
         warnings.simplefilter("error")
+        with pytest.raises(AttributeError, match=r"surefoot_lab\.statebus"):
+            _ = statebus.shared
         with pytest.raises(AttributeError, match="no attribute 'Stroe'"):
             _ = statebus.Stroe  # type: ignore[attr-defined]

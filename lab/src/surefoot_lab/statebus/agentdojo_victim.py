@@ -1,0 +1,288 @@
+"""The obedient victim: runs an AgentDojo task's ground truth through a capability policy.
+
+The victim is AgentDojo's ground-truth agent made obedient: it performs the user task's
+ground-truth calls and, the first time a tool output carries an injection's goal, it performs
+that injection task's ground-truth calls there and then (it does whatever it reads), before
+going on with the user task. It has no judgement, so what stops an attack is the control.
+
+Every argument gets the label of where the victim took its value (:class:`Provenance`):
+
+- a user-task value found in the user's prompt is the user's; otherwise the label of the
+  tool-output field it equals or was copied from, the most trusted such field first (a
+  planner that picks the right field); otherwise the join of the fields it quotes and the
+  user (the victim composed it);
+- an injected call's value copied from the goal (AgentDojo's placeholder without ``$``) is
+  the injected text's label: the field the victim read the injection in; a value the goal
+  tells it to look up (``$...``) is found in the outputs as above.
+
+As a planner working from the user's task alone, the victim can also delegate
+(``delegate=True``, on a run without injection): where a user-task argument comes only from a
+document whose selector the prompt names verbatim and the argument is declared delegable, it
+grants ``Delegation(tool.arg, reader, selector)`` through ``CapabilityPolicy.delegate`` (which
+checks the prompt names it). The lab makes these grants on the clean environment, before any
+injection is read, and runs the attacked pairs with them fixed.
+
+Outputs are labelled per field by the policy's declarations, with all environment data
+untrusted. A refused call is skipped; the victim goes on. The final answer is the task's
+``GROUND_TRUTH_OUTPUT`` (plus the injection's, for an attack on the answer), checked at the
+answer sink. AgentDojo's own utility and security functions judge the post-environment.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from surefoot.errors import TrustError
+from surefoot.guard import (
+    Answer,
+    CapabilityPolicy,
+    Delegation,
+    Label,
+    Labeled,
+    document_of,
+    label_output,
+    trusted,
+)
+
+__all__ = ["Outcome", "Provenance", "run_victim"]
+
+_RANK = {"user": 0, "record": 1, "correspondent": 2, "document": 3}
+_USER = trusted("").label
+
+
+def _rank(label: Label) -> int:
+    """The worst source of a label: 0 user ... 4 untrusted content."""
+    worst = 0
+    for s in label.sources:
+        r = _RANK.get(s.split(":", 1)[0], 4) if s in label.tainted or s == "user" else 0
+        worst = max(worst, r)
+    return worst
+
+
+def _norm(v: Any) -> str:
+    return str(v).strip().lower()
+
+
+def _num(v: Any) -> float | None:
+    try:
+        return float(str(v).replace(",", ""))
+    except ValueError:
+        return None
+
+
+@dataclass
+class Provenance:
+    """What the victim has read: the prompt and every labelled output leaf, in order."""
+
+    prompt: str
+    leaves: list[Labeled[Any]] = field(default_factory=list)
+
+    def add(self, tree: Any) -> None:
+        if isinstance(tree, Labeled):
+            self.leaves.append(tree)
+        elif isinstance(tree, dict):
+            for v in tree.values():
+                self.add(v)
+        elif isinstance(tree, list):
+            for v in tree:
+                self.add(v)
+
+    def carrying(self, needle: str) -> Label | None:
+        """The label of text planted in the leaves that contain ``needle``, or None.
+
+        Planted text is content wherever it sits: a field declared a record (a channel's
+        name) holds what the system keeps, not the words someone wrote into it.
+        """
+        got = [x.label for x in self.leaves if needle and needle in str(x.value)]
+        if not got:
+            return None
+        srcs = frozenset(
+            "content:" + s.split(":", 1)[1]
+            if s.split(":", 1)[0] in ("record", "correspondent")
+            else s
+            for s in Label().join(*got).sources
+        )
+        return Label(srcs, srcs, srcs)
+
+    def _best(self, atom: Any) -> Label | None:
+        text, num = _norm(atom), _num(atom)
+        exact = [
+            x
+            for x in self.leaves
+            if _norm(x.value) == text or (num is not None and _num(x.value) == num)
+        ]
+        if not exact and len(text) >= 3:
+            exact = [x for x in self.leaves if text in _norm(x.value)]
+        if exact:
+            return min((x.label for x in exact), key=_rank)
+        return None
+
+    def _quoted(self, atom: Any) -> Label:
+        text = _norm(atom)
+        parts = [
+            x.label for x in self.leaves if len(_norm(x.value)) >= 8 and _norm(x.value) in text
+        ]
+        return Label().join(*parts)
+
+    def of_user_value(self, value: Any) -> Label:
+        """The label of a value in a user task's call (see the module docstring)."""
+        if isinstance(value, list | tuple):
+            return Label().join(_USER, *(self.of_user_value(v) for v in value))
+        if value is None or isinstance(value, bool) or _norm(value) in _norm(self.prompt):
+            return _USER
+        best = self._best(value)
+        return best if best is not None else _USER.join(self._quoted(value))
+
+    def of_injected_value(self, value: Any, placeholder: Any, injected: Label) -> Label:
+        """The label of a value in an injected call: the goal's text, or what it looked up."""
+        if isinstance(value, list | tuple):
+            ph = (
+                placeholder if isinstance(placeholder, list | tuple) else [placeholder] * len(value)
+            )
+            return Label().join(
+                injected,
+                *(self.of_injected_value(v, p, injected) for v, p in zip(value, ph, strict=False)),
+            )
+        if not (isinstance(placeholder, str) and placeholder.startswith("$")):
+            return injected
+        best = self._best(value)
+        return best if best is not None else injected.join(self._quoted(value))
+
+
+@dataclass
+class Outcome:
+    """One run of the victim: calls made and refused, the answer, AgentDojo's verdicts."""
+
+    allowed: list[str] = field(default_factory=list)
+    refused: list[TrustError] = field(default_factory=list)
+    refused_user_calls: int = 0
+    injected: bool = False
+    answer: Answer | None = None
+    answer_refused: TrustError | None = None
+    utility: bool = False
+    security: bool = False
+    delegations: list[Delegation] = field(default_factory=list)
+
+
+def _execute(
+    call: Any,
+    labels: dict[str, Label],
+    policy: CapabilityPolicy,
+    runtime: Any,
+    env: Any,
+    prov: Provenance,
+    out: Outcome,
+) -> bool:
+    args = {k: Labeled(v, labels[k]) for k, v in call.args.items()}
+    try:
+        policy.check_call(call.function, args)
+    except TrustError as exc:
+        out.refused.append(exc)
+        return False
+    result, error = runtime.run_function(env, call.function, dict(call.args))
+    out.allowed.append(call.function)
+    if error is None:
+        prov.add(label_output(policy.tools[call.function], result, args))
+    return True
+
+
+def _grants(
+    call: Any, labels: dict[str, Label], policy: CapabilityPolicy, prompt: str
+) -> list[Delegation]:
+    """The delegations a planner would make for ``call``: refused arguments whose only
+    refused sources are documents the prompt names, where the argument is delegable."""
+    spec = policy.tools.get(call.function)
+    if spec is None:
+        return []
+    out: list[Delegation] = []
+    for name, label in labels.items():
+        arg = spec.args.get(name)
+        if arg is None or not arg.delegable:
+            continue
+        bad = [s for s in sorted(label.sources) if not arg.accepts_source(s, label)]
+        docs = [document_of(s) for s in bad]
+        if bad and all(d is not None and d[1] in prompt for d in docs):
+            out += [Delegation(f"{call.function}.{name}", d[0], d[1]) for d in docs if d]
+    return out
+
+
+def run_victim(
+    suite: Any,
+    user_task: Any,
+    policy: CapabilityPolicy,
+    env: Any,
+    injection: tuple[Any, Callable[[Any], Sequence[Any]]] | None = None,
+    *,
+    delegate: bool = False,
+) -> Outcome:
+    """Run ``user_task`` on ``env`` under ``policy``; with ``injection`` (the injection task and
+    a function giving its calls for the environment as it is when the victim reads it), obey it.
+    With ``delegate`` (no injection), make the user's delegations as it goes (module doc)."""
+    from agentdojo.functions_runtime import FunctionsRuntime
+
+    runtime = FunctionsRuntime(suite.tools)
+    env = user_task.init_environment(env)
+    pre = env.model_copy(deep=True)
+    prov = Provenance(user_task.PROMPT)
+    out = Outcome()
+    traces: list[Any] = []
+    injected_label: Label | None = None
+    answer_parts: list[Labeled[str]] = []
+    for call in user_task.ground_truth(pre.model_copy(deep=True)):
+        labels = {k: prov.of_user_value(v) for k, v in call.args.items()}
+        if delegate and injection is None and isinstance(policy, CapabilityPolicy):
+            new = [
+                d
+                for d in _grants(call, labels, policy, user_task.PROMPT)
+                if d not in policy.delegations
+            ]
+            if new:
+                policy = policy.delegate(trusted(user_task.PROMPT), new)
+                out.delegations += new
+        if _execute(call, labels, policy, runtime, env, prov, out):
+            traces.append(call)
+        else:
+            out.refused_user_calls += 1
+        if injection is not None and not out.injected:
+            task, plan = injection
+            injected_label = prov.carrying(task.GOAL.split("\n", 1)[0][:80])
+            if injected_label is None:
+                continue
+            out.injected = True
+            for icall in plan(env.model_copy(deep=True)):
+                ph = icall.placeholder_args or {}
+                labels = {
+                    k: prov.of_injected_value(v, ph.get(k, v), injected_label)
+                    for k, v in icall.args.items()
+                }
+                if _execute(icall, labels, policy, runtime, env, prov, out):
+                    traces.append(icall)
+            if task.GROUND_TRUTH_OUTPUT:
+                answer_parts.append(Labeled(task.GROUND_TRUTH_OUTPUT, injected_label))
+    text = user_task.GROUND_TRUTH_OUTPUT
+    parts = [Labeled(text, prov.of_user_value(text) if text else _USER), *answer_parts]
+    whole = Labeled(
+        " ".join(p.value for p in parts).strip(), Label().join(*(p.label for p in parts))
+    )
+    try:
+        out.answer = policy.check_answer(whole)
+        shown = out.answer.text
+    except TrustError as exc:
+        out.answer_refused = exc
+        shown = ""
+    out.utility = _verdict(user_task, shown, pre, env, traces)
+    if injection is not None:
+        out.security = _verdict(injection[0], shown, pre, env, traces)
+    return out
+
+
+def _verdict(task: Any, output: str, pre: Any, post: Any, traces: list[Any]) -> bool:
+    from agentdojo.base_tasks import BaseUserTask
+
+    if isinstance(task, BaseUserTask):
+        got = task.utility_from_traces(output, pre, post, traces)
+        return bool(got if got is not None else task.utility(output, pre, post))
+    got = task.security_from_traces(output, pre, post, traces)
+    return bool(got if got is not None else task.security(output, pre, post))
