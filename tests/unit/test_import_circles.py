@@ -15,58 +15,22 @@ entry that no longer occurs fails the test, so the list can only shrink.
 
 from __future__ import annotations
 
-import ast
 import functools
-from collections.abc import Iterator
+import importlib.util
 from pathlib import Path
 
-import surefoot
-
-SRC = Path(surefoot.__file__).parent
+# The graph is read by scripts/gen_architecture.py, which also draws docs/architecture.md.
+_SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "gen_architecture.py"
+_spec = importlib.util.spec_from_file_location("gen_architecture", _SCRIPT)
+assert _spec and _spec.loader
+_gen = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_gen)
+import_graph = _gen.import_graph
 
 # Circles that exist today, each the exact set of its modules (or ``pkg.*``: any circle whose
 # modules all lie under pkg), with the reason. The integrator empties this as the owners
 # fix them; a new circle, or one that grew, fails the test.
 ALLOWED: dict[str, str] = {}
-
-
-def _modules(root: Path = SRC) -> dict[str, Path]:
-    """Every module of the package by dotted name (a package by its own name)."""
-    out: dict[str, Path] = {}
-    for path in sorted(root.rglob("*.py")):
-        parts = list(path.relative_to(root.parent).with_suffix("").parts)
-        if parts[-1] == "__init__":
-            parts.pop()
-        out[".".join(parts)] = path
-    return out
-
-
-def _imported(name: str, path: Path) -> Iterator[tuple[str, list[str]]]:
-    """(absolute module, names taken from it) for each import statement in ``path``."""
-    here = name if path.name == "__init__.py" else name.rpartition(".")[0]
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
-        if isinstance(node, ast.Import):
-            for alias in node.names:
-                yield alias.name, []
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = here.split(".")
-                base = base[: len(base) - (node.level - 1)]
-                module = ".".join(base + ([node.module] if node.module else []))
-            else:
-                module = node.module or ""
-            yield module, [alias.name for alias in node.names]
-
-
-def import_graph(root: Path = SRC) -> dict[str, set[str]]:
-    """Module -> the modules of the package it imports."""
-    mods = _modules(root)
-    graph: dict[str, set[str]] = {m: set() for m in mods}
-    for name, path in mods.items():
-        for module, names in _imported(name, path):
-            targets = [f"{module}.{n}" for n in names if f"{module}.{n}" in mods] or [module]
-            graph[name].update(t for t in targets if t in mods and t != name)
-    return graph
 
 
 def strongly_connected(graph: dict[str, set[str]]) -> list[set[str]]:
