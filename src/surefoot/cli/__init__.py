@@ -17,6 +17,7 @@ import click
 
 from .. import __version__, telemetry
 from ..errors import SurefootError
+from ._chaos import chaos
 from ._engine import engine
 from ._plugins import COMMANDS_GROUP, PluginGroup
 from ._provider import fake_provider
@@ -59,6 +60,7 @@ cli.add_command(engine)
 cli.add_command(fake_provider)
 cli.add_command(queues)
 cli.add_command(schedules)
+cli.add_command(chaos)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -18,11 +18,14 @@ Evidence that concurrent use stays correct: ``history`` records what concurrent 
 such a history by itself (linearizability of versioned writes, Elle's list-append cycles,
 streams, durable steps). ``FaultProxy`` sits between a client and PostgreSQL or Redis and
 drops the reply to a COMMIT or EXEC, resets, blackholes or delays connections on cue.
+``run_chaos`` (``surefoot chaos``) runs your own app's workflow in real worker processes
+SIGKILLed at random and checks every run.
 """
 
 from __future__ import annotations
 
 from . import checkers, history
+from ._chaos import ChaosReport, run_chaos
 from ._clock import FakeClock, instant_retries
 from ._faults import (
     DropBeforeReply,
@@ -40,6 +43,7 @@ from ._provider import FakeProvider, Received
 from ._proxy import FaultProxy, ProxyCounts
 
 __all__ = [
+    "ChaosReport",
     "DropBeforeReply",
     "DropMidReply",
     "FakeClock",
@@ -58,4 +62,5 @@ __all__ = [
     "overloaded",
     "parse_fault",
     "rate_limited",
+    "run_chaos",
 ]

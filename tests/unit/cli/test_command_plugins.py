@@ -145,9 +145,11 @@ def test_run_command_turns_a_surefoot_error_into_one_line_named_after_the_progra
     assert capsys.readouterr().err == "my-tool: error: seeds must be >= 1, got 0\n"
 
 
-def test_the_product_cli_has_no_lab_or_chaos_of_its_own() -> None:
-    """`lab` and `chaos` are not product commands; `lab` comes only from an entry point."""
-    assert "lab" not in cli.commands and "chaos" not in cli.commands
+def test_the_product_cli_has_no_lab_of_its_own() -> None:
+    """`lab` is not a product command: it comes only from an entry point. The product's
+    `chaos` runs the user's own app (`--app`), not the lab's demo agent."""
+    assert "lab" not in cli.commands
+    assert "--app" in [opt for p in cli.commands["chaos"].params for opt in p.opts]
     assert isinstance(cli, PluginGroup) and cli.entry_point_group == COMMANDS_GROUP == (
         "surefoot.commands"
     )
