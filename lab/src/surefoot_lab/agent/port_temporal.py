@@ -347,8 +347,15 @@ async def _kill_run(
         """The service has received ``kill_at``'s request."""
         return kill_at in received()
 
+    seen_start: list[float] = []
+
     async def begun() -> bool:
-        return await started_at() is not None
+        """``kill_at``'s attempt has started (its start time kept: the attempt may finish
+        before a second look, under load)."""
+        at = await started_at()
+        if at is not None:
+            seen_start.append(at)
+        return at is not None
 
     async def waiting() -> bool:
         """The run has finished ``draft`` and its workflow task: it waits for approve."""
@@ -371,8 +378,7 @@ async def _kill_run(
             await _until(requested, timeout, f"{kill_at}'s request")
         else:
             await _until(begun, timeout, f"{kill_at} to start")
-            at = await started_at()
-            assert at is not None
+            at = seen_start[-1]
             await asyncio.sleep(max(at + latency / 2 - time.time(), 0.0))
         killed = time.time()
         if target == "server":
