@@ -619,4 +619,6 @@ class Store:
             self.storage.close()
 
     def __repr__(self) -> str:
-        return f"Store({getattr(self.storage, 'url', self.state)!r}, namespace={self.namespace!r})"
+        where = getattr(self.storage, "url", None)
+        shown = _storage.redact(where) if isinstance(where, str) else self.state
+        return f"Store({shown!r}, namespace={self.namespace!r})"
