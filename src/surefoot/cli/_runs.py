@@ -209,10 +209,15 @@ def list_(
         _echo_json(rows)
         return
     con = Console()
-    table, need = runs_table(rows, con.width, title=f"runs in {storage.redact(db)}")
-    if not con.is_terminal and need > con.width:
-        con.width = need  # piped: a file has no right edge, so nothing needs folding
+    # piped: a file has no right edge, so every column is kept and nothing is folded
+    width = con.width if con.is_terminal else _UNBOUNDED
+    table, need = runs_table(rows, width, title=f"runs in {storage.redact(db)}")
+    if not con.is_terminal:
+        con.width = max(need, con.width)
     con.print(table)
+
+
+_UNBOUNDED = 1_000_000  # the width runs_table is given when output is not a terminal
 
 
 # The columns of ``runs list``: (header, essential). Optional ones are dropped, last first,
