@@ -156,3 +156,14 @@ def test_postgres_url_secrets_never_show(
     assert page.status_code == 200
     clean(page.text)
     assert "postgres:***@" in page.text
+
+
+def test_cli_error_lines_hold_no_secret(capsys: pytest.CaptureFixture[str]) -> None:
+    """Whatever message a command raises with a URL in it, the CLI prints it redacted."""
+    url = f"postgresql://u:{PASSWORD}@127.0.0.1:1/db?api_key={API_KEY}"
+    with pytest.raises(SystemExit) as ex:
+        main(["engine", "show", "r1", "--app", "no_such_module:app", "--url", url])
+    assert ex.value.code == 1
+    err = capsys.readouterr().err
+    clean(err)
+    assert "names no engine" in err and "u:***@127.0.0.1:1" in err
