@@ -21,8 +21,8 @@ on one file, alternated one operation at a time so fsync drift hits all alike:
   first checkpoint, at 1,000 frames, after which SQLite writes it again from its start)
   against the same commit on a new file (each commit extends the ``-wal``), alternated in
   blocks of 100 commits, a new file for every block; and on a new file whose ``-wal`` was
-  first extended to 1,000 frames of zeros under the write lock (what a pre-sized WAL would
-  give; surefoot does not do it), with the time that extension took.
+  first extended to 1,000 frames of zeros under the write lock (what surefoot's
+  ``SQLiteDB.presize_wal`` does when it creates a journal), with the time that extension took.
 
 Each line prints the median µs per operation and the ratio to the floor. Usage:
 

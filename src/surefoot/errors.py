@@ -44,6 +44,8 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+from .redaction import redact_url
+
 
 class SurefootError(Exception):
     """Root of every error surefoot raises on purpose."""
@@ -231,7 +233,7 @@ class StoreError(SurefootError):
     """Base of storage errors. ``url`` names the store (without its password)."""
 
     def __init__(self, url: str, message: str) -> None:
-        self.url = url
+        self.url = redact_url(url)
         super().__init__(message)
 
 
@@ -254,8 +256,8 @@ class ValueTooLargeError(StoreError, ValueError):
         super().__init__(
             url,
             f"{what} is {size:,} bytes of JSON, over the limit of {limit:,} bytes of "
-            f"{url!r}; nothing was written. Keep large data elsewhere (a file or an object "
-            "store) and store its name, or raise the limit with ?max_value_bytes=N in the "
+            f"{redact_url(url)!r}; nothing was written. Keep large data elsewhere (a file or an "
+            "object store) and store its name, or raise the limit with ?max_value_bytes=N in the "
             "storage URL (?max_value_bytes=0: no limit).",
         )
 
@@ -292,7 +294,7 @@ class UnknownRunError(JournalError, KeyError):
 
     def __init__(self, run_id: str, url: str = "") -> None:
         self.run_id = run_id
-        where = f" in {url}" if url else ""
+        where = f" in {redact_url(url)}" if url else ""
         super().__init__(
             f"no run with id {run_id!r}{where}; list runs with `surefoot runs list --db URL`"
         )

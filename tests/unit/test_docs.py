@@ -67,3 +67,11 @@ def test_docs_index_links_exist() -> None:
     text = (ROOT / "docs" / "index.md").read_text()
     for target in re.findall(r"\]\(([^)#]+)\)", text):
         assert (ROOT / "docs" / target).exists(), f"docs/index.md links missing {target}"
+
+
+@pytest.mark.parametrize("page", ["durable.md", "statebus.md"])
+def test_the_schema_option_is_on_every_page_that_opens_postgres(page: str) -> None:
+    """Each page whose subsystem runs on PostgreSQL says what ``?schema=`` does (a
+    paragraph names the option and its default), not only docs/scale-out.md."""
+    paragraphs = (ROOT / "docs" / page).read_text().split("\n\n")
+    assert any("?schema=" in p and "default `surefoot`" in p for p in paragraphs)

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from surefoot.errors import ConfigError
+from surefoot.storage import redact
 
 from .local_model import LabModel
 
@@ -140,7 +141,19 @@ class Experiment:
                     f"{FAKE_MODEL}; --llm does not apply: its model calls are part of a "
                     "simulation (injected faults, ticks or an assumed accuracy)"
                 )
+        result.params = _redacted(result.params)
         return result
+
+
+def _redacted(value: Any) -> Any:
+    """``value`` with every URL's password and secret query values masked (reports are shared)."""
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, dict):
+        return {k: _redacted(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(_redacted(v) for v in value)
+    return value
 
 
 _EXPERIMENTS: dict[str, Experiment] = {}

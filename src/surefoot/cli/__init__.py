@@ -86,6 +86,6 @@ def run_command(command: click.Command, argv: list[str] | None = None, *, prog_n
     except click.ClickException as exc:
         exc.show()
         raise SystemExit(exc.exit_code) from None
-    except SurefootError as exc:
-        sys.stderr.write(f"{prog_name}: error: {exc}\n")
+    except SurefootError as exc:  # every URL in it through the one redaction, whoever wrote it
+        sys.stderr.write(f"{prog_name}: error: {telemetry.redact(str(exc))}\n")
         raise SystemExit(1) from None

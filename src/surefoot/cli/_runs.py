@@ -52,7 +52,8 @@ def _tables(path: str, db: str) -> set[str]:
         return storage.sqlite_tables(path)
     except ConfigError as exc:
         raise ConfigError(
-            f"{exc} (from --db {db!r}); pass the journal's URL, the one the worker uses"
+            f"{exc} (from --db {storage.redact(db)!r}); pass the journal's URL, the one the "
+            "worker uses"
         ) from None
 
 
@@ -62,15 +63,25 @@ def must_exist(db: str) -> None:
 
     Opening a missing file would create an empty journal (a typo in the path would look
     like "no runs"); opening a statebus file or a ledger would add journal tables to it.
-    Both are refused before anything is opened for writing. PostgreSQL URLs are not
-    checked here: a missing schema is created.
+    Both are refused before anything is opened for writing. A PostgreSQL schema without a
+    journal is refused the same way: looking never creates a schema or a table.
     """
     scheme, sep, rest = db.partition("://")
+    if sep and scheme.lower() in ("postgres", "postgresql"):
+        why = storage.journal_missing(db)
+        if why is not None:
+            raise ConfigError(
+                f"no durable journal at --db {storage.redact(db)!r}: {why}. Nothing was "
+                "created; pass the journal the worker uses (surefoot worker --db URL)"
+            )
+        return
     if not sep or scheme.lower() != "sqlite" or rest.split("?")[0] in ("", "/"):
         return
     path = storage.parse_url(db).path
     if not os.path.exists(path):
-        raise ConfigError(f"no database at {path!r} (from --db {db!r}); check the path")
+        raise ConfigError(
+            f"no database at {path!r} (from --db {storage.redact(db)!r}); check the path"
+        )
     tables = _tables(path, db)
     if "durable_runs" in tables:
         return
@@ -82,8 +93,8 @@ def must_exist(db: str) -> None:
     else:
         what = "it has no tables"
     raise ConfigError(
-        f"{path!r} (from --db {db!r}) is not a durable journal: {what}. Nothing was "
-        "changed; pass the journal the worker uses (surefoot worker --db URL)"
+        f"{path!r} (from --db {storage.redact(db)!r}) is not a durable journal: {what}. "
+        "Nothing was changed; pass the journal the worker uses (surefoot worker --db URL)"
     )
 
 
@@ -198,10 +209,15 @@ def list_(
         _echo_json(rows)
         return
     con = Console()
-    table, need = runs_table(rows, con.width, title=f"runs in {db}")
-    if not con.is_terminal and need > con.width:
-        con.width = need  # piped: a file has no right edge, so nothing needs folding
+    # piped: a file has no right edge, so every column is kept and nothing is folded
+    width = con.width if con.is_terminal else _UNBOUNDED
+    table, need = runs_table(rows, width, title=f"runs in {storage.redact(db)}")
+    if not con.is_terminal:
+        con.width = max(need, con.width)
     con.print(table)
+
+
+_UNBOUNDED = 1_000_000  # the width runs_table is given when output is not a terminal
 
 
 # The columns of ``runs list``: (header, essential). Optional ones are dropped, last first,

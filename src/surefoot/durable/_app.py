@@ -18,7 +18,7 @@ from ..storage.journal import Journal
 from ._coded import wrap
 from ._crash import CrashPlan
 from ._delegate import PartMethod
-from ._exists import check_exists
+from ._exists import ReadingHost, check_exists, check_readable
 from ._handle import RunHandle
 from ._manage import Operations
 from ._newrun import NewRuns, RunOptions
@@ -136,7 +136,7 @@ class App:
         self.registry = Registry()
         self.executor = Executor(self.registry, self)
         self.new_runs = NewRuns(self.registry, self)
-        self._ops = Operations(self)
+        self._ops = Operations(ReadingHost(self))  # looking at runs creates no journal
         self._work = Workload(self)
         self.serving = False
         self._engine: Engine | None = None  # an engine URL's (temporal://…), opened on use
@@ -206,6 +206,17 @@ class App:
         assert j is not None
         return j
 
+    def existing_journal(self) -> Journal:
+        """The journal, for reading and managing runs: a URL that holds no journal yet is
+        refused with one line, and nothing is created (``journal`` would create it).
+
+        Raises:
+            ConfigError: no journal at this URL (see ``journal`` for the other errors).
+        """
+        if self._journal is None and engine_scheme(self.url) is None:
+            (check_readable if self.create else check_exists)(self.url)
+        return self.journal
+
     def close(self) -> None:
         """Stop executing runs here and close the journal. Runs in flight stay resumable."""
         if self._engine is not None:
@@ -224,6 +235,9 @@ class App:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    def __repr__(self) -> str:
+        return f"App({storage.redact(self.url)!r}, strategy={self.strategy!r})"
 
     # -- registration ------------------------------------------------------------------
 

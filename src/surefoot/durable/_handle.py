@@ -22,12 +22,16 @@ __all__ = ["RunHandle", "RunSource"]
 class RunSource(Protocol):
     """What a handle reads from its app (an ``App``): the journal, the clock, the executor."""
 
-    url: str
-    clock: Clock
-    poll: float
-    executor: Executor
-    registry: Registry
-
+    @property
+    def url(self) -> str: ...
+    @property
+    def clock(self) -> Clock: ...
+    @property
+    def poll(self) -> float: ...
+    @property
+    def executor(self) -> Executor: ...
+    @property
+    def registry(self) -> Registry: ...
     @property
     def journal(self) -> Journal: ...
 

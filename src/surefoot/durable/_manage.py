@@ -26,8 +26,10 @@ class OperationsHost(RunSource, Protocol):
     """What run management reads from its app, at each use: what a handle reads, and this
     app's worker id and lease (a resumed run is claimed under them)."""
 
-    worker_id: str
-    lease: float
+    @property
+    def worker_id(self) -> str: ...
+    @property
+    def lease(self) -> float: ...
 
 
 class Operations:

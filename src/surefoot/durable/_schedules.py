@@ -12,6 +12,11 @@ Catch-up after downtime (no worker served the schedule while ticks passed):
 missed tick (at most :data:`MAX_CATCHUP`, the latest ones); ``skip`` starts none and waits
 for the next tick. A tick is due from its time on; a schedule first recorded at time t
 starts with the first tick after t.
+
+A tick is *missed* only when the first worker to see it is later than the grace:
+``max(MISSED_AFTER, GRACE_POLLS × poll)`` seconds (5 s with the default 0.2 s poll). A tick
+seen within the grace is on time and starts its run under every policy, ``skip`` included
+(workers poll, so a live tick is always seen a little after its time).
 """
 
 from __future__ import annotations
@@ -31,10 +36,28 @@ from ._declared import Declared
 if TYPE_CHECKING:
     from ._versions import Workflow
 
-__all__ = ["CATCHUP", "MAX_CATCHUP", "DeclaredSchedules", "Schedule", "due_ticks", "tick_id"]
+__all__ = [
+    "CATCHUP",
+    "GRACE_POLLS",
+    "MAX_CATCHUP",
+    "MISSED_AFTER",
+    "DeclaredSchedules",
+    "Schedule",
+    "due_ticks",
+    "missed_after",
+    "tick_id",
+]
 
 CATCHUP = ("latest", "all", "skip")
 MAX_CATCHUP = 100
+MISSED_AFTER = 5.0  # seconds late before a tick counts as missed (at least)
+GRACE_POLLS = 5  # ... and at least this many poll intervals
+
+
+def missed_after(poll: float) -> float:
+    """How many seconds late a tick must be seen to count as missed, for workers polling
+    every ``poll`` seconds."""
+    return max(MISSED_AFTER, GRACE_POLLS * poll)
 
 
 @dataclass(frozen=True)
@@ -73,8 +96,13 @@ def tick_id(name: str, tick: float) -> str:
     return f"{name}@{at.strftime('%Y-%m-%dT%H:%M:%SZ')}"
 
 
-def due_ticks(cron: Cron, next_at: float, now: float, catchup: str) -> tuple[list[float], float]:
-    """The ticks to start now (by the catch-up policy) and the next tick after ``now``."""
+def due_ticks(
+    cron: Cron, next_at: float, now: float, catchup: str, *, grace: float = MISSED_AFTER
+) -> tuple[list[float], float]:
+    """The ticks to start now (by the catch-up policy) and the next tick after ``now``.
+
+    Ticks at most ``grace`` seconds before ``now`` are on time: every policy starts them.
+    """
     ticks: list[float] = []
     t = next_at
     while t <= now:
@@ -87,7 +115,7 @@ def due_ticks(cron: Cron, next_at: float, now: float, catchup: str) -> tuple[lis
     elif catchup == "latest":
         chosen = ticks[-1:]
     else:
-        chosen = []
+        chosen = [tick for tick in ticks if now - tick <= grace]
     return chosen, t
 
 
@@ -99,11 +127,17 @@ class DeclaredSchedules(Declared[Schedule]):
         super().__init__("schedule")
 
     def fire(
-        self, journal: Schedules, new_row: Callable[[Schedule, str], RunRow], *, now: float
+        self,
+        journal: Schedules,
+        new_row: Callable[[Schedule, str], RunRow],
+        *,
+        now: float,
+        grace: float = MISSED_AFTER,
     ) -> list[str]:
         """Start the due runs of the declared schedules; return the ids created here.
 
         ``new_row(schedule, run_id)``: the row of a new run of the schedule's workflow.
+        ``grace``: seconds late a tick may be and still be on time (see ``missed_after``).
         """
         if not self:
             return []
@@ -124,7 +158,7 @@ class DeclaredSchedules(Declared[Schedule]):
             due = self.get(rec.name)
             if due is None or rec.next_at > now:
                 continue
-            ticks, after = due_ticks(due.cron, rec.next_at, now, due.catchup)
+            ticks, after = due_ticks(due.cron, rec.next_at, now, due.catchup, grace=grace)
             rows = [new_row(due, tick_id(rec.name, t)) for t in ticks]
             if journal.fire(rec.name, expected=rec.next_at, next_at=after, runs=rows, now=now):
                 made += [r.run_id for r in rows]

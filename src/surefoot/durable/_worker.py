@@ -136,6 +136,7 @@ class Worker:
         """Take back runs this worker id held before a restart (no need to wait the lease)."""
         app = self.app
         n = 0
+        app.journal  # noqa: B018 - a worker opens its journal (makes it, unless create=False)
         for info in app.list_runs(status="running", limit=10_000):
             if info.owner != app.worker_id or info.run_id in app.executor.active:
                 continue

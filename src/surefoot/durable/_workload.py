@@ -18,7 +18,7 @@ from ._patches import patched as _patched
 from ._queues import Queue, queue_view
 from ._registry import Registry
 from ._retention import Retention, prune_runs
-from ._schedules import Schedule
+from ._schedules import Schedule, missed_after
 from ._versions import Workflow
 from .engine import engine_scheme
 
@@ -119,7 +119,9 @@ class Workload:
         ``<name>@<tick, ISO 8601>``, so a tick starts exactly one run however many
         workers see it. ``catchup`` after downtime: ``latest`` (default: one run for the
         latest missed tick), ``all`` (one per missed tick, at most 100, the latest ones)
-        or ``skip`` (none; wait for the next tick).
+        or ``skip`` (none; wait for the next tick). A tick is missed only when no worker
+        saw it within ``max(5 s, 5 × poll)`` of its time; an on-time tick starts its run
+        under every policy.
 
         Raises:
             ConfigError: a bad cron expression or catch-up policy, the name declared
@@ -147,7 +149,10 @@ class Workload:
             return self.host.new_runs.row(s.workflow, s.args, s.kwargs, run_id)[0]
 
         journal = self.host.journal.schedules
-        return self.host.registry.schedules.fire(journal, new_row, now=self.host.clock.now())
+        grace = missed_after(self.host.poll)
+        return self.host.registry.schedules.fire(
+            journal, new_row, now=self.host.clock.now(), grace=grace
+        )
 
     def prune(
         self,

@@ -6,7 +6,6 @@ import asyncio
 import importlib
 import sys
 import threading
-import urllib.parse
 import warnings
 import weakref
 from collections.abc import Callable
@@ -15,6 +14,7 @@ from types import ModuleType
 from typing import Any
 
 from ..errors import MissingExtraError
+from ..redaction import redact_url  # for reprs and messages: the one URL redaction
 
 __all__ = ["PerLoop", "Secret", "load_sdk", "redact_url", "warn_sdk_retries"]
 
@@ -64,17 +64,6 @@ class Secret:
         return "Secret('***')" if self._value else "Secret(None)"
 
     __str__ = __repr__
-
-
-def redact_url(url: str) -> str:
-    """``url`` without a password or token in its user part (for reprs and messages)."""
-    parts = urllib.parse.urlsplit(url)
-    if parts.username is None and parts.password is None:
-        return url
-    host = parts.hostname or ""
-    if parts.port is not None:
-        host = f"{host}:{parts.port}"
-    return urllib.parse.urlunsplit(parts._replace(netloc=f"***@{host}"))
 
 
 def load_sdk(name: str) -> ModuleType:

@@ -21,6 +21,7 @@ from ..resilience import RetryPolicy
 from ..storage.checks import check_text
 from ..storage.history import check_policy
 from ..storage.state import MergeOutcome, StateStore
+from ._agents import AgentRegistry, agents_namespace, registrant
 from ._entry import (
     AgentSpec,
     Endorsement,
@@ -94,7 +95,11 @@ class Store:
             )
         self.namespace = namespace
         self.clock: Clock = clock if clock is not None else SystemClock()
-        self.agents: dict[str, AgentSpec] = {}
+        # kept in the storage beside the namespace: shared by every process (see _agents)
+        self.agents = AgentRegistry(
+            self.storage.statestore(agents_namespace(namespace)) if self.storage else None,
+            self.clock,
+        )
         self._schemas: list[tuple[str, Any]] = []
         self._merges: list[MergeRule] = []
         self._lock = threading.Lock()
@@ -112,8 +117,15 @@ class Store:
         trust: str = "trusted",
         read: Iterable[str] = ("*",),
         write: Iterable[str] = ("*",),
+        by: str | None = None,
     ) -> AgentSpec:
         """Register an agent's identity: its trust level and read/write scopes (glob patterns).
+
+        The registration is kept in the storage (beside the namespace, not in it), so every
+        ``Store`` on the same URL and namespace, in any process, knows the agent; registering
+        again replaces it. ``store.agents.history(name)`` is its audit: each version says
+        when and by whom (``by``, default ``user@host:pid`` of this process). A ``Store``
+        made from a bare ``StateStore`` keeps registrations in this process only.
 
         Raises:
             ConfigError: an empty name, the reserved name ``system``, or an unknown trust.
@@ -133,7 +145,7 @@ class Store:
                 f"agent {name!r}: read and write are lists of patterns, like read=['report*']"
             )
         spec = AgentSpec(name, trust, tuple(read), tuple(write))
-        self.agents[name] = spec
+        self.agents.put(spec, by=registrant() if by is None else by)
         return spec
 
     def session(self, name: str) -> AgentSession:
@@ -142,10 +154,11 @@ class Store:
         Raises:
             ConfigError: the agent was not registered.
         """
-        spec = self.agents.get(name)
+        spec = self.agents.fresh(name)  # the latest registration, from any process
         if spec is None:
             raise ConfigError(
-                f"unknown agent {name!r}: register it first with "
+                f"unknown agent {name!r} in namespace {self.namespace!r}: no process sharing "
+                "this store registered it; register it first with "
                 f"store.register_agent({name!r}, trust='trusted', read=[...], write=[...])"
             )
         return AgentSession(self, spec)
@@ -619,4 +632,6 @@ class Store:
             self.storage.close()
 
     def __repr__(self) -> str:
-        return f"Store({getattr(self.storage, 'url', self.state)!r}, namespace={self.namespace!r})"
+        where = getattr(self.storage, "url", None)
+        shown = _storage.redact(where) if isinstance(where, str) else self.state
+        return f"Store({shown!r}, namespace={self.namespace!r})"

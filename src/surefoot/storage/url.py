@@ -1,13 +1,14 @@
-"""Parse and redact storage URLs."""
+"""Parse and redact storage URLs (``redact`` is ``surefoot.redaction.redact_url``)."""
 
 from __future__ import annotations
 
 import os
 import tempfile
 from dataclasses import dataclass, field
-from urllib.parse import parse_qsl, urlsplit, urlunsplit
+from urllib.parse import parse_qsl
 
 from ..errors import ConfigError
+from ..redaction import redact_url as redact
 
 __all__ = ["StorageURL", "parse_url", "redact"]
 
@@ -41,18 +42,6 @@ class StorageURL:
     def safe(self) -> str:
         """The URL without its password, for messages and logs."""
         return redact(self.url)
-
-
-def redact(url: str) -> str:
-    """Hide the password of a URL (``postgresql://u:***@host/db``)."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return url
-    if parts.password:
-        netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
-        return urlunsplit(parts._replace(netloc=netloc))
-    return url
 
 
 def parse_url(url: str) -> StorageURL:

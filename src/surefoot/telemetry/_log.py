@@ -18,6 +18,8 @@ import sys
 from collections.abc import Mapping
 from typing import IO, Any
 
+from ..redaction import redact_url
+
 __all__ = [
     "LOG_FORMATS",
     "JsonFormatter",
@@ -49,22 +51,25 @@ _ASSIGNED = re.compile(
     r"(?i)\b((?:api[_-]?key|x-api-key|secret|token|password|passwd|authorization)"
     r"[\"']?\s*[:=]\s*[\"']?)(?!(?:bearer|basic)\s)([^\s\"',;&}]+)"
 )
-_URL_PASSWORD = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://[^:/@\s]*:)([^@/\s]+)(@)")
+_URL = re.compile(r"(?i)\b[a-z][a-z0-9+.\-]*://[^\s\"'<>]+")
 
 
 def redact(text: str) -> str:
-    """``text`` with API keys, bearer tokens, ``password=…`` values and URL passwords masked.
+    """``text`` with API keys, bearer tokens, ``password=…`` values and URL secrets masked.
+
+    Each URL in the text goes through ``surefoot.redaction.redact_url`` (the one URL redaction).
 
     >>> redact("postgresql://app:hunter2@db/x key=sk-abcdefghijkl")
-    'postgresql://app:[redacted]@db/x key=[redacted]'
+    'postgresql://app:***@db/x key=[redacted]'
     """
     if not text:
         return text
+    text = _URL.sub(lambda m: redact_url(m.group(0)), text)
     for pat in _SECRET_TEXT:
         text = pat.sub(REDACTED, text)
     text = _BEARER.sub(lambda m: f"{m.group(1)} {REDACTED}", text)
     text = _ASSIGNED.sub(lambda m: m.group(1) + REDACTED, text)
-    return _URL_PASSWORD.sub(lambda m: m.group(1) + REDACTED + m.group(3), text)
+    return text
 
 
 def _redact_value(name: str, value: Any) -> Any:

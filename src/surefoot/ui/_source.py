@@ -22,7 +22,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import durable
+from .. import durable, storage
 from ..errors import ConfigError
 
 __all__ = [
@@ -193,7 +193,7 @@ class Inspector:
         self.stream_specs = [_stream_spec(s) for s in streams]
         if self.stream_specs and store is None:
             raise ConfigError("--stream needs --store URL: the storage that holds the streams")
-        self.db = db
+        self.db = storage.redact(db)  # shown on the start line and every page: no secrets
         self.app = durable.App(db)  # after the checks: a refused option leaves nothing open
         self.store_url = store
         self.namespace = namespace

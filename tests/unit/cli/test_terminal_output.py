@@ -125,6 +125,19 @@ def test_runs_list_piped_never_cuts_and_json_is_unchanged(
     assert {"run_id", "workflow", "version", "status", "strategy", "owner", "epoch"} <= set(rows[0])
 
 
+def test_runs_list_piped_keeps_owner_epoch_and_strategy(
+    db: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Piped (not a terminal) at COLUMNS=80: no column is dropped, the table is as wide as
+    it needs (a file has no right edge)."""
+    monkeypatch.setenv("COLUMNS", "80")
+    code, out, err = run_cli(capsys, "runs", "list", "--db", db)
+    assert code == 0 and err == ""
+    (header,) = [x for x in out.splitlines() if "workflow" in x and "status" in x]
+    for column in ("run", "updated", "version", "owner", "epoch", "strategy"):
+        assert column in header
+
+
 def test_a_narrow_terminal_folds_the_id_and_keeps_the_state_whole(db: str) -> None:
     """At 40 columns the run id folds onto more lines, every character kept; states whole."""
     app = App(db)

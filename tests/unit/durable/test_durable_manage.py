@@ -71,7 +71,8 @@ def test_fork_reruns_from_a_step(app: App) -> None:
 
 
 def test_unknown_run_ids_are_clear_errors(app: App) -> None:
-    """Every operation on an unknown run id names it."""
+    """Every operation on an unknown run id names it (in a journal that exists)."""
+    app.journal  # noqa: B018 - the journal exists; the run does not
     for call in (
         lambda: app.show("nope"),
         lambda: app.handle("nope"),
@@ -107,8 +108,10 @@ def test_foreign_database_is_refused_untouched(tmp_path: Path) -> None:
         c.execute("CREATE TABLE invoices (id INTEGER)")
         c.execute("INSERT INTO invoices VALUES (1)")
     app = App(f"sqlite:///{path}")
+    with pytest.raises(ConfigError, match=r"no surefoot journal in it \(its tables: invoices"):
+        app.list_runs()  # reading: refused before anything is opened for writing
     with pytest.raises(SchemaVersionError, match="not a surefoot database"):
-        app.list_runs()
+        app.journal  # noqa: B018 - opening to write: refused too
     app.close()
     with sqlite3.connect(path) as c:
         assert c.execute("SELECT * FROM invoices").fetchall() == [(1,)]

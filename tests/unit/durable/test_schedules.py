@@ -157,3 +157,39 @@ def test_a_scheduled_run_carries_its_workflows_timeout(db_url: str) -> None:
         assert run.deadline_at == run.created_at + 600
     finally:
         app.close()
+
+
+def test_skip_starts_the_ticks_that_fall_due_on_time(tmp_path: object) -> None:
+    """A FakeClock stepped to exactly 08:01:00, 08:02:00 … with run_once after each: skip
+    starts one run per tick as all does; only a tick later than the grace is skipped."""
+    made: dict[str, list[str]] = {}
+    for catchup in ("all", "skip"):
+        clock = FakeClock(start=_t(2026, 12, 1, 8, 0, 30))
+        app = App(f"sqlite:///{tmp_path}/{catchup}.db", clock=clock, poll=0.2)
+
+        @app.workflow
+        def ping() -> str:
+            return "pong"
+
+        app.schedule("minutely", ping, cron="* * * * *", catchup=catchup)
+        w = Worker(app)
+        w.run_once(timeout=10)  # records the schedule; the first tick is 08:01:00
+        for minute in (1, 2, 3):
+            clock.advance(_t(2026, 12, 1, 8, minute, 0) - clock.now())
+            w.run_once(timeout=10)
+        # a worker that was down from 08:03 to 08:06:30: the 08:04-08:06 ticks are missed
+        clock.advance(_t(2026, 12, 1, 8, 6, 30) - clock.now())
+        w.run_once(timeout=10)
+        made[catchup] = sorted(r.run_id for r in app.list_runs())
+        app.close()
+    on_time = [f"minutely@2026-12-01T08:0{m}:00Z" for m in (1, 2, 3)]
+    assert made["skip"] == on_time
+    assert made["all"] == [*on_time, *(f"minutely@2026-12-01T08:0{m}:00Z" for m in (4, 5, 6))]
+
+
+def test_a_tick_is_missed_only_past_the_grace() -> None:
+    """due_ticks with a grace: a tick at most ``grace`` seconds late is started by skip."""
+    cron = Cron.parse("@hourly")
+    tick = _t(2026, 12, 1, 5, 0)
+    assert due_ticks(cron, tick, tick + 4.9, "skip", grace=5.0)[0] == [tick]
+    assert due_ticks(cron, tick, tick + 5.1, "skip", grace=5.0)[0] == []

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from ...errors import ConfigError
 from ..checks import value_limit
 from ..url import StorageURL, parse_url
-from ._db import SQLiteDB
+from ._db import WAL_PRESIZE, SQLiteDB
 from ._inspect import tables_of
 
 if TYPE_CHECKING:
@@ -32,11 +32,18 @@ class SQLiteStorage:
             raise ConfigError(
                 f"busy_timeout must be whole milliseconds, got {opts['busy_timeout']!r}"
             ) from None
+        try:
+            presize = int(opts.get("wal_presize", str(WAL_PRESIZE)))
+        except ValueError:
+            raise ConfigError(
+                f"wal_presize must be whole frames (0: off), got {opts['wal_presize']!r}"
+            ) from None
         self.db = SQLiteDB(
             parsed.path,
             synchronous=opts.get("synchronous", "FULL"),
             busy_timeout_ms=busy,
             max_value_bytes=value_limit(parsed.safe, opts),
+            wal_presize=presize,
         )
         self.db.conn()  # fail now, clearly, if the file is unusable
 

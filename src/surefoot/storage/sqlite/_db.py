@@ -32,6 +32,9 @@ _T = TypeVar("_T")
 _SYNC = {"OFF", "NORMAL", "FULL", "EXTRA"}
 # The files SQLite keeps beside a database; opening a file can create them.
 _SIDECARS = ("-wal", "-shm", "-journal")
+WAL_PRESIZE = 1_000  # frames: SQLite's wal_autocheckpoint, where a -wal stops growing
+_WAL_HEADER = 32  # bytes of the -wal's header, and of each frame's
+_FRAME_HEADER = 24
 # This process's id, kept by a fork hook: every write asks whether its thread's connection
 # was made in this process, and os.getpid() is a system call each time.
 _pid = os.getpid()
@@ -71,9 +74,12 @@ class SQLiteDB:
         synchronous: ``FULL`` (durable on power loss, the default) or ``NORMAL``.
         busy_timeout_ms: how long a writer waits for the lock before failing.
         max_value_bytes: the largest value (key, message, step result) accepted; 0: no limit.
+        wal_presize: frames the ``-wal`` is pre-sized to when a journal is created in the
+            file (see :meth:`presize_wal`); 0: never.
 
     Attributes:
         commits: write transactions committed through this object (tests count them).
+        presized: bytes of zeros :meth:`presize_wal` added to the ``-wal`` (tests count them).
     """
 
     def __init__(
@@ -83,6 +89,7 @@ class SQLiteDB:
         synchronous: str = "FULL",
         busy_timeout_ms: int = 10_000,
         max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES,
+        wal_presize: int = WAL_PRESIZE,
     ) -> None:
         sync = synchronous.upper()
         if sync not in _SYNC:
@@ -94,7 +101,11 @@ class SQLiteDB:
         self.synchronous = sync
         self.busy_timeout_ms = busy_timeout_ms
         self.max_value_bytes = max_value_bytes
+        if wal_presize < 0:
+            raise ConfigError(f"wal_presize must be >= 0 frames, got {wal_presize!r}")
+        self.wal_presize = wal_presize
         self.commits = 0
+        self.presized = 0
         self._local = threading.local()
         self._lock = threading.Lock()
         self._migrated: set[str] = set()
@@ -366,10 +377,51 @@ class SQLiteDB:
             self.commits += 1
         return out
 
+    def presize_wal(self) -> int:
+        """Extend the ``-wal`` with zeros to ``wal_presize`` frames; the bytes added.
+
+        A commit that extends the ``-wal`` costs about 1.6x one that writes into space the
+        file already has (the file's size changes, so the fsync writes metadata too), and a
+        new ``-wal`` grows for its first 1,000 frames, until the first checkpoint lets
+        SQLite write it again from its start (``benchmarks/bench_sqlite_ceiling.py``). The
+        zeros go only past the file's end, under the write lock (no frame is appended
+        meanwhile), and are fsynced: a zero frame is no valid frame, so recovery after a
+        crash stops where the last committed frame ends, as it would at the file's end.
+        Only at ``synchronous=FULL``/``EXTRA`` (the others do not fsync each commit).
+        """
+        if self.wal_presize <= 0 or self.synchronous not in ("FULL", "EXTRA"):
+            return 0
+        c = self.conn()
+        page = int(c.execute("PRAGMA page_size").fetchone()[0])
+        want = _WAL_HEADER + self.wal_presize * (page + _FRAME_HEADER)
+        self._begin(c)
+        try:
+            try:
+                fd = os.open(self.path + "-wal", os.O_RDWR)
+            except FileNotFoundError:
+                return 0
+            try:
+                have = os.fstat(fd).st_size
+                if have >= want:
+                    return 0
+                os.pwrite(fd, bytes(want - have), have)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            raise StoreUnavailableError(
+                self.url, f"cannot pre-size {self.path!r}-wal: {exc}; check the free disk space"
+            ) from exc
+        finally:
+            _roll_back(c)  # nothing was written in the transaction: it only held the lock
+        self.presized += want - have
+        return want - have
+
     # -- schema ------------------------------------------------------------------------
 
-    def migrate(self, component: str, migrations: Sequence[str]) -> None:
-        """Bring ``component``'s tables to the newest of ``migrations`` (numbered from 1).
+    def migrate(self, component: str, migrations: Sequence[str]) -> bool:
+        """Bring ``component``'s tables to the newest of ``migrations`` (numbered from 1);
+        whether this call created them (the file had none of ``component``'s tables).
 
         Each migration is one or more DDL statements separated by ``;`` (a trigger's body,
         ``BEGIN … END``, may hold ``;`` of its own). Applied migrations
@@ -380,15 +432,16 @@ class SQLiteDB:
                 ``surefoot_schema``), or it was written by a newer surefoot.
         """
         if component in self._migrated:
-            return
+            return False
         try:
-            self._migrate(component, migrations)
+            found = self._migrate(component, migrations)
         except SchemaVersionError:
             self.close()  # the last connection's close removes the -wal and -shm files
             raise
         self._migrated.add(component)
+        return found == 0
 
-    def _migrate(self, component: str, migrations: Sequence[str]) -> None:
+    def _migrate(self, component: str, migrations: Sequence[str]) -> int:
         with self.write() as c:
             has_meta = c.execute(
                 "SELECT 1 FROM sqlite_master WHERE type='table' AND name='surefoot_schema'"
@@ -431,6 +484,7 @@ class SQLiteDB:
                     "ON CONFLICT(component) DO UPDATE SET version=excluded.version",
                     (component, len(migrations)),
                 )
+            return int(current)
 
 
 def _statements(script: str) -> Iterator[str]:

@@ -249,7 +249,8 @@ class SQLiteJournal(SQLJournal):
 
     def __init__(self, db: SQLiteDB) -> None:
         self.db = db
-        db.migrate("durable", MIGRATIONS)
+        if db.migrate("durable", MIGRATIONS):
+            db.presize_wal()  # a new journal's first 1,000 commits would each extend its -wal
         locks = FileLiveness(db.path) if FileLiveness.available(db.path) else None
         super().__init__(SQLiteDialect(db), SQLITE_STEPS, locks=locks, waking=SQLiteWaking(db))
 
