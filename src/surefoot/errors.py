@@ -220,7 +220,7 @@ class IdempotencyError(SurefootError):
 
 
 class IdempotencyConflictError(IdempotencyError):
-    """An idempotency key was reused with different arguments (its fingerprint differs)."""
+    """An idempotency key was reused with different arguments, or by another action."""
 
 
 class IdempotencyInProgressError(IdempotencyError):
