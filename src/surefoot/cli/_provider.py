@@ -35,13 +35,23 @@ from ._options import FaultSpec
     show_default=True,
     help="The model name GET /v1/models reports.",
 )
-def fake_provider(port: int, faults: tuple[testing.Fault, ...], model: str) -> None:
+@click.option(
+    "--record",
+    type=click.Path(dir_okay=False, writable=True),
+    default=None,
+    metavar="FILE",
+    help="Append one JSON line per request to FILE (time, path, model, Idempotency-Key, the "
+    "caller's x- headers, status returned), on disk before the reply is sent.",
+)
+def fake_provider(
+    port: int, faults: tuple[testing.Fault, ...], model: str, record: str | None
+) -> None:
     """Serve the OpenAI and Anthropic wire formats on 127.0.0.1, failing on cue.
 
     Point OPENAI_BASE_URL at URL/v1 or ANTHROPIC_BASE_URL at URL. Runs until SIGTERM or
     Ctrl-C, then prints how many requests it received.
     """
-    provider = testing.FakeProvider(port, model=model)
+    provider = testing.FakeProvider(port, model=model, record=record)
     try:
         provider.start()
     except OSError as exc:
