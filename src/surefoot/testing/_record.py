@@ -6,22 +6,19 @@ import json
 import os
 import threading
 from dataclasses import asdict
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..errors import ConfigError
-
-if TYPE_CHECKING:
-    from ._provider import Received
 
 __all__ = ["RequestLog", "record_of"]
 
 _LAST_MESSAGE_CHARS = 200
 
 
-def record_of(r: Received) -> dict[str, Any]:
-    """The line written for ``r``: every field but the messages and the headers, plus the
-    caller's own ``x-`` headers (not the SDK's ``x-stainless-*``) and the last message's
-    text (first 200 characters), enough to tell the steps of a run apart."""
+def record_of(r: Any) -> dict[str, Any]:
+    """The line written for ``r`` (a ``Received``): every field but the messages and the
+    headers, plus the caller's own ``x-`` headers (not the SDK's ``x-stainless-*``) and the
+    last message's text (first 200 characters), enough to tell the steps of a run apart."""
     out = asdict(r)
     del out["messages"], out["headers"]
     out["headers"] = {
@@ -52,7 +49,7 @@ class RequestLog:
             ) from None
         self._lock = threading.Lock()
 
-    def write(self, r: Received) -> None:
+    def write(self, r: Any) -> None:
         """Append ``r``'s line and flush it."""
         line = json.dumps(record_of(r), sort_keys=True, default=str) + "\n"
         with self._lock:
