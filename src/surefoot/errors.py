@@ -222,7 +222,7 @@ class IdempotencyError(SurefootError):
 
 
 class IdempotencyConflictError(IdempotencyError):
-    """An idempotency key was reused with different arguments (its fingerprint differs)."""
+    """An idempotency key was reused with different arguments, or by another action."""
 
 
 class IdempotencyInProgressError(IdempotencyError):
@@ -290,14 +290,16 @@ class RunConflictError(JournalError):
 
 
 class UnknownRunError(JournalError, KeyError):
-    """No run has this id in this journal."""
+    """No run has this id in this journal (or on this engine).
 
-    def __init__(self, run_id: str, url: str = "") -> None:
+    ``hint`` replaces the pointer to ``surefoot runs list`` (an engine's runs are listed
+    elsewhere)."""
+
+    def __init__(self, run_id: str, url: str = "", *, hint: str | None = None) -> None:
         self.run_id = run_id
         where = f" in {redact_url(url)}" if url else ""
-        super().__init__(
-            f"no run with id {run_id!r}{where}; list runs with `surefoot runs list --db URL`"
-        )
+        see = hint or "list runs with `surefoot runs list --db URL`"
+        super().__init__(f"no run with id {run_id!r}{where}; {see}")
 
     def __str__(self) -> str:  # KeyError would quote the whole message
         return str(self.args[0])
@@ -348,16 +350,20 @@ class RunFailedError(JournalError):
         run_id: the run.
         status: its final status (failed, cancelled, needs_attention).
         error: the recorded error, as data (type and message), if any.
+
+    ``hint`` replaces the pointer to ``surefoot runs show`` (an engine's runs are shown
+    elsewhere).
     """
 
-    def __init__(self, run_id: str, status: str, error: Any = None) -> None:
+    def __init__(
+        self, run_id: str, status: str, error: Any = None, *, hint: str | None = None
+    ) -> None:
         self.run_id = run_id
         self.status = status
         self.error = error
         detail = f": {error}" if error else ""
-        super().__init__(
-            f"run {run_id!r} ended {status}{detail}. See `surefoot runs show {run_id} --db URL`."
-        )
+        see = hint or f"See `surefoot runs show {run_id} --db URL`."
+        super().__init__(f"run {run_id!r} ended {status}{detail}. {see}")
 
 
 class DeadlineExceededError(JournalError):

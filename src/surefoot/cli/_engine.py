@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import atexit
 import json
-from typing import Any
+import os
+import sys
+from typing import Any, NoReturn
 
 import click
 
@@ -59,6 +62,24 @@ def worker(app_ref: str, url: str) -> None:
         asyncio.run(serve(app, url, ready=ready))
     except KeyboardInterrupt:
         pass
+    _exit_now()
+
+
+def _exit_now() -> NoReturn:
+    """End the process now that the worker has shut down in its loop: exit code 0.
+
+    The SDK's Rust core keeps threads of its own that may call into Python while the
+    interpreter finalizes, which aborts the process (rc -6 "PyGILState_Release …
+    finalizing", or -11) on some stops (temporalio/sdk-python#300). So after the exit
+    handlers ran (logs flushed, exporters closed), the process ends without finalizing.
+    """
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(0)
 
 
 @engine.command("start")

@@ -8,6 +8,7 @@ import threading
 import click
 
 from .. import testing
+from ._options import FaultSpec
 
 
 @click.command("fake-provider")
@@ -21,6 +22,7 @@ from .. import testing
 @click.option(
     "--fault",
     "faults",
+    type=FaultSpec(),
     multiple=True,
     metavar="SPEC",
     help="What the next request gets, in order (repeat): ok, slow=S, 503, "
@@ -33,17 +35,35 @@ from .. import testing
     show_default=True,
     help="The model name GET /v1/models reports.",
 )
-def fake_provider(port: int, faults: tuple[str, ...], model: str) -> None:
+@click.option(
+    "--record",
+    type=click.Path(dir_okay=False, writable=True),
+    default=None,
+    metavar="FILE",
+    help="Append one JSON line per request to FILE (time, path, model, Idempotency-Key, the "
+    "caller's x- headers, status returned), on disk before the reply is sent.",
+)
+def fake_provider(
+    port: int, faults: tuple[testing.Fault, ...], model: str, record: str | None
+) -> None:
     """Serve the OpenAI and Anthropic wire formats on 127.0.0.1, failing on cue.
 
     Point OPENAI_BASE_URL at URL/v1 or ANTHROPIC_BASE_URL at URL. Runs until SIGTERM or
     Ctrl-C, then prints how many requests it received.
     """
-    script = [testing.parse_fault(f) for f in faults]
+    provider = testing.FakeProvider(port, model=model, record=record)
+    try:
+        provider.start()
+    except OSError as exc:
+        raise click.BadParameter(
+            f"port {port} is in use or cannot be bound on 127.0.0.1 ({exc.strerror or exc}); "
+            "pick another port, or --port 0 for a free one",
+            param_hint="'--port'",
+        ) from None
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    with testing.FakeProvider(port, model=model) as fp:
-        fp.script(script)
+    with provider as fp:
+        fp.script(list(faults))
         click.echo(f"fake provider listening on {fp.url}", err=False)
         try:
             while not stop.wait(0.2):

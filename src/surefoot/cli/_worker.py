@@ -12,6 +12,7 @@ import click
 from .. import durable, storage
 from ..errors import ConfigError
 from ..storage import journal_missing
+from ._options import Seconds
 from ._workload import parse_age
 
 __all__ = ["journal_missing", "worker"]
@@ -29,7 +30,12 @@ _CREATE_HINT = "check the --db URL for a typo, or pass --create to start a new, 
     default=None,
     help="Seconds a run is held without a heartbeat before another worker may take it.",
 )
-@click.option("--poll", type=float, default=None, help="Seconds between claims when idle.")
+@click.option(
+    "--poll",
+    type=Seconds(positive=True, why="0 would claim without pause and spin a core; e.g. 0.2"),
+    default=None,
+    help="Seconds between claims when idle (> 0).",
+)
 @click.option(
     "--worker-id",
     default=None,
@@ -68,7 +74,7 @@ _CREATE_HINT = "check the --db URL for a typo, or pass --create to start a new, 
 )
 @click.option(
     "--idle-exit",
-    type=float,
+    type=Seconds(why="0 exits as soon as there is nothing to do"),
     default=None,
     help="Exit after this many idle seconds (default: run until SIGTERM/SIGINT).",
 )

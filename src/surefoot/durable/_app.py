@@ -432,6 +432,7 @@ class App:
         wf = self.registry.resolve(workflow)
         eng = self._engine_now()
         if eng is not None:  # e.g. temporal://: that engine runs it (a worker here too)
+            _engine_refuses(eng, strategy=strategy)
             return eng.start(wf, args, kwargs, run_id=run_id, here=True, timeout=timeout)
         opts = RunOptions(strategy=strategy, embedded=True, timeout=timeout)
         row, created = self.new_runs.create(wf, args, kwargs, run_id, opts)
@@ -466,7 +467,9 @@ class App:
         wf = self.registry.resolve(workflow)
         eng = self._engine_now()
         if eng is not None:
-            _engine_refuses(eng, queue=queue, priority=priority, dedup_id=dedup_id)
+            _engine_refuses(
+                eng, strategy=strategy, queue=queue, priority=priority, dedup_id=dedup_id
+            )
             return eng.start(wf, args, kwargs, run_id=run_id, here=False, timeout=timeout)
         opts = RunOptions(
             strategy=strategy, queue=queue, priority=priority, dedup_id=dedup_id, timeout=timeout
@@ -547,14 +550,23 @@ class App:
     stranded = PartMethod("_ops", Operations.stranded)
 
 
-def _engine_refuses(eng: Any, **options: Any) -> None:
-    """Queues, priorities and dedup ids live in surefoot's own journal: an engine URL
-    (temporal://…) cannot honour them, so asking for one is an error, not a silently
-    ignored option (docs/engines.md)."""
+def _engine_refuses(eng: Any, *, strategy: str | None = None, **options: Any) -> None:
+    """Queues, priorities and dedup ids live in surefoot's own journal, and an engine
+    replays runs its own way: an engine URL (temporal://…) cannot honour them, so asking
+    for one is an error, not a silently ignored option (docs/engines.md)."""
+    name = getattr(eng, "name", None) or type(eng).__name__
+    if strategy is not None and strategy not in STRATEGIES:
+        raise ConfigError(f"strategy must be one of {', '.join(STRATEGIES)}; got {strategy!r}")
+    if strategy not in (None, "journal_keys"):
+        raise ConfigError(
+            f"strategy={strategy!r} is not supported on {name}: it replays a run from its "
+            "own history, as strategy 'journal_keys' does (completed steps never run again, "
+            "keys stay the same); drop strategy= or run on sqlite:// or postgresql://"
+        )
     given = sorted(k for k, v in options.items() if v not in (None, 0, False))
     if given:
         raise ConfigError(
-            f"{', '.join(given)} {'is' if len(given) == 1 else 'are'} not supported on the "
-            f"{type(eng).__name__} engine yet (they are kept in surefoot's own journal); "
+            f"{', '.join(given)} {'is' if len(given) == 1 else 'are'} not supported on "
+            f"{name} yet (they are kept in surefoot's own journal); "
             "run on sqlite:// or postgresql://, or drop the option"
         )

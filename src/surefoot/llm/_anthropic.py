@@ -10,7 +10,7 @@ from typing import Any
 
 from ._client import ChatClient, Request
 from ._fake import ChatCompletion, Choice, Message, Usage
-from ._sdk import PerLoop, Secret, load_sdk, redact_url, warn_sdk_retries
+from ._sdk import PerLoop, Secret, check_base_url, load_sdk, redact_url, warn_sdk_retries
 from ._stream import Delta
 
 __all__ = ["AnthropicChat"]
@@ -70,7 +70,8 @@ class AnthropicChat(ChatClient):
         self._async_client = async_client
         self._build_lock = threading.Lock()
         self._async_clients = PerLoop(self._new_async)
-        self.base_url = str(base_url or os.environ.get("ANTHROPIC_BASE_URL") or "") or None
+        given = str(base_url or os.environ.get("ANTHROPIC_BASE_URL") or "") or None
+        self.base_url = check_base_url(given, "ANTHROPIC_BASE_URL")
         self.__key = Secret(api_key or os.environ.get("ANTHROPIC_API_KEY"))
 
     def _sync(self) -> Any:

@@ -22,6 +22,7 @@ from ..resilience import classify_stream_error as _classify_stream_error
 from ._check import ReplyCheck, make_check
 from ._fake import ChatCompletion, Choice, Message, Usage, count_tokens
 from ._limiter import RateLimiter
+from ._sdk import name_url_in_connection_error
 from ._stream import AsyncReplyStream, Delta, ReplyStream
 from ._usage import Meter, PriceTable
 
@@ -167,6 +168,7 @@ class ChatClient:
         )
 
     def _failed(self, exc: BaseException) -> None:
+        name_url_in_connection_error(exc, getattr(self, "base_url", None))
         if self.limiter is not None:
             headers = getattr(getattr(exc, "response", None), "headers", None)
             if headers is not None:

@@ -93,7 +93,8 @@ def connect(
             ``llm`` (a ``FakeLLM``) for ``fake``.
 
     Raises:
-        ConfigError: unknown provider or missing model. MissingExtraError: the SDK is not
+        ConfigError: unknown provider, missing model, or a ``base_url`` that is not an
+        ``http://``/``https://`` URL with a host. MissingExtraError: the SDK is not
         installed (``pip install surefoot[openai]``).
     """
     kind = str(provider).strip().lower()

@@ -10,7 +10,7 @@ from typing import Any
 
 from ._client import ChatClient, Request
 from ._fake import ChatCompletion, Choice, Message, Usage
-from ._sdk import PerLoop, Secret, load_sdk, redact_url, warn_sdk_retries
+from ._sdk import PerLoop, Secret, check_base_url, load_sdk, redact_url, warn_sdk_retries
 from ._stream import Delta
 
 __all__ = ["OpenAIChat"]
@@ -63,7 +63,8 @@ class OpenAIChat(ChatClient):
         self._async_client = async_client
         self._build_lock = threading.Lock()
         self._async_clients = PerLoop(self._new_async)
-        self.base_url = str(base_url or os.environ.get("OPENAI_BASE_URL") or "") or None
+        given = str(base_url or os.environ.get("OPENAI_BASE_URL") or "") or None
+        self.base_url = check_base_url(given, "OPENAI_BASE_URL")
         key = api_key or os.environ.get("OPENAI_API_KEY")
         if key is None and self.base_url is not None:
             key = "no-key"  # local servers (vLLM, Ollama, llama.cpp) take any key

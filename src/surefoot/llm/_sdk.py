@@ -6,6 +6,7 @@ import asyncio
 import importlib
 import sys
 import threading
+import urllib.parse
 import warnings
 import weakref
 from collections.abc import Callable
@@ -13,10 +14,18 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from ..errors import MissingExtraError
+from ..errors import ConfigError, MissingExtraError
 from ..redaction import redact_url  # for reprs and messages: the one URL redaction
 
-__all__ = ["PerLoop", "Secret", "load_sdk", "redact_url", "warn_sdk_retries"]
+__all__ = [
+    "PerLoop",
+    "Secret",
+    "check_base_url",
+    "load_sdk",
+    "name_url_in_connection_error",
+    "redact_url",
+    "warn_sdk_retries",
+]
 
 _PACKAGE = str(Path(__file__).resolve().parents[1])
 
@@ -64,6 +73,48 @@ class Secret:
         return "Secret('***')" if self._value else "Secret(None)"
 
     __str__ = __repr__
+
+
+def check_base_url(base_url: str | None, env: str) -> str | None:
+    """``base_url`` if an HTTP client can reach it (``http://`` or ``https://`` and a host).
+
+    ``ftp://…``, a typo such as ``htp://…`` or a bare ``127.0.0.1:8089/v1`` would fail
+    only at the first call, as a connection error retried as transient.
+
+    Raises:
+        ConfigError: names the (redacted) value, where it came from and what to write.
+    """
+    if base_url is None:
+        return None
+    try:
+        parts = urllib.parse.urlsplit(base_url)
+        host = parts.hostname
+    except ValueError:
+        parts, host = None, None
+    if parts is not None and parts.scheme.lower() in ("http", "https") and host:
+        return base_url
+    raise ConfigError(
+        f"base_url (or {env}) must be an http:// or https:// URL with a host, like "
+        f"'http://127.0.0.1:8080/v1', got {redact_url(base_url)!r}"
+    )
+
+
+def name_url_in_connection_error(exc: BaseException, base_url: str | None) -> None:
+    """Make an SDK's connection error ("Connection error.") name the (redacted) endpoint.
+
+    The exception keeps its type (callers catch ``openai.APIConnectionError``); its message
+    gains the URL once, so the error that ends the retries says where it could not connect.
+    """
+    names = {c.__name__ for c in type(exc).__mro__}
+    if "APIConnectionError" not in names or getattr(exc, "_surefoot_named_url", False):
+        return
+    where = redact_url(base_url) if base_url else "the provider's default endpoint"
+    first = exc.args[0] if exc.args else str(exc)
+    text = f"{first} (could not reach {where}: check base_url and that the server is up)"
+    exc.args = (text, *exc.args[1:])
+    if isinstance(getattr(exc, "message", None), str):
+        exc.message = text  # type: ignore[attr-defined]
+    exc._surefoot_named_url = True  # type: ignore[attr-defined]
 
 
 def load_sdk(name: str) -> ModuleType:

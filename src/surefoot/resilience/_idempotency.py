@@ -23,6 +23,23 @@ T = TypeVar("T")
 _SLEEP, _CALL = "sleep", "call"  # what the flow asks its driver to do
 
 
+_ACTION = ";action="  # between the arguments' hash and the action's name in a stored record
+
+
+def action_name(action: Callable[..., Any]) -> str:
+    """The name a key is bound to: ``module.qualname`` of the function (a ``partial``'s or a
+    bound method's function; a callable object's class)."""
+    while isinstance(action, functools.partial):
+        action = action.func
+    target = getattr(action, "__func__", action)
+    qual = getattr(target, "__qualname__", None)
+    if not isinstance(qual, str):
+        target = type(action)
+        qual = target.__qualname__
+    module = getattr(target, "__module__", None)
+    return f"{module}.{qual}" if module else qual
+
+
 def fingerprint(
     action: Callable[..., Any],
     args: tuple[Any, ...],
@@ -30,12 +47,11 @@ def fingerprint(
     *,
     include_action: bool = False,
 ) -> str:
-    """A stable hash of the request: its arguments (codec JSON, sha256).
+    """A stable hash of the request's arguments (codec JSON, sha256).
 
-    As Stripe does, the request is what a key binds, so renaming or moving the action
-    between deploys does not turn retries of in-flight keys into conflicts. With
-    ``include_action`` the action's qualified name is hashed too (what surefoot 0.x did
-    for every key: such records are still recognised, see ``IdempotentExecutor``).
+    ``IdempotentExecutor`` stores it with the action's name beside it (see
+    :func:`action_name`). With ``include_action`` the action's qualified name is hashed
+    in (what surefoot 0.x stored: such records are still recognised).
     """
     if include_action:
         name = getattr(action, "__qualname__", None) or type(action).__qualname__
@@ -43,6 +59,54 @@ def fingerprint(
     else:
         text = codec.dumps([list(args), kwargs], where="idempotency arguments")
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _stored(action: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
+    """What a record holds: the arguments' hash and the action's name (readable, for errors)."""
+    return fingerprint(action, args, kwargs) + _ACTION + action_name(action)
+
+
+_Same = Callable[[str, str], "str | None"]  # (key, stored fingerprint) -> None, or why not
+
+
+class _Judge:
+    """Whether a stored fingerprint is this request's, and if not, what to tell the caller."""
+
+    def __init__(
+        self,
+        bind: bool,
+        action: Callable[..., Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        args_fp: str,
+    ) -> None:
+        self.bind, self.name, self.args_fp = bind, action_name(action), args_fp
+        self._legacy = functools.partial(fingerprint, action, args, kwargs, include_action=True)
+
+    def __call__(self, key: str, stored: str) -> str | None:
+        args_fp, sep, first = stored.partition(_ACTION)
+        if not sep:  # written by an earlier version: the arguments' hash, or 0.x's name+args
+            if stored == self.args_fp or stored == self._legacy():
+                return None
+            return (
+                f"idempotency key {key!r} was already used with different arguments (or a "
+                "different action); a retry must send the same arguments, a new request "
+                "needs a new key"
+            )
+        if args_fp != self.args_fp:
+            return (
+                f"idempotency key {key!r} was already used by {first!r} with different "
+                "arguments; a retry must send the same arguments, a new request needs a new key"
+            )
+        if self.bind and first != self.name:
+            return (
+                f"idempotency key {key!r} belongs to {first!r}, not {self.name!r}: a key is "
+                f"bound to one action (as a Stripe key is to one endpoint), so {self.name!r} "
+                f"neither runs nor gets {first!r}'s result. Use a new key for this request; "
+                f"if {self.name!r} is {first!r} renamed or moved by a deploy, use "
+                "IdempotentExecutor(include_action=False)"
+            )
+        return None
 
 
 def _finite(value: Any, name: str, *, positive: bool = False) -> float:
@@ -59,12 +123,15 @@ class IdempotentExecutor:
     without running the action. The claim is one insert-if-absent statement, so two processes
     racing on one key run the action once.
 
-    - A key reused with different arguments raises ``IdempotencyConflictError`` (a
-      fingerprint of the arguments is stored; of the action's name too with
-      ``include_action=True``). Renaming or moving the action keeps its keys valid. A
-      record written with the other setting (or by an older surefoot, whose fingerprints
-      always included the name) is honoured when this call's arguments (and name) give its
-      fingerprint, so an upgrade or a change of setting turns no in-flight key into a
+    - A key belongs to one action, as a Stripe key belongs to one endpoint: reused with
+      different arguments, or by another action (a refund sent with a charge's key), it
+      raises ``IdempotencyConflictError`` naming the key and both actions; the other
+      action neither runs nor gets the first one's result, even once the key is abandoned.
+      The record holds a hash of the arguments and the action's ``module.qualname``. A
+      deploy that renames or moves an action passes ``include_action=False``: the
+      arguments alone decide. Records written by earlier versions (a hash of the
+      arguments only, or of the name and arguments) are honoured when this call's
+      arguments (and name) give their hash, so an upgrade turns no in-flight key into a
       conflict.
     - A key whose action is still running elsewhere raises ``IdempotencyInProgressError``,
       or, with ``wait=True``, waits for its result up to ``wait_timeout``.
@@ -84,8 +151,8 @@ class IdempotentExecutor:
         wait_timeout: how long to wait (finite). poll: seconds between looks while
             waiting (finite, > 0).
         clock: time source. namespace: prefixed to every key.
-        include_action: bind a key to the action's qualified name as well as its
-            arguments (default False: the arguments only).
+        include_action: bind a key to its action as well as its arguments (default
+            True); False lets a renamed or moved action keep its keys.
         fingerprint_fn: a custom fingerprint of ``(action, args, kwargs)``; it replaces
             the built-in ones (and ``include_action``), with no fallback.
 
@@ -110,7 +177,7 @@ class IdempotentExecutor:
         namespace: str = "",
         fingerprint_fn: Callable[[Callable[..., Any], tuple[Any, ...], dict[str, Any]], str]
         | None = None,
-        include_action: bool = False,
+        include_action: bool = True,
     ) -> None:
         self._storage: Any = None
         if isinstance(store, str):
@@ -138,9 +205,7 @@ class IdempotentExecutor:
         self.include_action = include_action
         self._custom = fingerprint_fn is not None
         self.fingerprint: Callable[[Callable[..., Any], tuple[Any, ...], dict[str, Any]], str] = (
-            fingerprint_fn
-            if fingerprint_fn is not None
-            else functools.partial(fingerprint, include_action=include_action)
+            fingerprint_fn if fingerprint_fn is not None else _stored
         )
         self.owner = f"{os.getpid()}:{uuid.uuid4().hex[:12]}"
         self.runs = 0
@@ -160,23 +225,29 @@ class IdempotentExecutor:
         now = self.clock.now()
         return self.store.claim(self.namespace + key, fp, self.owner, now, now + self.lease)
 
-    def _begin(self, key: str, fp: str, other: Callable[[], str] | None) -> tuple[bool, KeyRecord]:
-        """Claim ``key``; a record holding this request's other fingerprint (``other()``:
-        with or without the action's name) is this request's record, claimed as it is."""
+    def _begin(self, key: str, fp: str, same: _Same | None) -> tuple[bool, KeyRecord]:
+        """Claim ``key``; a record of this same request in another form (an older version's,
+        or this request through another name under ``include_action=False``) is claimed as
+        it is stored, so an abandoned one is taken over."""
         claimed, rec = self._claim(key, fp)
-        if claimed or rec.fingerprint == fp or other is None or rec.fingerprint != other():
+        if claimed or rec.fingerprint == fp or same is None:
+            return claimed, rec
+        if same(key, rec.fingerprint) is not None:
             return claimed, rec
         return self._claim(key, rec.fingerprint)  # takes it over when abandoned
 
-    def _existing(self, key: str, fp: str, rec: KeyRecord, other: str | None) -> tuple[bool, Any]:
+    def _existing(self, key: str, fp: str, rec: KeyRecord, same: _Same | None) -> tuple[bool, Any]:
         """(True, result) for a saved result; (False, None) to keep waiting. Raises on conflict."""
-        if rec.fingerprint != fp and rec.fingerprint != other:
-            raise IdempotencyConflictError(
-                key,
-                f"idempotency key {key!r} was already used with different arguments (or a "
-                "different action); a retry must send the same arguments, a new request "
-                "needs a new key",
+        if rec.fingerprint != fp:
+            why = (
+                f"idempotency key {key!r} was already used with a different request (by "
+                "fingerprint_fn); a retry must send the same request, a new request needs a "
+                "new key"
+                if same is None
+                else same(key, rec.fingerprint)
             )
+            if why is not None:
+                raise IdempotencyConflictError(key, why)
         if rec.state == "done" and rec.result is not None:
             with self._lock:
                 self.replays += 1
@@ -222,15 +293,16 @@ class IdempotentExecutor:
 
     def _fingerprints(
         self, action: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
-    ) -> tuple[str, Callable[[], str] | None]:
-        """This request's fingerprint, and how to compute its other one (built-ins only)."""
-        fp = self.fingerprint(action, args, kwargs)
+    ) -> tuple[str, _Same | None]:
+        """What this request stores, and the judge of another stored fingerprint: None when
+        it is this request's, else the reason it conflicts (built-ins only)."""
         if self._custom:
-            return fp, None
-        flip = not self.include_action
-        return fp, lambda: fingerprint(action, args, kwargs, include_action=flip)
+            return self.fingerprint(action, args, kwargs), None
+        args_fp = fingerprint(action, args, kwargs)
+        judge = _Judge(self.include_action, action, args, kwargs, args_fp)
+        return args_fp + _ACTION + judge.name, judge
 
-    def _flow(self, key: str, fp: str, other: Callable[[], str] | None) -> Generator[str, Any, Any]:
+    def _flow(self, key: str, fp: str, same: _Same | None) -> Generator[str, Any, Any]:
         """Claim ``key``, or wait for (or return) its saved result, then run and save.
 
         The store's calls are the same in both drivers; the flow yields only what differs:
@@ -239,11 +311,10 @@ class IdempotentExecutor:
         """
         waited = 0.0
         while True:
-            claimed, rec = self._begin(key, fp, other)
+            claimed, rec = self._begin(key, fp, same)
             if claimed:
                 break
-            alt = None if other is None or rec.fingerprint == fp else other()
-            done, value = self._existing(key, fp, rec, alt)
+            done, value = self._existing(key, fp, rec, same)
             if done:
                 return value
             if waited >= self.wait_timeout:

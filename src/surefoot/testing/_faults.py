@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -157,6 +158,21 @@ def overloaded() -> Status:
     return Status(529, error_type="overloaded_error", message="Overloaded")
 
 
+def _amount(spec: str, name: str, value: str, *, whole: bool = False) -> float:
+    """A finite number >= 0 from a fault spec (a wait or a chunk count), else a ConfigError."""
+    try:
+        out = int(value) if whole else float(value)
+    except ValueError:
+        out = math.nan
+    if not math.isfinite(out) or out < 0:
+        kind = "a whole number >= 0" if whole else "a number of seconds >= 0"
+        raise ConfigError(
+            f"fault {spec!r}: {name} must be {kind}, got {value!r} (to send a malformed "
+            "header on purpose, use Status(extra_headers={...}) from Python)"
+        )
+    return out
+
+
 def parse_fault(spec: str) -> Fault:
     """A fault from a short text, as the ``surefoot fake-provider --fault`` option takes it.
 
@@ -166,7 +182,8 @@ def parse_fault(spec: str) -> Fault:
     ``stream-error[=CHUNKS[:TYPE]]``.
 
     Raises:
-        ConfigError: the text is none of these; the message lists them.
+        ConfigError: the text is none of these (the message lists them), or a wait or
+        count in it is negative or not a number.
     """
     text = spec.strip().lower()
     head, _, tail = text.partition("=")
@@ -174,7 +191,7 @@ def parse_fault(spec: str) -> Fault:
         if text == "ok":
             return Reply()
         if head == "slow":
-            return Reply(delay=float(tail))
+            return Reply(delay=_amount(spec, "slow", tail))
         if text == "quota":
             return insufficient_quota()
         if text == "overloaded":
@@ -182,24 +199,27 @@ def parse_fault(spec: str) -> Fault:
         if text == "drop-before":
             return DropBeforeReply()
         if head == "drop-during":
-            return DropMidReply(int(tail) if tail else 2)
+            return DropMidReply(int(_amount(spec, "drop-during", tail, whole=True)) if tail else 2)
         if head == "stream-error":
             n, _, kind = tail.partition(":")
-            return StreamError(int(n) if n else 2, kind or "overloaded_error")
+            count = int(_amount(spec, "stream-error", n, whole=True)) if n else 2
+            return StreamError(count, kind or "overloaded_error")
         status, _, opts = text.partition(":")
         if status.isdigit():
             kw: dict[str, float | bool] = {}
             for opt in filter(None, opts.split(",")):
                 name, _, value = opt.partition("=")
                 if name == "retry-after":
-                    kw["retry_after"] = float(value)
+                    kw["retry_after"] = _amount(spec, name, value)
                 elif name == "retry-after-ms":
-                    kw["retry_after_ms"] = float(value)
+                    kw["retry_after_ms"] = _amount(spec, name, value)
                 elif name == "x-should-retry" and value in ("true", "false"):
                     kw["should_retry"] = value == "true"
                 else:
                     raise ValueError(opt)
             return Status(int(status), **kw)  # type: ignore[arg-type]
+    except ConfigError:
+        raise
     except ValueError:
         pass
     raise ConfigError(

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import random
 import socket
 import sys
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -23,6 +25,7 @@ from typing import Any
 from ..errors import ConfigError
 from ..llm import count_tokens
 from ._faults import DropBeforeReply, DropMidReply, Fault, Reply, Status, StreamError
+from ._record import RequestLog
 from ._wire import anthropic_events, anthropic_message, error_body, openai_chunks, openai_reply
 
 __all__ = ["FakeProvider", "Received"]
@@ -53,8 +56,12 @@ class Received:
         number: 1-based arrival order. api: ``openai`` or ``anthropic``. path: the URL path.
         model: the model asked for. stream: a streaming request. messages: what was sent.
         idempotency_key: the ``Idempotency-Key`` header, if any. fault: what was done
-            (``ok``, ``429``, ``drop-before``, …). headers: the other request headers.
+            (``ok``, ``429``, ``drop-before``, …). headers: the other request headers
+            (lower-case names).
         retry_count: the SDK's ``x-stainless-retry-count`` header (its own retries), if sent.
+        status: the HTTP status answered (200 for a reply, a stream, or one cut short; None
+            when the connection was closed before a status line). time: when it arrived
+            (seconds since the epoch).
     """
 
     number: int
@@ -67,6 +74,18 @@ class Received:
     fault: str
     headers: dict[str, str] = field(default_factory=dict)
     retry_count: int | None = None
+    status: int | None = None
+    time: float = 0.0
+
+
+def _status_of(f: Fault, stream: bool) -> int | None:
+    if isinstance(f, Status):
+        return f.status
+    if isinstance(f, DropBeforeReply):
+        return None
+    if isinstance(f, StreamError) and not stream:
+        return f.status()
+    return 200
 
 
 def _fault_name(f: Fault) -> str:
@@ -96,6 +115,9 @@ class FakeProvider:
             deterministic text from the messages).
         headers: extra headers on every successful reply (``x-ratelimit-*`` for instance).
         model: the model name ``GET /v1/models`` reports.
+        record: a file to append one JSON line per request to, flushed before the reply is
+            sent (fields of ``Received`` but the messages, the caller's ``x-`` headers and
+            the last message's text); None: no file.
 
     Attributes:
         url: ``http://127.0.0.1:PORT``. openai_url: ``url + "/v1"`` (OpenAI's base_url).
@@ -113,9 +135,12 @@ class FakeProvider:
         responder: Callable[[str, list[Any]], str] | None = None,
         headers: dict[str, str] | None = None,
         model: str = "fake-provider-model",
+        record: str | os.PathLike[str] | None = None,
     ) -> None:
         if not isinstance(port, int) or not 0 <= port <= 65535:
             raise ConfigError(f"port must be 0 (a free port) or 1-65535, got {port!r}")
+        self.record = None if record is None else os.fspath(record)
+        self._log: RequestLog | None = None
         self.responder = responder
         self.extra_headers = dict(headers or {})
         self.model = model
@@ -139,6 +164,12 @@ class FakeProvider:
         self._closing.clear()
         handler = type("_BoundHandler", (_Handler,), {"provider": self})
         server = _Server(("127.0.0.1", self._port), handler)
+        if self.record is not None:
+            try:
+                self._log = RequestLog(self.record)
+            except BaseException:
+                server.server_close()
+                raise
         self._server = server
         self._thread = threading.Thread(
             target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
@@ -156,6 +187,9 @@ class FakeProvider:
         if self._thread is not None:
             self._thread.join(timeout=5)
             self._thread = None
+        log, self._log = self._log, None
+        if log is not None:
+            log.close()
 
     def __enter__(self) -> FakeProvider:
         return self.start()
@@ -226,20 +260,25 @@ class FakeProvider:
         with self._lock:
             fault = self._script.popleft() if self._script else Reply()
             retry = headers.get("x-stainless-retry-count")
+            stream = bool(body.get("stream"))
             self.received.append(
                 Received(
                     number=len(self.received) + 1,
                     api=api,
                     path=path,
                     model=str(body.get("model", "")),
-                    stream=bool(body.get("stream")),
+                    stream=stream,
                     messages=list(body.get("messages") or []),
                     idempotency_key=headers.get("idempotency-key"),
                     fault=_fault_name(fault),
                     headers={k: v for k, v in headers.items() if k not in _SECRET_HEADERS},
                     retry_count=int(retry) if retry and retry.isdigit() else None,
+                    status=_status_of(fault, stream),
+                    time=round(time.time(), 6),
                 )
             )
+            if self._log is not None:
+                self._log.write(self.received[-1])
             return fault, len(self.received)
 
     def _tally(self, number: int, *, completed: bool = False, billed: bool = False) -> None:

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import durable, storage
+from ..durable.engine import engine_scheme
 from ..errors import ConfigError
 
 __all__ = [
@@ -190,6 +191,13 @@ class Inspector:
         namespace: str = "default",
         streams: tuple[str, ...] = (),
     ) -> None:
+        if engine_scheme(db) is not None:
+            raise ConfigError(
+                f"the inspector reads surefoot's own journal; runs on {db.partition(':')[0]}:// "
+                "live on that engine: look at them in Temporal's own UI (`temporal server "
+                "start-dev` serves it on http://127.0.0.1:8233) or with `surefoot engine show "
+                "RUN --app MODULE:APP --url URL`"
+            )
         self.stream_specs = [_stream_spec(s) for s in streams]
         if self.stream_specs and store is None:
             raise ConfigError("--stream needs --store URL: the storage that holds the streams")

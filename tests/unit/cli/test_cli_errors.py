@@ -159,3 +159,50 @@ def test_app_with_a_missing_attribute_names_it(
     assert code == 1
     assert "module 'surefoot' has no attribute 'app'" in err
     assert "pass --app package.module:attribute" in err and "NoneType" not in err
+
+
+# -- option values that would spin, never end, or lie: refused in one line -------------------
+
+
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [("--poll", "0"), ("--poll", "-1"), ("--poll", "nan"), ("--idle-exit", "-1")],
+)
+def test_worker_refuses_a_poll_or_idle_exit_that_cannot_work(
+    capsys: pytest.CaptureFixture[str], journal: str, option: str, value: str
+) -> None:
+    """`--poll 0` would spin on the CPU and `--idle-exit -1` means nothing: one line, exit 2."""
+    code, _, err = run_cli(
+        capsys, "worker", "--db", journal, "--app", "surefoot.durable:App", option, value
+    )
+    assert code == 2
+    assert f"Invalid value for '{option}'" in err and repr(value) in err, err
+    assert "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    "spec", ["429:retry-after=-1", "429:retry-after-ms=-5", "slow=-1", "503:retry-after=nan"]
+)
+def test_fake_provider_refuses_a_negative_wait_in_a_fault(
+    capsys: pytest.CaptureFixture[str], spec: str
+) -> None:
+    """A negative or NaN wait in --fault is refused, naming the spec, before serving."""
+    code, out, err = run_cli(capsys, "fake-provider", "--fault", spec)
+    assert code == 2 and "listening" not in out
+    assert "Invalid value for '--fault'" in err and spec in err, err
+
+
+def test_fake_provider_on_a_port_in_use_says_so_in_one_line(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """--port of a port something already listens on: one line naming it, no traceback."""
+    import socket
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        code, out, err = run_cli(capsys, "fake-provider", "--port", str(port))
+    assert code == 2 and "listening" not in out
+    assert "Invalid value for '--port'" in err and str(port) in err and "in use" in err, err
+    assert "Traceback" not in err

@@ -217,3 +217,48 @@ def test_instant_retries_covers_adapters_made_without_a_clock(fp: FakeProvider) 
     (wait,) = clock.sleeps
     assert 30.0 <= wait <= 33.0 and fp.count() == 2  # Retry-After plus bounded jitter
     c.close()
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+@pytest.mark.parametrize(
+    "url", ["ftp://127.0.0.1:8089/v1", "htp://127.0.0.1:8089/v1", "127.0.0.1:8089/v1", "http://"]
+)
+def test_a_base_url_that_is_not_http_is_refused_when_the_client_is_built(
+    provider: str, url: str
+) -> None:
+    """A base_url no HTTP client can reach is a ConfigError at connect(), naming it."""
+    with pytest.raises(ConfigError) as info:
+        connect(provider, "m", api_key=KEY, base_url=url)
+    text = str(info.value)
+    assert repr(url) in text and "http://" in text and KEY not in text
+
+
+def test_a_refused_base_url_hides_its_password() -> None:
+    """The refusal names the URL without the password in its user part."""
+    with pytest.raises(ConfigError) as info:
+        connect("openai", "m", base_url="ftp://user:hunter2@127.0.0.1:8089/v1")
+    assert "hunter2" not in str(info.value) and "127.0.0.1:8089" in str(info.value)
+
+
+def test_a_base_url_from_the_environment_is_checked_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    """OPENAI_BASE_URL is the same base_url: a bad one is refused, naming the variable."""
+    monkeypatch.setenv("OPENAI_BASE_URL", "htp://127.0.0.1:8089/v1")
+    with pytest.raises(ConfigError, match="OPENAI_BASE_URL"):
+        connect("openai", "m", api_key=KEY)
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+def test_a_connection_error_names_the_url_without_its_password(provider: str) -> None:
+    """Nothing listens: the error that ends the retries names the (redacted) base_url."""
+    import socket
+
+    with socket.socket() as s:  # a port that was free a moment ago: nothing listens
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    url = f"http://user:hunter2@127.0.0.1:{port}/v1"
+    client = connect(provider, "m", api_key=KEY, base_url=url, policy=RetryPolicy(max_attempts=1))
+    with pytest.raises(Exception) as info:
+        client.create(messages=MSGS)
+    text = str(info.value)
+    assert f"127.0.0.1:{port}/v1" in text and "hunter2" not in text and KEY not in text
+    client.close()

@@ -1,6 +1,7 @@
-"""The idempotency fingerprint binds a key to the request (its arguments), not to the
-action's name; records written with the name (older surefoot) are still honoured; and the
-executor refuses durations that cannot mean "no limit"."""
+"""With include_action=False the idempotency fingerprint binds a key to the request (its
+arguments) only, so a renamed action keeps its keys; records written by older surefoot are
+still honoured; and the executor refuses durations that cannot mean "no limit".
+(The default binding of a key to its action: test_idempotency_action.py.)"""
 
 from __future__ import annotations
 
@@ -46,21 +47,22 @@ def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
 
 def test_renaming_the_action_keeps_its_keys(url: str) -> None:
-    """A retry through a renamed action replays the saved result instead of a conflict."""
+    """With include_action=False a retry through a renamed action replays the saved result."""
     st = storage.open(url)
-    ex = IdempotentExecutor(st)
+    ex = IdempotentExecutor(st, include_action=False)
     assert ex.run("k1", place_order, "book", 2) == {"n": 2}
-    assert IdempotentExecutor(st).run("k1", submit_order, "book", 2) == {"n": 2}
+    renamed = IdempotentExecutor(st, include_action=False)
+    assert renamed.run("k1", submit_order, "book", 2) == {"n": 2}
     assert LOG == ["book"]
     with pytest.raises(IdempotencyConflictError):
-        IdempotentExecutor(st).run("k1", submit_order, "book", 3)
+        renamed.run("k1", submit_order, "book", 3)
     st.close()
 
 
 def test_include_action_binds_the_key_to_the_name_too(url: str) -> None:
-    """With include_action=True a renamed action reusing a key is a conflict."""
+    """By default (include_action=True) a renamed action reusing a key is a conflict."""
     st = storage.open(url)
-    IdempotentExecutor(st, include_action=True).run("k", place_order, "book", 2)
+    IdempotentExecutor(st).run("k", place_order, "book", 2)
     with pytest.raises(IdempotencyConflictError):
         IdempotentExecutor(st, include_action=True).run("k", submit_order, "book", 2)
     assert fingerprint(place_order, ("b", 1), {}) == fingerprint(submit_order, ("b", 1), {})
@@ -96,7 +98,7 @@ def test_records_written_by_older_versions_are_honoured(url: str) -> None:
 def test_switching_include_action_turns_no_key_into_a_conflict(url: str) -> None:
     """Records written without the name are honoured by an executor that includes it."""
     st = storage.open(url)
-    IdempotentExecutor(st).run("k", place_order, "book", 2)
+    IdempotentExecutor(st, include_action=False).run("k", place_order, "book", 2)
     assert IdempotentExecutor(st, include_action=True).run("k", place_order, "book", 2)
     assert LOG == ["book"]
     st.close()

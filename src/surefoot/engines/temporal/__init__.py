@@ -29,6 +29,7 @@ from __future__ import annotations
 from typing import Any
 
 from ._devserver import EXTRA, DevServer, find_temporal_binary, free_port
+from ._honour import refuse_unhonoured
 from ._url import TemporalConfig, parse_url
 
 __all__ = [
@@ -56,9 +57,11 @@ def open_engine(app: Any) -> Any:
     """The engine of an app whose URL is ``temporal://…`` (``durable.engine`` calls it).
 
     Raises:
-        ConfigError: a bad URL. MissingExtraError: ``temporalio`` is not installed.
+        ConfigError: a bad URL; a strategy, ``CrashPlan`` or clock Temporal cannot honour.
+        MissingExtraError: ``temporalio`` is not installed.
     """
     parse_url(app.url)
+    refuse_unhonoured(app)
     _sdk()
     from ._engine import TemporalEngine
 
@@ -70,7 +73,13 @@ async def serve(app: Any, url: str | None = None, **kwargs: Any) -> None:
 
     See ``_worker.serve``: ``url`` (default the app's), ``ready=`` (called once polling),
     ``stop=`` (an ``asyncio.Event``).
+
+    Raises:
+        ConfigError: a bad URL, a namespace the cluster does not have, or a strategy,
+            ``CrashPlan`` or clock Temporal cannot honour (before anything is served).
+        StoreUnavailableError: the cluster cannot be reached.
     """
+    refuse_unhonoured(app)
     _sdk()
     from ._worker import serve as _serve
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import functools
+import logging
 import random
 import time
 from collections.abc import Sequence
@@ -23,7 +24,7 @@ from typing import Any
 
 from temporalio import activity
 from temporalio.common import RawValue
-from temporalio.exceptions import ApplicationError
+from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
 from ... import codec
 from ...durable.engine import find_step, step_context
@@ -31,6 +32,8 @@ from ...errors import EncodeError
 from ._wire import ENCODE_ERROR, SERVED, STEP_ERROR, UNKNOWN_STEP, decode_args
 
 __all__ = ["run_step"]
+
+log = logging.getLogger("surefoot.engines.temporal")
 
 
 @activity.defn(dynamic=True)
@@ -86,12 +89,26 @@ async def run_step(args: Sequence[RawValue]) -> str:
             r["previous"],
             random.Random(r["seed"]),
         )
+        then = "no attempts left" if wait is None else f"attempt {r['attempt'] + 1} in {wait:g} s"
+        log.warning(
+            "step %r (position %s) of run %r failed on attempt %s: %s: %s; %s",
+            name,
+            call["pos"],
+            call["run_id"],
+            r["attempt"],
+            type(exc).__name__,
+            exc,
+            then,
+        )
+        # BENIGN: the SDK logs it at DEBUG instead of a 14-line traceback per attempt; the
+        # line above says what happened, and the run's history holds the whole failure.
         raise ApplicationError(
             f"{type(exc).__name__}: {exc}",
             codec.error_to_data(exc),
             wait,
             type=STEP_ERROR,
             non_retryable=True,
+            category=ApplicationErrorCategory.BENIGN,
         ) from None
     try:
         return codec.dumps(value, where=f"the result of step {call['pos']} {name!r}")

@@ -90,6 +90,8 @@ _register = getattr(threading, "_register_atexit", atexit.register)
 class TemporalEngine:
     """An app's runs on the Temporal cluster its ``temporal://`` URL names."""
 
+    name = "Temporal"  # in messages: "not supported on Temporal"
+
     def __init__(self, app: Any) -> None:
         self.app = app
         self.config: TemporalConfig = parse_url(app.url)
@@ -193,8 +195,15 @@ class TemporalEngine:
         ``timeout``: its deadline in seconds from its start, else the workflow's own).
 
         Raises:
-            ConfigError: a bad run id or timeout. EncodeError: an argument cannot be stored.
+            ConfigError: a bad run id or timeout, or a sync workflow. EncodeError: an
+                argument cannot be stored.
         """
+        if not workflow.is_async:  # refused before a run id is used up on the cluster
+            raise ConfigError(
+                f"workflow {workflow.name!r} is a plain (sync) function; on Temporal a "
+                "workflow is `async def` and awaits its steps (declare it `async def`; a "
+                "blocking call goes in an async step, via `await asyncio.to_thread(...)`)"
+            )
         text = codec.dumps(
             [list(args), kwargs], where=f"the arguments of workflow {workflow.name!r}"
         )
@@ -322,7 +331,7 @@ class TemporalEngine:
             desc = await handle.describe()
         except RPCError as exc:
             if exc.status == RPCStatusCode.NOT_FOUND:
-                raise UnknownRunError(run_id, self.config.url()) from None
+                raise self._unknown(run_id) from None
             raise
         status = _STATUS.get(desc.status.name if desc.status else "RUNNING", "running")
         if status == "failed":
@@ -344,15 +353,23 @@ class TemporalEngine:
             ) from None
         except WorkflowFailureError as err:
             status, error, _ = _failure(err)
-            raise RunFailedError(run_id, status, error) from None
+            hint = self.config.show_hint(run_id)
+            raise RunFailedError(run_id, status, error, hint=hint) from None
         except RPCError as exc:
             if exc.status == RPCStatusCode.NOT_FOUND:
-                raise UnknownRunError(run_id, self.config.url()) from None
+                raise self._unknown(run_id) from None
             raise
         return codec.loads(text)
 
+    def _unknown(self, run_id: str) -> UnknownRunError:
+        return UnknownRunError(run_id, self.config.url(), hint=self.config.list_hint())
+
     async def _audit(self, run_id: str) -> list[list[Any]]:
+        """The saga's audit of an ended run; none for a running one (reading the outcome
+        of a run still running would wait for it to end, forever if no worker serves it)."""
         handle = (await self.client()).get_workflow_handle(run_id)
+        if await self._status(run_id, handle) == "running":
+            return []
         try:
             await handle.result()
         except WorkflowFailureError as err:

@@ -43,6 +43,20 @@ class TemporalConfig:
         """The URL back (for messages)."""
         return f"temporal://{self.address}?namespace={self.namespace}&task_queue={self.task_queue}"
 
+    def show_hint(self, run_id: str) -> str:
+        """Where to look at one run (``surefoot runs show`` reads journals, not Temporal)."""
+        return (
+            f"See `surefoot engine show {run_id} --app MODULE:APP --url '{self.url()}'`, or "
+            "the run in the Temporal UI."
+        )
+
+    def list_hint(self) -> str:
+        """Where to list runs (``surefoot runs list`` reads journals, not Temporal)."""
+        return (
+            f"list runs with `temporal workflow list --address {self.address} --namespace "
+            f"{self.namespace}` or in the Temporal UI"
+        )
+
 
 def parse_url(url: str) -> TemporalConfig:
     """Read ``temporal://host[:port][?namespace=N&task_queue=Q&step_timeout=S&heartbeat=S&sticky=S]``.

@@ -9,12 +9,15 @@ from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
+from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
 from temporalio.client import Client
+from temporalio.service import RPCError, RPCStatusCode
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
 from ...clock import Clock
 from ...errors import ConfigError, StoreUnavailableError
 from ._activities import run_step
+from ._honour import WrappedClock
 from ._url import TemporalConfig, parse_url
 from ._wire import SERVED, Served
 from ._workflow import SurefootWorkflow
@@ -22,7 +25,7 @@ from ._workflow import SurefootWorkflow
 __all__ = ["WorkflowClock", "connect", "make_worker", "serve", "unserve"]
 
 
-class WorkflowClock:
+class WorkflowClock(WrappedClock):
     """The app's clock, reading workflow time inside a Temporal workflow.
 
     ``app.sleep(5)`` computes ``app.clock.now() + 5``; inside a workflow that must be the
@@ -43,19 +46,37 @@ class WorkflowClock:
 
 
 async def connect(config: TemporalConfig) -> Client:
-    """A client of the Temporal frontend at ``config.address``.
+    """A client of the Temporal frontend at ``config.address``, in a namespace that exists.
+
+    The namespace is checked here, once: otherwise the first call fails with a raw
+    ``RPCError`` and an in-process worker's task dies unobserved ("Task exception was never
+    retrieved"), and ``surefoot engine worker`` announces it serves before failing.
 
     Raises:
-        StoreUnavailableError: it cannot be reached.
+        StoreUnavailableError: it cannot be reached. ConfigError: no such namespace there.
     """
     try:
-        return await Client.connect(config.address, namespace=config.namespace)
+        client = await Client.connect(config.address, namespace=config.namespace)
     except Exception as exc:  # RuntimeError from the Rust core: connection refused etc.
         raise StoreUnavailableError(
             config.url(),
             f"cannot reach the Temporal frontend at {config.address} ({exc}); start one "
             "(`temporal server start-dev --ip 127.0.0.1`) or fix the URL",
         ) from None
+    try:
+        await client.workflow_service.describe_namespace(
+            DescribeNamespaceRequest(namespace=config.namespace)
+        )
+    except RPCError as exc:
+        if exc.status != RPCStatusCode.NOT_FOUND:
+            raise
+        raise ConfigError(
+            f"namespace {config.namespace!r} does not exist on the Temporal frontend at "
+            f"{config.address} (from {config.url()}); create it (`temporal operator namespace "
+            f"create --namespace {config.namespace} --address {config.address}`) or fix "
+            "namespace= in the URL (default: 'default')"
+        ) from None
+    return client
 
 
 def make_worker(

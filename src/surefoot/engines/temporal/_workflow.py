@@ -62,6 +62,7 @@ from ...errors import (
     RunFailedError,
 )
 from ._guard import guarded
+from ._url import TemporalConfig
 from ._wire import (
     ENCODE_ERROR,
     SERVED,
@@ -346,7 +347,7 @@ class _Run:
         try:
             out: str = await handle
         except ChildWorkflowError as err:
-            raise _child_error(cid, err) from None
+            raise _child_error(cid, err, self.served.config) from None
         if wf.returns is Any:
             return codec.loads(out)
         where = f"the result of child run {pos} {wf.name!r} (run {self.run_id!r})"
@@ -399,7 +400,7 @@ class _Run:
         return "failed", audit
 
 
-def _child_error(cid: str, err: ChildWorkflowError) -> BaseException:
+def _child_error(cid: str, err: ChildWorkflowError, config: TemporalConfig) -> BaseException:
     """The parent's exception for child ``cid`` that ended unsuccessfully (as embedded)."""
     cause = err.cause
     if isinstance(cause, ApplicationError) and (cause.type or "").startswith("surefoot."):
@@ -408,8 +409,9 @@ def _child_error(cid: str, err: ChildWorkflowError) -> BaseException:
         error = data.get("error")
         if status == "failed" and isinstance(error, dict) and "t" in error:
             return codec.error_from_data(error)
-        return RunFailedError(cid, status, error)
-    return RunFailedError(cid, "cancelled", {"t": type(cause).__name__, "message": str(cause)})
+        return RunFailedError(cid, status, error, hint=config.show_hint(cid))
+    data = {"t": type(cause).__name__, "message": str(cause)}
+    return RunFailedError(cid, "cancelled", data, hint=config.show_hint(cid))
 
 
 @workflow.defn(dynamic=True)
