@@ -188,7 +188,7 @@ def bench_workers(
         ledger = folder / f"ledger-{n_workers}-{latency}.db"
         app = durable.App(url, worker_id="bench-client")
         wf = agent.build_agent(app, agent.AgentServices(str(ledger)))["1"]
-        app.list_runs(limit=1)  # migrate before the workers race to
+        app.journal  # noqa: B018 - migrate before the workers race to
         env = {**os.environ, "PYTHONPATH": str(src)}
         procs = [
             subprocess.Popen(

@@ -49,6 +49,7 @@ def setup(
     url = backend_url(request.param, tmp_path, request, "live")
     mod = _load()
     mod.app.configure(url=url, worker_id="test")
+    mod.app.journal  # noqa: B018 - made before the workers start (reading makes none)
     procs: dict[str, subprocess.Popen[bytes]] = {}
     yield mod, url, procs
     for p in procs.values():

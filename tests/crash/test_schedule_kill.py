@@ -61,6 +61,7 @@ def setup(
         url = f"{request.getfixturevalue('pg_url')}?schema=sf_t_{uuid.uuid4().hex[:12]}"
     mod = _load()
     mod.app.configure(url=url)
+    mod.app.journal  # noqa: B018 - made before the workers start (reading makes none)
     yield mod, url, ledger
     mod.app.close()
     if request.param == "postgresql":

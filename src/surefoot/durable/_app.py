@@ -486,7 +486,7 @@ class App:
         eng = self._engine_now()
         if eng is not None:
             return eng.handle(run_id)
-        if self.journal.get_run(run_id) is None:
+        if self.existing_journal().get_run(run_id) is None:  # looking creates no journal
             raise UnknownRunError(run_id, self.url)
         return RunHandle(self, run_id, drive=False)
 

@@ -434,7 +434,8 @@ class Inspector:
                     stats.append(self._stats(st, name)[1])
             finally:
                 st.close()
-        return telemetry.prometheus_text(journal=self.app.journal, streams=stats, now=now)
+        journal = self.app.existing_journal()  # looking creates no journal
+        return telemetry.prometheus_text(journal=journal, streams=stats, now=now)
 
     def redrive(self, stream: str, consumer: str, seqs: list[int] | None) -> str:
         """Put dead letters back for delivery (all of the group's, or those in ``seqs``)."""

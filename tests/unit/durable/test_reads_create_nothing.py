@@ -44,7 +44,9 @@ def test_app_reads_on_postgres_create_no_schema(pg_url: str, absent_schema: str)
     """list_runs, show and count_runs refuse in one line; the schema is still absent."""
     app = durable.App(f"{pg_url}?schema={absent_schema}")
     try:
-        for read in (app.list_runs, app.count_runs, lambda: app.show("r1"), app.stranded):
+        reads = (app.list_runs, app.count_runs, lambda: app.show("r1"), app.stranded)
+        acts = (lambda: app.handle("r1"), lambda: app.cancel("r1"), lambda: app.signal("r1", "x"))
+        for read in (*reads, *acts):
             with pytest.raises(ConfigError) as err:
                 read()
             assert "holds no durable journal" in str(err.value)

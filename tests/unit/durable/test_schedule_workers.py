@@ -17,6 +17,7 @@ import textwrap
 import time
 from pathlib import Path
 
+from surefoot.clock import SystemClock
 from surefoot.durable import App
 
 APP = """
@@ -50,6 +51,18 @@ app.schedule("minutely", ping, cron="* * * * *", catchup="skip")
 LEAD = 8.0  # seconds from now to the tick: the workers start (imports included) before it
 
 
+class _Shifted(SystemClock):
+    """The workers' clock, in this process."""
+
+    __slots__ = ("offset",)
+
+    def __init__(self, offset: float) -> None:
+        self.offset = offset
+
+    def now(self) -> float:
+        return time.time() + self.offset
+
+
 def test_two_worker_processes_start_the_live_tick_once_with_skip(tmp_path: Path) -> None:
     (tmp_path / "sched_app.py").write_text(textwrap.dedent(APP))
     url = f"sqlite:///{tmp_path / 'runs.db'}"
@@ -63,8 +76,14 @@ def test_two_worker_processes_start_the_live_tick_once_with_skip(tmp_path: Path)
         "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]),
     }
     cmd = [sys.executable, "-m", "surefoot", "worker", "--db", url, "--app", "sched_app:app"]
-    with App(url) as maker:
-        maker.journal  # noqa: B018 - the journal exists before the workers start
+    with App(url, clock=_Shifted(offset)) as maker:  # the journal, and the schedule's record
+
+        @maker.workflow
+        def ping() -> str:
+            return "pong"
+
+        maker.schedule("minutely", ping, cron="* * * * *", catchup="skip")
+        assert maker.fire_schedules() == []  # records it: next tick due at `tick`
     procs = [subprocess.Popen(cmd, env=env, stderr=subprocess.PIPE) for _ in range(2)]
     want = "minutely@" + dt.datetime.fromtimestamp(tick, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     try:
