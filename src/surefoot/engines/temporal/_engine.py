@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import concurrent.futures
+import logging
 import threading
 import uuid
 import weakref
@@ -47,6 +48,7 @@ from ._workflow import SIGNALS_QUERY
 __all__ = ["TemporalEngine", "TemporalHandle"]
 
 T = TypeVar("T")
+log = logging.getLogger("surefoot.engines.temporal")
 
 _STATUS = {
     "RUNNING": "running",
@@ -141,8 +143,27 @@ class TemporalEngine:
 
     async def _serve_here(self) -> None:
         if self._worker is None:
-            self._worker = make_worker(await self.client(), self.app, self.config)
-            asyncio.get_running_loop().create_task(self._worker.run())
+            worker = self._worker = make_worker(await self.client(), self.app, self.config)
+            task = asyncio.get_running_loop().create_task(worker.run())
+            task.add_done_callback(lambda t: self._worker_ended(worker, t))
+
+    def _worker_ended(self, worker: Worker, task: asyncio.Task[None]) -> None:
+        """An in-process worker that stopped by itself says so in one line (its exception
+        is read here, so asyncio never reports "Task exception was never retrieved"); the
+        next ``start`` here runs a new one."""
+        if task.cancelled() or task.exception() is None:
+            return
+        exc = task.exception()
+        log.error(
+            "the Temporal worker in this process stopped: %s: %s; runs go on with other "
+            "workers of task queue %r, and the next app.start here starts a new one",
+            type(exc).__name__,
+            exc,
+            self.config.task_queue,
+        )
+        if self._worker is worker:
+            self._worker = None
+            unserve(self.app, self.config)
 
     def close(self) -> None:
         """Stop the in-process worker (runs go on elsewhere) and the loop thread."""
