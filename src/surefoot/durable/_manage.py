@@ -191,6 +191,7 @@ class Operations:
                 limit=1,
                 run_id=run_id,
                 force=row.status == "sleeping" or mine,
+                reason="operator",
             )
             if claimed:
                 detail = codec.dumps({"from": row.status, "worker": self.host.worker_id})

@@ -202,6 +202,7 @@ class Executor:
             limit=1,
             run_id=row.run_id,
             force=mine and row.status == "running",
+            reason="restarted" if mine else None,
         )
         if not claimed:
             return None

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 __all__ = [
     "ENDED",
     "RUN_ORDERS",
+    "TAKEOVER_REASONS",
     "TERMINAL",
     "UNFINISHED",
     "AuditRow",
@@ -61,6 +62,18 @@ ENDED: frozenset[str] = TERMINAL | {RunStatus.NEEDS_ATTENTION.value}
 
 UNFINISHED: frozenset[str] = frozenset(s.value for s in RunStatus) - TERMINAL
 """Statuses of a run that may still move (a cancel still applies to it)."""
+
+
+TAKEOVER_REASONS: dict[str, str] = {
+    "lease_expired": "its lease had run out (its worker died or stalled past its lease)",
+    "holder_dead": "its holder's process is gone (its liveness lock was free) and its lease "
+    "had not run out",
+    "restarted": "the same worker id took it back after that execution stopped (a restart), "
+    "without waiting for its lease",
+    "operator": "an operator resumed it",
+}
+"""Why a run in flight changed hands, as a ``taken_over`` audit entry's ``reason`` says
+(its ``why`` ends with the sentence given here): the code, and what it means."""
 
 
 def sql_list(statuses: Iterable[str]) -> str:

@@ -370,12 +370,13 @@ class SQLJournal:
         limit: int,
         run_id: str | None = None,
         force: bool = False,
+        reason: str | None = None,
     ) -> list[tuple[str, int]]:
         """Take up to ``limit`` claimable runs of ``workflows`` (or exactly ``run_id``); see
         :meth:`.SQLClaims.claim`."""
         return self._claimer.claim(
             owner, now=now, lease_until=lease_until, workflows=workflows, limit=limit,
-            run_id=run_id, force=force,
+            run_id=run_id, force=force, reason=reason,
         )  # fmt: skip
 
     def heartbeat(
