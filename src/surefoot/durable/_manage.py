@@ -8,18 +8,22 @@ it is given what it reads, through :class:`OperationsHost`.
 from __future__ import annotations
 
 import concurrent.futures
+import logging
 import uuid
 from typing import Any, Protocol
 
-from .. import codec
+from .. import codec, telemetry
 from ..errors import JournalError, UnknownRunError
 from ..storage.runs import RunStatus, StepWrite
 from ..storage.runs import WorkerRow as WorkerInfo
 from ._handle import RunHandle, RunSource
+from ._handover import lease_left, take_from_dead_holder
 from ._types import STATUSES, TERMINAL, AuditEntry, RunDetail, RunInfo, StepInfo
 from ._values import read
 
 __all__ = ["Operations", "OperationsHost"]
+
+log = logging.getLogger("surefoot.durable")
 
 
 class OperationsHost(RunSource, Protocol):
@@ -165,15 +169,22 @@ class Operations:
             code_changed=wf is not None and wf.structure_hash != row.structure_hash,
         )
 
-    def resume(self, run_id: str) -> RunHandle:
+    def resume(self, run_id: str, *, wait_for_lease: bool = True) -> RunHandle:
         """Run an unfinished run here now, if nobody else holds it.
 
-        When it takes the run, ``resume`` is recorded in the audit log (with the status it
-        found and this app's worker id).
+        A run held by a worker whose process is gone (its liveness lock is free, as
+        workers see it) is taken over at once, audited ``taken_over`` with reason
+        ``holder_dead``. A run whose holder is alive (or not known to be dead) keeps its
+        lease: the returned handle takes the run when the lease runs out, and a warning
+        (logger ``surefoot.durable``, event ``resume_waits``) says for how long; with
+        ``wait_for_lease=False`` that is a ``JournalError`` instead. When it takes the
+        run, ``resume`` is recorded in the audit log (with the status it found and this
+        app's worker id).
 
         Raises:
             UnknownRunError: no such run.
             WorkflowNotFoundError: its workflow version is not registered here.
+            JournalError: ``wait_for_lease=False`` and a live holder's lease has not run out.
         """
         row = self.host.journal.get_run(run_id)
         if row is None:
@@ -183,15 +194,20 @@ class Operations:
         if row.status in (RunStatus.PENDING, RunStatus.SLEEPING, RunStatus.RUNNING):
             now = self.host.clock.now()
             mine = row.owner == self.host.worker_id and run_id not in self.host.executor.active
-            claimed = self.host.journal.claim(
-                self.host.worker_id,
-                now=now,
-                lease_until=now + self.host.lease,
-                workflows=[],
-                limit=1,
-                run_id=run_id,
-                force=row.status == "sleeping" or mine,
-                reason="operator",
+            epoch = take_from_dead_holder(self.host, row)
+            claimed = (
+                [(run_id, epoch)]
+                if epoch is not None
+                else self.host.journal.claim(
+                    self.host.worker_id,
+                    now=now,
+                    lease_until=now + self.host.lease,
+                    workflows=[],
+                    limit=1,
+                    run_id=run_id,
+                    force=row.status == "sleeping" or mine,
+                    reason="operator",
+                )
             )
             if claimed:
                 detail = codec.dumps({"from": row.status, "worker": self.host.worker_id})
@@ -199,7 +215,37 @@ class Operations:
                     run_id, actor="operator", action="resume", detail=detail, now=now
                 )
                 fut = self.host.executor.submit(run_id, claimed[0][1])
+            else:
+                self._say_lease_wait(run_id, wait_for_lease)
+                return RunHandle(self.host, run_id, drive=True, resume_as=self.host.worker_id)
         return self._handle(run_id, fut)
+
+    def _say_lease_wait(self, run_id: str, wait: bool) -> None:
+        """The run is held by another, live worker: say how long its lease has to go (a
+        warning), or refuse (``wait`` False)."""
+        row = self.host.journal.get_run(run_id)
+        left = None if row is None else lease_left(self.host, row)
+        if row is None or left is None:
+            return  # it moved meanwhile (ended, or released): the handle sees to it
+        why = (
+            f"run {run_id!r} is held by worker {row.owner!r}, whose process is alive or "
+            f"not known to be gone, at epoch {row.epoch}; its lease runs out in {left:.1f} s"
+        )
+        if not wait:
+            raise JournalError(
+                f"{why}, so it was not resumed. Stop that worker (a dead holder's run is "
+                "taken over at once), or resume again after the lease runs out"
+            )
+        telemetry.log_event(
+            log,
+            "resume_waits",
+            logging.WARNING,
+            run_id=run_id,
+            holder=row.owner,
+            epoch=row.epoch,
+            lease_left_s=round(left, 1),
+            why=f"{why}; resume takes it then",
+        )
 
     def cancel(self, run_id: str, *, reason: str = "") -> bool:
         """Cancel an unfinished run (a worker running it is fenced off at its next write).
