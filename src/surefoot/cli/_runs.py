@@ -452,7 +452,11 @@ def retry(
     timeout: float,
     as_json: bool,
 ) -> None:
-    """Send a needs_attention run back to work after a fix (workers pick it up)."""
+    """Send a needs_attention or failed run back to work after a fix (workers pick it up).
+
+    A failed run goes on from its failed step: the steps that ended in an error run
+    again; every step journalled as done is kept and replays.
+    """
     _need_app(wait_, app_ref)
     with _app(db, app_ref) as app:
         handle = app.retry(run_id, reason=reason)

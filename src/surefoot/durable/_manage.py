@@ -267,40 +267,71 @@ class Operations:
         return run_id in done
 
     def retry(self, run_id: str, *, reason: str = "") -> RunHandle:
-        """Send a ``needs_attention`` run back to work after a fix.
+        """Send a ``needs_attention`` or ``failed`` run back to work after a fix.
 
-        Steps whose outcome was unknown run again (same key), and a failed compensation is
-        tried again, resuming the rollback where it stopped. Every step already journalled
-        is kept. The returned handle runs it here if you wait on it; workers may take it too.
+        Every step already journalled as done is kept and replays. For a run that needs
+        attention, steps whose outcome was unknown run again (same key), and a failed
+        compensation is tried again, resuming the rollback where it stopped. For a run
+        that failed (its retry policy ran out, or its code raised), the steps that ended in
+        an error (and any of unknown outcome) run again from there, as Temporal's reset and
+        DBOS's resume do. The ``retry`` audit entry says who (``worker``), from which status
+        (``from``), why (``reason``) and which positions run again (``rerun``). The returned
+        handle runs it here if you wait on it; workers may take it too.
 
         Raises:
             UnknownRunError: no such run.
-            JournalError: the run does not need attention.
+            JournalError: the run neither needs attention nor failed; or it failed and its
+                compensations undid effects (replaying those effects as done would be
+                wrong: fork it instead); or it is a child run (its parent was told it
+                failed: fork the parent).
         """
         row = self.host.journal.get_run(run_id)
         if row is None:
             raise UnknownRunError(run_id, self.host.url)
-        reset = [
-            s.pos
-            for s in self.host.journal.steps(run_id)
-            if s.status == "intent" or (s.kind == "compensate" and s.status == "error")
-        ]
+        steps = self.host.journal.steps(run_id)
+        if row.status == "failed":
+            self._refuse_failed_retry(row.run_id, row.parent_id, steps)
+            reset = [s.pos for s in steps if s.status in ("error", "intent")]
+        else:
+            reset = [
+                s.pos
+                for s in steps
+                if s.status == "intent" or (s.kind == "compensate" and s.status == "error")
+            ]
+        detail = {"reason": reason, "rerun": reset, "from": row.status}
         done = self.host.journal.operator(
             run_id,
             status="pending",
-            from_statuses=("needs_attention",),
+            from_statuses=(row.status,) if row.status == "failed" else ("needs_attention",),
             now=self.host.clock.now(),
             actor="operator",
             action="retry",
-            detail=codec.dumps({"reason": reason, "rerun": reset}),
+            detail=codec.dumps({**detail, "worker": self.host.worker_id}),
             reset_steps=reset,
         )
         if done is None:
             raise JournalError(
-                f"run {run_id!r} is {row.status}, not needs_attention; only runs that need "
-                "attention can be retried (resume unfinished runs with `surefoot runs resume`)"
+                f"run {run_id!r} is {row.status}; only runs that need attention or failed "
+                "can be retried (resume unfinished runs with `surefoot runs resume`)"
             )
         return self._handle(run_id)
+
+    @staticmethod
+    def _refuse_failed_retry(run_id: str, parent_id: str | None, steps: list[Any]) -> None:
+        """A failed run that cannot go on from its failed step: say why and what to do."""
+        undone = [s.pos for s in steps if s.kind == "compensate" and s.status == "done"]
+        if undone:
+            raise JournalError(
+                f"run {run_id!r} failed and its compensations undid effects (positions "
+                f"{', '.join(undone)}); retrying would replay those effects as done. Fork it "
+                f"from the step to run again: `surefoot runs fork {run_id} POS`"
+            )
+        if parent_id is not None:
+            raise JournalError(
+                f"run {run_id!r} is a child of run {parent_id!r}, which was told it failed; "
+                f"fork the parent from the step that started this child (`surefoot runs "
+                f"fork {parent_id} POS`) to run both again"
+            )
 
     def resolve(
         self, run_id: str, pos: str | int, result: Any = None, *, reason: str = ""
