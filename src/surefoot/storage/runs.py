@@ -154,7 +154,9 @@ class StepWrite:
     ``order``: the step's place in its run's journal (1, 2, …; the same for a position
     journalled again), numbered by the run that writes it; None where the writer does not
     know it (an operator's edit), and the journal finds it. SQLite keeps a run's steps in
-    one range of one b-tree by it; PostgreSQL does not use it.
+    one range of one b-tree by it; PostgreSQL does not use it. ``audit``: entries
+    ``(actor, action, detail)`` appended in the same transaction if the write is accepted
+    (e.g. ``attempts``: what the step's provider calls went through).
     """
 
     run_id: str
@@ -170,6 +172,7 @@ class StepWrite:
     finished_at: float | None
     consume_signal: int | None = None
     order: int | None = None
+    audit: tuple[tuple[str, str, str], ...] = ()
 
 
 @dataclass(slots=True)
