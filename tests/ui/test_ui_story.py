@@ -69,9 +69,10 @@ def test_the_waterfall_draws_every_step_with_its_attempts(tmp_path: Path) -> Non
     assert re.findall(r'<span class="chip o-\w+">([^<]+)</span>', ask) == ["503", "429", "ok"]
     assert "e-old" in ask  # journalled by epoch 1, which died: replayed, not run again
     draft = rows["4 draft effect"]
-    assert "wf-resumed" in draft.split(">", 1)[0] and "ran again (epoch 2)" in draft
+    assert "wf-resumed" in draft.split(">", 1)[0] and ">ran again</span>" in draft
     assert '<rect class="wf-lost"' in draft  # the attempt epoch 1 started and lost
-    assert "2 step attempts" in draft and "e-old" not in draft
+    assert "×2</span>" in draft and "e-old" not in draft
+    assert "1.50 s after the resume" in draft  # its own time, not the dead gap's
     assert "wf-wait" in rows["5 sleep sleep"]
     # bars sit on the axis in time order
     lefts = [float(re.search(r'wf-bar[^"]*" x="([\d.]+)%"', rows[k]).group(1)) for k in steps]  # type: ignore[union-attr]

@@ -47,6 +47,7 @@ class Bar:
     replayed: bool  # journalled by an execution that died, replayed by the next one
     lost_left: float | None = None  # the attempt the dead execution started and lost
     lost_width: float = 0.0
+    since_resume: float | None = None  # seconds from the handover to its end (if lost_left)
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,12 +204,13 @@ def story(d: durable.RunDetail, *, now: float) -> Story:
             t1 = end if s.status == "intent" else s.started_at
         t0 = s.started_at
         h = resumed.get(s.pos)
-        lost_left, lost_width = None, 0.0
+        lost_left, lost_width, since = None, 0.0, None
         if h is not None and h.epoch == s.epoch and t0 < h.at:
             # started by the execution that died (its intent row), done again after the
             # handover: the lost attempt, then the one that counted
             lost_left, lost_width = pct(t0), round(max(pct(h.died_at) - pct(t0), MIN_WIDTH), 3)
             t0 = h.at
+            since = max(t1 - h.at, 0.0)
         left = pct(t0)
         bars.append(
             Bar(
@@ -228,6 +230,7 @@ def story(d: durable.RunDetail, *, now: float) -> Story:
                 replayed=s.epoch in dead,
                 lost_left=lost_left,
                 lost_width=lost_width,
+                since_resume=since,
             )
         )
     ticks = [(p, _tick(span * p / 100.0)) for p in (0.0, 25.0, 50.0, 75.0, 100.0)]
