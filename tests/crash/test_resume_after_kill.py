@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.contract._backends import backend_url
 
 from surefoot.errors import JournalError
 
@@ -44,11 +45,18 @@ def _calls(path: Path) -> list[str]:
     return [line.split()[0] for line in path.read_text().splitlines()] if path.exists() else []
 
 
+@pytest.fixture(params=["sqlite", "postgresql"])
+def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A fresh journal: a SQLite file (lock files) or a PostgreSQL schema (advisory locks)."""
+    return backend_url(request.param, tmp_path, request, "resume")
+
+
 @pytest.fixture
-def killed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[str, Path, Any]]:
+def killed(
+    url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[tuple[str, Path, Any]]:
     """Run ``r`` of ``two`` started in a child process (worker id ``doomed``), SIGKILLed
     inside step ``hang``: (url, the calls file, the run's row just before the kill)."""
-    url = f"sqlite:///{tmp_path / 'runs.db'}"
     calls = tmp_path / "calls.txt"
     monkeypatch.setenv("SUREFOOT_CALLS", str(calls))
     env = {**_env(calls), "SUREFOOT_HANG": "1"}
@@ -114,11 +122,10 @@ def test_cli_resume_takes_a_killed_in_process_holders_run_at_once(
 
 
 def test_resume_of_a_live_holders_run_says_how_long_it_waits(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+    url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     """The holder is alive (stopped, not killed): resume does not take the run; it warns
     with the lease left, or refuses with ``wait_for_lease=False``; the CLI says so too."""
-    url = f"sqlite:///{tmp_path / 'runs.db'}"
     calls = tmp_path / "calls.txt"
     monkeypatch.setenv("SUREFOOT_CALLS", str(calls))
     env = {**_env(calls), "SUREFOOT_HANG": "1"}
