@@ -122,3 +122,15 @@ def test_a_run_that_never_died_has_a_waterfall_and_no_handover(tmp_path: Path) -
     story = _story(str(make_client(url).get("/run?id=plain").text))
     assert "<b>Died:</b>" not in story and '<rect class="wf-gap"' not in story
     assert story.count('class="wf-bar') == 2
+
+
+def test_a_frozen_workers_takeover_and_its_refused_late_write(demo: dict[str, Any]) -> None:
+    """The demo's research-crash: worker-a claimed it (enqueued by ``app``), froze; the
+    story names worker-a (not the enqueuer), the expired lease, and marks the late write
+    that was refused."""
+    story = _story(str(make_client(demo["db"]).get("/run?id=research-crash").text))
+    said = _text(story)
+    assert "Died: epoch 1 (worker worker-a)" in said and "after step 1 plan." in said
+    assert "Taken over at" in said and "its lease had expired" in said
+    assert "Step 2 summarize, where epoch 1 stopped, ran again under epoch 2" in said
+    assert story.count('<line class="wf-fenced"') == 1 and "1 late write refused" in said

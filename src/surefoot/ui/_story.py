@@ -95,6 +95,7 @@ class Story:
     handovers: list[Handover]
     ticks: list[tuple[float, str]]
     outcomes: dict[str, list[str]] = field(default_factory=dict)
+    fenced: list[tuple[float, float, str, Any]] = field(default_factory=list)  # late writes
 
 
 def _end_of(s: durable.StepInfo) -> float:
@@ -139,12 +140,20 @@ def story(d: durable.RunDetail, *, now: float) -> Story:
 
     # executions: each epoch from its claim (or the run's creation) to its last sign of life
     claimed: dict[int, tuple[float, str]] = {}
+    created: tuple[float, str] | None = None
     for a in audit:
         dd = _detail(a)
         if a.action in ("claimed", "taken_over") and isinstance(dd.get("epoch"), int):
             claimed.setdefault(dd["epoch"], (a.at, str(dd.get("worker", a.actor))))
-        elif a.action == "created" and 1 not in claimed and r.epoch >= 1:
-            claimed.setdefault(1, (a.at, a.actor))
+        elif a.action == "created" and created is None:
+            created = (a.at, a.actor)
+    if 1 not in claimed and created is not None and r.epoch >= 1:
+        claimed[1] = created  # start()ed here: created running, its claim entry not written
+    fenced = [
+        (pct(a.at), a.at, a.actor, _detail(a).get("epoch"))
+        for a in audit
+        if a.action == "lease_lost"
+    ]
     last: dict[int, tuple[float, durable.StepInfo | None]] = {}
     for s in steps:
         t = _end_of(s)
@@ -234,4 +243,4 @@ def story(d: durable.RunDetail, *, now: float) -> Story:
             )
         )
     ticks = [(p, _tick(span * p / 100.0)) for p in (0.0, 25.0, 50.0, 75.0, 100.0)]
-    return Story(start, end, span, bars, epochs, handovers, ticks, outcomes)
+    return Story(start, end, span, bars, epochs, handovers, ticks, outcomes, fenced)
