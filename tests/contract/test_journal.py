@@ -393,6 +393,7 @@ def test_a_claim_audits_itself_in_its_own_commit(st: Any) -> None:
     assert a[1].at == 2.0 and a[2].at == 11.0
     assert taken["worker"] == "w2" and taken["epoch"] == 2 and taken["previous_epoch"] == 1
     assert taken["claims"] == 2 and "epoch 1 finished or suspended" in taken["why"]
+    assert taken["reason"] == "lease_expired" and "lease had run out" in taken["why"]
     assert [e.action for e in j.audit_log("b")] == ["created", "claimed"]
 
 

@@ -113,7 +113,7 @@ def test_a_killed_workers_run_is_taken_over_before_its_lease_expires(
         (other, before.epoch, before.epoch + 1)
     ]
     dead = taken[0].detail["holder_dead"]
-    assert dead["holder"] == holder
+    assert dead["holder"] == holder and taken[0].detail["reason"] == "holder_dead"
     # the holder's lease had not run out when the run moved: only liveness explains it
     assert taken[0].at < before.lease_until == dead["lease_until"]
     # and the standby carries on: its steps are journalled under the new epoch
@@ -236,6 +236,7 @@ def test_a_killed_workers_queued_run_moves_at_once_within_the_queues_limits(
     assert after.run.status == "succeeded"
     taken = [e for e in after.audit if e.action == "taken_over"]
     assert [e.detail["holder_dead"]["holder"] for e in taken] == [victim]
+    assert [e.detail["reason"] for e in taken] == ["holder_dead"]
     assert taken[0].at < before.lease_until  # only liveness explains it
     peak, per_worker = _peaks(_calls(), pid, kill_id)
     assert peak <= 2 and per_worker <= 1

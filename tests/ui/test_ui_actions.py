@@ -59,12 +59,40 @@ def test_retry_sends_needs_attention_run_back_and_audits_it(fresh: dict[str, Any
     assert _actions(db, "trip-rome")[-1] == "retry"
 
 
+def test_a_failed_run_offers_retry_and_goes_back_to_work(fresh: dict[str, Any]) -> None:
+    """A failed run's page has Retry…; confirmed, the run is pending again, audited with
+    who and why, its completed steps kept."""
+    c, db = fresh["client"], fresh["db"]
+    page = c.get("/run?id=report-7").text
+    assert "/run/confirm?id=report-7&amp;do=retry" in page
+    confirm = c.get("/run/confirm?id=report-7&do=retry").text
+    assert "a run that failed" in confirm
+    with App(db) as app:
+        kept = [s.pos for s in app.show("report-7").steps if s.status == "done"]
+    r = _post(c, "/run/do", {"id": "report-7", "do": "retry", "reason": "disk replaced"})
+    assert r.status_code == 200 and "retried report-7: now pending" in r.text
+    with App(db) as app:
+        d = app.show("report-7")
+    assert d.run.status == "pending"
+    assert [s.pos for s in d.steps if s.status == "done"] == kept
+    entry = d.audit[-1]
+    assert (entry.action, entry.actor, entry.detail["from"], entry.detail["reason"]) == (
+        "retry",
+        "operator",
+        "failed",
+        "disk replaced",
+    )
+
+
 def test_refused_retry_shows_the_api_error(fresh: dict[str, Any]) -> None:
     """Retrying a succeeded run is refused with the same message the CLI prints."""
     c, db = fresh["client"], fresh["db"]
     r = _post(c, "/run/do", {"id": "research-ok", "do": "retry"})
     assert r.status_code == 409
-    assert "surefoot: error: run &#39;research-ok&#39; is succeeded, not needs_attention" in r.text
+    assert (
+        "surefoot: error: run &#39;research-ok&#39; is succeeded; only runs that need "
+        "attention or failed can be retried" in r.text
+    )
     assert _status(db, "research-ok") == "succeeded"
 
 

@@ -80,7 +80,7 @@ def test_every_page_renders_with_its_story(live_server: Any, page: Any, shots: P
     page.screenshot(path=str(shots / "ui-run-marked-answer.png"), full_page=True)
 
     page.goto(f"{u}/run?id=notify-ops")
-    assert page.get_by_text("intent, no outcome").is_visible()
+    assert page.get_by_title("the effect was started and its outcome never journalled").is_visible()
     page.screenshot(path=str(shots / "ui-run-unknown-outcome.png"), full_page=True)
 
     page.goto(f"{u}/workers")
@@ -129,7 +129,7 @@ def test_clicking_retry_on_a_finished_run_shows_the_refusal(live_server: Any, pa
     page.goto(f"{live_server.url}/run/confirm?id=research-ok&do=retry")
     page.get_by_role("button", name="Yes, retry").click()
     msg = page.locator("p.msg").inner_text()
-    assert msg.startswith("surefoot: error: run 'research-ok' is succeeded, not needs_attention")
+    assert msg.startswith("surefoot: error: run 'research-ok' is succeeded; only runs that need")
     with App(live_server.db) as app:
         assert app.show("research-ok").run.status == "succeeded"
 
@@ -173,3 +173,26 @@ def test_payloads_stay_inert_in_the_browser(hostile_server: Any, page: Any, shot
     page.screenshot(path=str(shots / "ui-xss-inert.png"), full_page=True)
     assert page.dialogs == []
     assert blocked == []  # nothing even tried to run (a CSP block would log an error)
+
+
+def test_a_resumed_runs_story_in_the_browser(tmp_path: Path, page: Any, shots: Path) -> None:
+    """The story and its waterfall render in chromium (SVG bars visible, no console
+    error), kept as the docs' screenshot ``run-waterfall.png``."""
+    import demo_story
+    from ui_support import serve_inspector
+
+    url = f"sqlite:///{tmp_path / 'story.db'}"
+    run_id = demo_story.build(url)
+    errors: list[str] = []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    with serve_inspector(url, f"sqlite:///{tmp_path / 'team.db'}", {}) as live:
+        page.goto(f"{live.url}/run?id={quote(run_id)}")
+        story = page.locator("section.story-card")
+        assert story.get_by_text("Resumed by an operator", exact=False).is_visible()
+        assert story.locator("rect.wf-bar").count() == 5
+        box = story.locator("rect.wf-gap").first.bounding_box()
+        assert box is not None and box["width"] > 100  # the dead gap is drawn wide
+        chips = story.locator(".wf-row .chip.o-bad, .wf-row .chip.o-rate, .wf-row .chip.o-ok")
+        assert [c.inner_text() for c in chips.all()] == ["503", "429", "ok"]
+        assert errors == []
+        story.screenshot(path=str(shots / "run-waterfall.png"))

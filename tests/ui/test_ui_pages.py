@@ -275,3 +275,97 @@ def test_workers_page_says_when_no_worker_registered(client: Any) -> None:
     seen = html.split("Workers seen", 1)[1].split("</section>", 1)[0]
     assert '<span class="sub">0</span>' in seen
     assert "no worker has registered with this journal" in seen
+
+
+def _one_step_workflow(app: Any) -> Any:
+    @app.step
+    def one() -> int:
+        return 1
+
+    @app.workflow
+    def wf() -> int:
+        return one() + one()
+
+    return wf
+
+
+def test_takeover_captions_come_from_the_recorded_reason(tmp_path: Any) -> None:
+    """A run taken back under the same worker id before its lease expired is captioned as
+    such (not "whose lease had expired"); an operator's resume says so too."""
+    from surefoot import FakeClock
+    from surefoot.durable import App, CrashPlan, SimulatedCrash, Worker
+
+    db = f"sqlite:///{tmp_path / 'reasons.db'}"
+    clock = FakeClock()
+    for rid, wid in (("same-id", "w-1"), ("op", "w-2")):  # each left in flight at epoch 1
+        with App(db, clock=clock, worker_id=wid, lease=60.0, poll=0.01) as app:
+            wf = _one_step_workflow(app)
+            app.crash = CrashPlan("after_journal", step="one")
+            with pytest.raises(SimulatedCrash):
+                app.start(wf, run_id=rid).result(timeout=10)
+            app.crash = None
+            if rid == "same-id":
+                assert Worker(app).run_once(timeout=10) == 0  # taken back, lease unexpired
+                assert app.handle(rid).result(timeout=10) == 2
+    clock.advance(61.0)
+    with App(db, clock=clock, worker_id="w-3", lease=60.0, poll=0.01) as third:
+        _one_step_workflow(third)
+        assert third.resume("op").result(timeout=10) == 2
+    c = make_client(db)
+    html = c.get("/run?id=same-id").text
+    taken = [r for r in _audit_rows(html) if r[1] == "taken_over"]
+    assert taken == [
+        ("w-1", "taken_over", "took its own run back from epoch 1 under the same worker id, "
+         "without waiting for the lease")
+    ]  # fmt: skip
+    assert "whose lease had expired" not in html
+    taken = [r for r in _audit_rows(c.get("/run?id=op").text) if r[1] == "taken_over"]
+    assert taken == [("w-3", "taken_over", "an operator resumed it here from epoch 1")]
+
+
+def test_resolve_appears_only_when_the_run_needs_attention(tmp_path: Any) -> None:
+    """An abandoned run (its holder gone mid-effect, lease expired) shows the step as
+    intent, no outcome, without Resolve…, and says when Resolve… appears (as ui.md says);
+    once a worker stops it as needs attention, Resolve… is there."""
+    from surefoot import FakeClock
+    from surefoot.durable import App, CrashPlan, SimulatedCrash, Worker
+
+    db = f"sqlite:///{tmp_path / 'abandoned.db'}"
+    clock = FakeClock()
+    with App(db, clock=clock, worker_id="w-1", lease=5.0, poll=0.01) as app:
+
+        @app.step(effect=True)
+        def mail(to: str) -> str:  # takes no key: its outcome cannot be checked by rerun
+            return f"sent to {to}"
+
+        @app.workflow
+        def notify() -> str:
+            return mail("ops")
+
+        app.crash = CrashPlan("after_effect", step="mail")
+        with pytest.raises(SimulatedCrash):
+            app.start(notify, run_id="abandoned").result(timeout=10)
+        app.crash = None
+        clock.advance(6.0)  # its lease runs out: abandoned
+        c = make_client(db)
+        html = c.get("/run?id=abandoned").text
+        assert "intent, no outcome" in html and "Its lease expired" in html
+        assert "do=resolve" not in html
+        note = html_lib.unescape(re.sub(r"<[^>]+>", "", html))
+        assert "only then does Resolve… appear here" in note
+        assert "with its holder gone" in note
+        with App(db, clock=clock, worker_id="w-2", lease=5.0, poll=0.01) as other:
+            other.step(effect=True)(mail)
+            other.workflow(notify)
+            Worker(other).run_once(timeout=10)
+            assert other.show("abandoned").run.status == "needs_attention"
+        html = c.get("/run?id=abandoned").text
+        assert "do=resolve&amp;step=1" in html and "only then does" not in html
+
+
+def test_ui_doc_says_when_resolve_appears() -> None:
+    from pathlib import Path
+
+    doc = (Path(__file__).parents[2] / "docs" / "ui.md").read_text()
+    text = " ".join(doc.split())
+    assert "*Resolve…* appears only when the run needs attention" in text

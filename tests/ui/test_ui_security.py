@@ -69,6 +69,7 @@ OUR_TAGS = {
     "footer", "h1", "h2", "h3", "p", "div", "section", "dl", "dt", "dd", "pre", "code",
     "details", "summary", "table", "thead", "tbody", "tr", "th", "td", "ul", "li", "form",
     "label", "input", "select", "option", "button", "textarea",
+    "svg", "rect", "line", "text",  # the run's waterfall (inline SVG, attributes only)
 }  # fmt: skip
 
 

@@ -20,7 +20,7 @@ from rich.console import Console
 from rich.table import Table
 
 from .. import durable, storage
-from ..errors import ConfigError, RunFailedError, TimeoutError_
+from ..errors import ConfigError, JournalError, RunFailedError, TimeoutError_
 from ._render import print_fitted
 
 __all__ = ["runs", "status_markup"]
@@ -425,6 +425,15 @@ def resume(db: str, app_ref: str | None, run_id: str, timeout: float, as_json: b
                 )
             return
         _wait(app.resume(run_id), timeout)
+        row = app.show(run_id).run
+        if row.status == "running" and row.owner != app.worker_id:
+            left = max(0.0, (row.lease_until or 0) - app.clock.now())
+            raise JournalError(
+                f"run {run_id!r} was not resumed within --timeout {timeout:g} s: worker "
+                f"{row.owner!r} (alive, or not known to be gone) still holds it at epoch "
+                f"{row.epoch}, and its lease runs out in {left:.1f} s; run this command again "
+                "then, or with a longer --timeout"
+            )
         _report(app, run_id, "resumed", as_json)
 
 
@@ -459,7 +468,11 @@ def retry(
     timeout: float,
     as_json: bool,
 ) -> None:
-    """Send a needs_attention run back to work after a fix (workers pick it up)."""
+    """Send a needs_attention or failed run back to work after a fix (workers pick it up).
+
+    A failed run goes on from its failed step: the steps that ended in an error run
+    again; every step journalled as done is kept and replays.
+    """
     _need_app(wait_, app_ref)
     with _app(db, app_ref) as app:
         handle = app.retry(run_id, reason=reason)

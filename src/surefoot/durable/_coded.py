@@ -226,10 +226,11 @@ class CodedJournal:
         limit: int,
         run_id: str | None = None,
         force: bool = False,
+        reason: str | None = None,
     ) -> list[tuple[str, int]]:
         return self._j.claim(
             owner, now=now, lease_until=lease_until, workflows=workflows, limit=limit,
-            run_id=run_id, force=force,
+            run_id=run_id, force=force, reason=reason,
         )  # fmt: skip
 
     def heartbeat(

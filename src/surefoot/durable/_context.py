@@ -119,6 +119,8 @@ class RunState:
     writing: int = 0  # commits in flight from sync code (a pool thread): close() waits for them
     orders: dict[str, int] = field(default_factory=dict)  # journal order of positions written
     next_order: int = 1  # the next new position's journal order (see ``number``)
+    # what the provider calls of each step in flight went through (_decide.step_row)
+    attempt_notes: dict[str, list[str]] = field(default_factory=dict)
 
     def number(self, rec: Any) -> None:
         """Give a step record (or a child's step) its place in the run's journal: a

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import codec
+from .. import codec, telemetry
 from ..errors import EncodeError, LeaseLostError, StepMismatchError
 from ..storage.runs import StepRow, StepWrite
 from ._context import NeedsAttention, RunState, SagaEntry
+from ._current import in_step
 from ._defs import StepDef
 from ._values import check_same, read
 
@@ -121,9 +122,43 @@ def step_row(
     error: str | None = None,
 ) -> StepWrite:
     done = None if status == "intent" else run.clock.now()
-    return StepWrite(
+    w = StepWrite(
         run.run_id, run.epoch, pos, sd.name, sd.kind, status, result, error, attempts, started, done
     )
+    if run.attempt_notes and done is not None:
+        notes = run.attempt_notes.pop(pos, None)
+        if notes is not None and any(n != "ok" for n in notes):
+            w.audit = (attempts_entry(run, pos, sd.name, notes),)
+    return w
+
+
+MAX_NOTES = 50
+"""Provider attempt outcomes kept per step (the rest are counted, not listed)."""
+
+
+def note_attempt(outcome: str) -> None:
+    """``telemetry.ATTEMPT_NOTES``' sink: keep what a provider call's attempt came to on
+    the step in flight in this context (nothing outside a step)."""
+    got = in_step.get()
+    if got is None:
+        return
+    run, _, pos, _ = got
+    notes = run.attempt_notes.setdefault(pos, [])
+    if len(notes) <= MAX_NOTES:
+        notes.append(outcome)
+
+
+def attempts_entry(run: RunState, pos: str, step: str, notes: list[str]) -> tuple[str, str, str]:
+    """The ``attempts`` audit entry of a step whose provider calls had a failed attempt:
+    ``(actor, action, detail)``, written with the step's row."""
+    kept = notes[:MAX_NOTES]
+    detail: dict[str, Any] = {"pos": pos, "step": step, "epoch": run.epoch, "outcomes": kept}
+    if len(notes) > MAX_NOTES:
+        detail["more"] = True
+    return run.actor, "attempts", codec.dumps(detail)
+
+
+telemetry.ATTEMPT_NOTES.sink = note_attempt
 
 
 def undo_row(

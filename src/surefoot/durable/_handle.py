@@ -7,6 +7,7 @@ import concurrent.futures
 import time
 from typing import Any, Protocol
 
+from .. import codec
 from ..clock import Clock
 from ..errors import RunFailedError, TimeoutError_, UnknownRunError
 from ..storage.journal import Journal
@@ -55,11 +56,15 @@ class RunHandle:
         *,
         drive: bool,
         future: concurrent.futures.Future[str] | None = None,
+        resume_as: str | None = None,
     ) -> None:
         self.app = app
         self.run_id = run_id
         self._drive = drive
         self._future = future
+        # an operator's resume that waits for a live holder's lease: the claim this handle
+        # makes is audited as the operator's (reason and ``resume`` entry), by this worker
+        self._resume_as = resume_as
 
     def info(self) -> RunInfo:
         """The run's header now.
@@ -127,8 +132,19 @@ class RunHandle:
             if row.status in ENDED:  # failed, cancelled, needs_attention
                 raise RunFailedError(self.run_id, row.status, RunInfo.from_row(row).error)
             if self._drive:
-                self._future = app.executor.drive(row)
+                resumer = self._resume_as
+                self._future = app.executor.drive(row, "operator" if resumer else None)
                 if self._future is not None:
+                    if resumer is not None:
+                        self._resume_as = None
+                        detail = codec.dumps({"from": row.status, "worker": resumer})
+                        app.journal.audit(
+                            self.run_id,
+                            actor="operator",
+                            action="resume",
+                            detail=detail,
+                            now=clock.now(),
+                        )
                     continue
             if (
                 self._drive

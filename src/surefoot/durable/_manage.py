@@ -8,18 +8,22 @@ it is given what it reads, through :class:`OperationsHost`.
 from __future__ import annotations
 
 import concurrent.futures
+import logging
 import uuid
 from typing import Any, Protocol
 
-from .. import codec
+from .. import codec, telemetry
 from ..errors import JournalError, UnknownRunError
 from ..storage.runs import RunStatus, StepWrite
 from ..storage.runs import WorkerRow as WorkerInfo
 from ._handle import RunHandle, RunSource
+from ._handover import lease_left, take_from_dead_holder
 from ._types import STATUSES, TERMINAL, AuditEntry, RunDetail, RunInfo, StepInfo
 from ._values import read
 
 __all__ = ["Operations", "OperationsHost"]
+
+log = logging.getLogger("surefoot.durable")
 
 
 class OperationsHost(RunSource, Protocol):
@@ -167,15 +171,22 @@ class Operations:
             code_changed=wf is not None and wf.structure_hash != row.structure_hash,
         )
 
-    def resume(self, run_id: str) -> RunHandle:
+    def resume(self, run_id: str, *, wait_for_lease: bool = True) -> RunHandle:
         """Run an unfinished run here now, if nobody else holds it.
 
-        When it takes the run, ``resume`` is recorded in the audit log (with the status it
-        found and this app's worker id).
+        A run held by a worker whose process is gone (its liveness lock is free, as
+        workers see it) is taken over at once, audited ``taken_over`` with reason
+        ``holder_dead``. A run whose holder is alive (or not known to be dead) keeps its
+        lease: the returned handle takes the run when the lease runs out, and a warning
+        (logger ``surefoot.durable``, event ``resume_waits``) says for how long; with
+        ``wait_for_lease=False`` that is a ``JournalError`` instead. When it takes the
+        run, ``resume`` is recorded in the audit log (with the status it found and this
+        app's worker id).
 
         Raises:
             UnknownRunError: no such run.
             WorkflowNotFoundError: its workflow version is not registered here.
+            JournalError: ``wait_for_lease=False`` and a live holder's lease has not run out.
         """
         row = self.host.journal.get_run(run_id)
         if row is None:
@@ -185,14 +196,20 @@ class Operations:
         if row.status in (RunStatus.PENDING, RunStatus.SLEEPING, RunStatus.RUNNING):
             now = self.host.clock.now()
             mine = row.owner == self.host.worker_id and run_id not in self.host.executor.active
-            claimed = self.host.journal.claim(
-                self.host.worker_id,
-                now=now,
-                lease_until=now + self.host.lease,
-                workflows=[],
-                limit=1,
-                run_id=run_id,
-                force=row.status == "sleeping" or mine,
+            epoch = take_from_dead_holder(self.host, row)
+            claimed = (
+                [(run_id, epoch)]
+                if epoch is not None
+                else self.host.journal.claim(
+                    self.host.worker_id,
+                    now=now,
+                    lease_until=now + self.host.lease,
+                    workflows=[],
+                    limit=1,
+                    run_id=run_id,
+                    force=row.status == "sleeping" or mine,
+                    reason="operator",
+                )
             )
             if claimed:
                 detail = codec.dumps({"from": row.status, "worker": self.host.worker_id})
@@ -200,7 +217,37 @@ class Operations:
                     run_id, actor="operator", action="resume", detail=detail, now=now
                 )
                 fut = self.host.executor.submit(run_id, claimed[0][1])
+            else:
+                self._say_lease_wait(run_id, wait_for_lease)
+                return RunHandle(self.host, run_id, drive=True, resume_as=self.host.worker_id)
         return self._handle(run_id, fut)
+
+    def _say_lease_wait(self, run_id: str, wait: bool) -> None:
+        """The run is held by another, live worker: say how long its lease has to go (a
+        warning), or refuse (``wait`` False)."""
+        row = self.host.journal.get_run(run_id)
+        left = None if row is None else lease_left(self.host, row)
+        if row is None or left is None:
+            return  # it moved meanwhile (ended, or released): the handle sees to it
+        why = (
+            f"run {run_id!r} is held by worker {row.owner!r}, whose process is alive or "
+            f"not known to be gone, at epoch {row.epoch}; its lease runs out in {left:.1f} s"
+        )
+        if not wait:
+            raise JournalError(
+                f"{why}, so it was not resumed. Stop that worker (a dead holder's run is "
+                "taken over at once), or resume again after the lease runs out"
+            )
+        telemetry.log_event(
+            log,
+            "resume_waits",
+            logging.WARNING,
+            run_id=run_id,
+            holder=row.owner,
+            epoch=row.epoch,
+            lease_left_s=round(left, 1),
+            why=f"{why}; resume takes it then",
+        )
 
     def cancel(self, run_id: str, *, reason: str = "") -> bool:
         """Cancel an unfinished run (a worker running it is fenced off at its next write).
@@ -222,40 +269,71 @@ class Operations:
         return run_id in done
 
     def retry(self, run_id: str, *, reason: str = "") -> RunHandle:
-        """Send a ``needs_attention`` run back to work after a fix.
+        """Send a ``needs_attention`` or ``failed`` run back to work after a fix.
 
-        Steps whose outcome was unknown run again (same key), and a failed compensation is
-        tried again, resuming the rollback where it stopped. Every step already journalled
-        is kept. The returned handle runs it here if you wait on it; workers may take it too.
+        Every step already journalled as done is kept and replays. For a run that needs
+        attention, steps whose outcome was unknown run again (same key), and a failed
+        compensation is tried again, resuming the rollback where it stopped. For a run
+        that failed (its retry policy ran out, or its code raised), the steps that ended in
+        an error (and any of unknown outcome) run again from there, as Temporal's reset and
+        DBOS's resume do. The ``retry`` audit entry says who (``worker``), from which status
+        (``from``), why (``reason``) and which positions run again (``rerun``). The returned
+        handle runs it here if you wait on it; workers may take it too.
 
         Raises:
             UnknownRunError: no such run.
-            JournalError: the run does not need attention.
+            JournalError: the run neither needs attention nor failed; or it failed and its
+                compensations undid effects (replaying those effects as done would be
+                wrong: fork it instead); or it is a child run (its parent was told it
+                failed: fork the parent).
         """
         row = self.host.journal.get_run(run_id)
         if row is None:
             raise UnknownRunError(run_id, self.host.url)
-        reset = [
-            s.pos
-            for s in self.host.journal.steps(run_id)
-            if s.status == "intent" or (s.kind == "compensate" and s.status == "error")
-        ]
+        steps = self.host.journal.steps(run_id)
+        if row.status == "failed":
+            self._refuse_failed_retry(row.run_id, row.parent_id, steps)
+            reset = [s.pos for s in steps if s.status in ("error", "intent")]
+        else:
+            reset = [
+                s.pos
+                for s in steps
+                if s.status == "intent" or (s.kind == "compensate" and s.status == "error")
+            ]
+        detail = {"reason": reason, "rerun": reset, "from": row.status}
         done = self.host.journal.operator(
             run_id,
             status="pending",
-            from_statuses=("needs_attention",),
+            from_statuses=(row.status,) if row.status == "failed" else ("needs_attention",),
             now=self.host.clock.now(),
             actor="operator",
             action="retry",
-            detail=codec.dumps({"reason": reason, "rerun": reset}),
+            detail=codec.dumps({**detail, "worker": self.host.worker_id}),
             reset_steps=reset,
         )
         if done is None:
             raise JournalError(
-                f"run {run_id!r} is {row.status}, not needs_attention; only runs that need "
-                "attention can be retried (resume unfinished runs with `surefoot runs resume`)"
+                f"run {run_id!r} is {row.status}; only runs that need attention or failed "
+                "can be retried (resume unfinished runs with `surefoot runs resume`)"
             )
         return self._handle(run_id)
+
+    @staticmethod
+    def _refuse_failed_retry(run_id: str, parent_id: str | None, steps: list[Any]) -> None:
+        """A failed run that cannot go on from its failed step: say why and what to do."""
+        undone = [s.pos for s in steps if s.kind == "compensate" and s.status == "done"]
+        if undone:
+            raise JournalError(
+                f"run {run_id!r} failed and its compensations undid effects (positions "
+                f"{', '.join(undone)}); retrying would replay those effects as done. Fork it "
+                f"from the step to run again: `surefoot runs fork {run_id} POS`"
+            )
+        if parent_id is not None:
+            raise JournalError(
+                f"run {run_id!r} is a child of run {parent_id!r}, which was told it failed; "
+                f"fork the parent from the step that started this child (`surefoot runs "
+                f"fork {parent_id} POS`) to run both again"
+            )
 
     def resolve(
         self, run_id: str, pos: str | int, result: Any = None, *, reason: str = ""

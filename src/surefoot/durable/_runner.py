@@ -33,6 +33,7 @@ from ._context import (
 )
 from ._crash import CrashPlan
 from ._deadlines import deadline_audit
+from ._handover import hold, take_from_dead_holder
 from ._observe import RunObserver, enter_run, leave_run
 from ._registry import Registry
 from ._saga import compensate
@@ -90,6 +91,7 @@ class Executor:
         self.writer: Writer | None = None
         self._stop_beat = threading.Event()
         self._beat_thread: threading.Thread | None = None
+        self._held = False  # this app's liveness lock (see _handover.hold)
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -179,19 +181,28 @@ class Executor:
         ``created``: the row this process has just created for the run (``App.start``),
         which therefore has no steps yet: neither the row nor its steps are read again.
         """
+        if not self._held:  # a run in flight here is seen orphaned once this process dies
+            self._held = hold(self.host)
         loop = self.loop()
         with self._lock:
             assert self.writer is not None
             self.writer.starting += 1  # a run executing alone now shares its next commits
         return asyncio.run_coroutine_threadsafe(self._execute(run_id, epoch, created), loop)
 
-    def drive(self, row: RunRow) -> concurrent.futures.Future[str] | None:
-        """Claim and execute ``row`` here if it is claimable now; the future, or None."""
+    def drive(
+        self, row: RunRow, reason: str | None = None
+    ) -> concurrent.futures.Future[str] | None:
+        """Claim and execute ``row`` here if it is claimable now (or held by a worker whose
+        process is gone); the future, or None. ``reason``: the takeover reason of a claim
+        of a run in flight (default ``lease_expired``; ``restarted`` for this worker id's)."""
         if row.status in TERMINAL or row.status == "needs_attention":
             return None
         if self.registry.get(row.workflow, row.version) is None:
             return None
         host = self.host
+        epoch = take_from_dead_holder(host, row)
+        if epoch is not None:
+            return self.submit(row.run_id, epoch)
         now = host.clock.now()
         mine = row.owner == host.worker_id and row.run_id not in self.active
         claimed = host.journal.claim(
@@ -202,6 +213,7 @@ class Executor:
             limit=1,
             run_id=row.run_id,
             force=mine and row.status == "running",
+            reason="restarted" if mine else reason,
         )
         if not claimed:
             return None
@@ -247,6 +259,8 @@ class Executor:
     def _beats(self, stop: threading.Event) -> None:
         while not stop.wait(max(self.host.lease / 3.0, 0.05)):
             if self.active or self.host.serving:
+                if self.active and not self.host.serving:
+                    hold(self.host)  # again after a lost connection (announce does, serving)
                 self._beat()
 
     def _beat(self) -> None:

@@ -151,6 +151,7 @@ class Worker:
                 limit=1,
                 run_id=info.run_id,
                 force=True,
+                reason="restarted",
             )
             for run_id, epoch in got:
                 fut = app.executor.submit(run_id, epoch)

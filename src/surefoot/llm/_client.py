@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
+from .. import telemetry
 from ..clock import Clock
 from ..errors import ConfigError, InvalidReplyError
 from ..resilience import CircuitBreaker, Decision, RetryPolicy, aretry_call, retry_call
@@ -174,6 +175,7 @@ class ChatClient:
             if headers is not None:
                 self.limiter.update(headers)
         self.meter.add_attempt(None, 0.0, priced=True, ok=False)
+        telemetry.note_attempt(telemetry.attempt_outcome(exc))  # a durable step keeps these
 
     def _cost(self, reply: ChatCompletion, req: Request, headers: Any) -> float | None:
         """Feed the limiter; the reply's price (None: unpriced, keep the reply's own cost)."""
@@ -209,6 +211,7 @@ class ChatClient:
                 reply, cost=reply.cost if cost is None else cost, parsed=parsed
             )
         self.meter.add_attempt(reply.usage, reply.cost, priced=priced, ok=reason is None)
+        telemetry.note_attempt("ok" if reason is None else "invalid")
         if reason is not None:
             raise InvalidReplyError(reason, text=text, model=reply.model, reply=reply)
         return reply
@@ -466,6 +469,7 @@ class ChatClient:
         if cost is not None:
             reply = dataclasses.replace(reply, cost=cost)
         self.meter.add_attempt(reply.usage, reply.cost, priced=cost is not None, ok=True)
+        telemetry.note_attempt("ok")
         self.meter.add_call()
         return reply
 
@@ -493,6 +497,7 @@ class ChatClient:
         self.meter.add_attempt(
             usage, price.cost(usage) if price else 0.0, priced=price is not None, ok=False
         )
+        telemetry.note_attempt(telemetry.attempt_outcome(exc))
 
     def __repr__(self) -> str:
         t = self.meter.totals

@@ -83,6 +83,7 @@ class Journal(Protocol):
         limit: int,
         run_id: str | None = None,
         force: bool = False,
+        reason: str | None = None,
     ) -> list[tuple[str, int]]: ...
     def heartbeat(
         self, owner: str, runs: list[tuple[str, int]], *, lease_until: float, now: float

@@ -45,6 +45,7 @@ class Liveness(Protocol):
         workflows: list[tuple[str, str]],
         limit: int,
         queues: Mapping[str, int | None] | None = None,
+        run_id: str | None = None,
     ) -> list[tuple[str, int]]:
         """Take over up to ``limit`` running runs of ``workflows`` whose lease has not
         expired but whose holder's process is gone (its liveness lock is free).
@@ -53,6 +54,8 @@ class Liveness(Protocol):
         holder that took it back first wins), audited ``taken_over`` with ``holder_dead``.
         Runs in a named queue are taken only from ``queues`` (name -> this worker's
         ``worker_concurrency``), by the queue's claim, which keeps the queue's limits.
+        ``run_id``: only that run, whatever its queue (an operator's or a handle's
+        resume, which claims one run by id as ``claim(run_id=…)`` does).
         Returns (run_id, new epoch) pairs.
         """
         ...

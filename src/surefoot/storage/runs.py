@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 __all__ = [
     "ENDED",
     "RUN_ORDERS",
+    "TAKEOVER_REASONS",
     "TERMINAL",
     "UNFINISHED",
     "AuditRow",
@@ -61,6 +62,18 @@ ENDED: frozenset[str] = TERMINAL | {RunStatus.NEEDS_ATTENTION.value}
 
 UNFINISHED: frozenset[str] = frozenset(s.value for s in RunStatus) - TERMINAL
 """Statuses of a run that may still move (a cancel still applies to it)."""
+
+
+TAKEOVER_REASONS: dict[str, str] = {
+    "lease_expired": "its lease had run out (its worker died or stalled past its lease)",
+    "holder_dead": "its holder's process is gone (its liveness lock was free) and its lease "
+    "had not run out",
+    "restarted": "the same worker id took it back after that execution stopped (a restart), "
+    "without waiting for its lease",
+    "operator": "an operator resumed it",
+}
+"""Why a run in flight changed hands, as a ``taken_over`` audit entry's ``reason`` says
+(its ``why`` ends with the sentence given here): the code, and what it means."""
 
 
 def sql_list(statuses: Iterable[str]) -> str:
@@ -141,7 +154,9 @@ class StepWrite:
     ``order``: the step's place in its run's journal (1, 2, …; the same for a position
     journalled again), numbered by the run that writes it; None where the writer does not
     know it (an operator's edit), and the journal finds it. SQLite keeps a run's steps in
-    one range of one b-tree by it; PostgreSQL does not use it.
+    one range of one b-tree by it; PostgreSQL does not use it. ``audit``: entries
+    ``(actor, action, detail)`` appended in the same transaction if the write is accepted
+    (e.g. ``attempts``: what the step's provider calls went through).
     """
 
     run_id: str
@@ -157,6 +172,7 @@ class StepWrite:
     finished_at: float | None
     consume_signal: int | None = None
     order: int | None = None
+    audit: tuple[tuple[str, str, str], ...] = ()
 
 
 @dataclass(slots=True)

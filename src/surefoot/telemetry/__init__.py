@@ -36,6 +36,7 @@ from ._metrics import (
     prometheus_text,
     track_breaker,
 )
+from ._notes import ATTEMPT_NOTES, AttemptNotes, attempt_outcome, note_attempt
 from ._trace import (
     TRACING,
     AttemptSpan,
@@ -51,6 +52,7 @@ from ._trace import (
 )
 
 __all__ = [
+    "ATTEMPT_NOTES",
     "BREAKER_TRANSITIONS",
     "LOG_FORMATS",
     "REGISTRY",
@@ -59,6 +61,7 @@ __all__ = [
     "RUN_STATES",
     "STEPS",
     "TRACING",
+    "AttemptNotes",
     "AttemptSpan",
     "Counter",
     "Family",
@@ -67,6 +70,7 @@ __all__ = [
     "Registry",
     "Span",
     "add_event",
+    "attempt_outcome",
     "attempt_span",
     "bind_otel",
     "collect",
@@ -74,6 +78,7 @@ __all__ = [
     "get_logger",
     "instrument",
     "log_event",
+    "note_attempt",
     "prometheus_text",
     "reason_code",
     "redact",

@@ -25,6 +25,7 @@ from typing import Any
 from .. import durable, storage
 from ..durable.engine import engine_scheme
 from ..errors import ConfigError
+from ._story import Story, story
 
 __all__ = [
     "Inspector",
@@ -132,6 +133,7 @@ class RunView:
     signals: list[durable.AuditEntry]
     attention: dict[str, Any]
     answer: MarkedAnswer | None = None
+    story: Story | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -268,7 +270,10 @@ class Inspector:
         expired = r.status == "running" and (r.lease_until or 0) < now
         signals = [a for a in d.audit if a.action == "signal"]
         answer = marked_answer(r.result) if r.status == "succeeded" else None
-        return RunView(d, keys, children, undone, not_undone, expired, signals, attention, answer)
+        return RunView(
+            d, keys, children, undone, not_undone, expired, signals, attention, answer,
+            story(d, now=now),
+        )  # fmt: skip
 
     # -- actions (the CLI's calls, and its messages when one is refused) ----------------
 

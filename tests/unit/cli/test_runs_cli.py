@@ -167,7 +167,7 @@ def test_cancel_and_fork(db: str, capsys: pytest.CaptureFixture[str]) -> None:
         (["runs", "show", "nope"], "no run with id 'nope'"),
         (["runs", "signal", "wait", "approve", "{yes"], "PAYLOAD must be JSON"),
         (["runs", "resume", "wait"], "pass --app"),
-        (["runs", "retry", "ok"], "not needs_attention"),
+        (["runs", "retry", "ok"], "only runs that need attention or failed"),
     ],
 )
 def test_bad_input_is_one_clear_line(

@@ -10,6 +10,13 @@ from surefoot.durable import App, CrashPlan, SimulatedCrash
 from surefoot.errors import EncodeError, RunConflictError, RunFailedError
 
 
+def _hold_liveness(app: App) -> None:
+    """What an app does once, before its first run executes: hold its liveness lock and
+    mark its worker row (one commit per app, not per run)."""
+    liveness = app.journal.liveness
+    assert liveness is not None and liveness.hold(app.worker_id, now=app.clock.now())
+
+
 def test_one_commit_per_pure_step(app: App) -> None:
     """A pure step costs exactly one commit; a run adds one to start and one to finish."""
 
@@ -25,6 +32,7 @@ def test_one_commit_per_pure_step(app: App) -> None:
         return x
 
     db = app.journal.wrapped.db  # type: ignore[attr-defined]  # opened (and migrated) before counting
+    _hold_liveness(app)
     before = db.commits
     assert app.start(count, 20, run_id="c").result(timeout=10) == 20
     assert db.commits - before == 20 + 2
@@ -42,6 +50,7 @@ def test_effect_costs_intent_plus_result(app: App) -> None:
         return send(1) + send(2)
 
     db = app.journal.wrapped.db  # type: ignore[attr-defined]
+    _hold_liveness(app)
     before = db.commits
     assert app.start(flow, run_id="e").result(timeout=10) == 3
     assert db.commits - before == 2 * 2 + 2

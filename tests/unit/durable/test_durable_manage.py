@@ -96,7 +96,7 @@ def test_retry_refuses_a_run_that_needs_nothing(app: App) -> None:
     """retry() is for needs_attention runs only; a finished run is left as it is."""
     abc = _pipeline(app, [])
     app.start(abc, run_id="r").result(timeout=10)
-    with pytest.raises(JournalError, match="succeeded, not needs_attention"):
+    with pytest.raises(JournalError, match="is succeeded; only runs that need attention or failed"):
         app.retry("r")
     assert app.show("r").run.status == "succeeded"
 

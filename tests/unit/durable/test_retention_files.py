@@ -29,6 +29,8 @@ def test_a_new_journal_file_is_owner_only(tmp_path: Path) -> None:
     finally:
         os.umask(old)
     assert modes["runs.db"] == 0o600
+    # the liveness lock files' directory (the app held its lock while its run executed)
+    assert modes.pop("runs.db-workers", 0o700) == 0o700
     assert all(m == 0o600 for m in modes.values()), modes
 
 

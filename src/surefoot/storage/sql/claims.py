@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ..runs import TAKEOVER_REASONS
 from .dialect import ROWS, Dialect, Then
 
 __all__ = [
@@ -39,69 +40,81 @@ RESUMABLE = (
 
 def claim_update(d: Dialect, cond: str) -> str:
     """The claim of the runs matching ``cond``: parameters ``owner, lease_until, now``,
-    then ``cond``'s; returns ``run_id, epoch, claims`` of each run taken."""
+    then ``cond``'s; returns ``run_id, epoch, claims`` of each run taken.
+
+    A run ``start()`` created running in its own process was never claimed (``claims``
+    0): claiming it while it is still running takes it over from that first execution,
+    so it counts as the second claim (audited ``taken_over``, not ``claimed``)."""
     return d.sql(
         "UPDATE durable_runs SET status = 'running', owner = ?, epoch = epoch + 1, "
-        "claims = claims + 1, "
+        "claims = CASE WHEN status = 'running' AND claims = 0 THEN 2 ELSE claims + 1 END, "
         f"lease_until = ?, updated_at = ? WHERE {cond} RETURNING run_id, epoch, claims"
     )
 
 
+_HEAD = "INSERT INTO durable_audit (run_id, at, actor, action, detail) SELECT run_id, ?, ?, "
+_FIELDS = (
+    """'{"worker":' || CAST(? AS TEXT) || ',"epoch":' || CAST(epoch AS TEXT) || """
+    """',"claims":' || CAST(claims AS TEXT) || ',"claimed_at":' || CAST(? AS TEXT)"""
+)
 _TAKEN = (
-    "' finished or suspended: its worker died or stalled past its lease (or an operator "
-    "resumed the run)'"
+    """',"previous_epoch":' || CAST(epoch - 1 AS TEXT) || ',"reason":"' || ? || """
+    """'","why":"claimed again before the execution at epoch ' || CAST(epoch - 1 AS TEXT) """
+    """|| ' finished or suspended: ' || ? || '"'"""
 )
 CLAIM_AUDIT = (
-    "INSERT INTO durable_audit (run_id, at, actor, action, detail) SELECT run_id, ?, ?, "
-    "CASE WHEN claims > 1 THEN 'taken_over' ELSE 'claimed' END, "
-    """'{"worker":' || CAST(? AS TEXT) || ',"epoch":' || CAST(epoch AS TEXT) || """
-    """',"claims":' || CAST(claims AS TEXT) || ',"claimed_at":' || CAST(? AS TEXT) || """
-    """CASE WHEN claims > 1 THEN ',"previous_epoch":' || CAST(epoch - 1 AS TEXT) || """
-    """',"why":"claimed again before the execution at epoch ' || CAST(epoch - 1 AS TEXT) """
-    f"|| {_TAKEN} || '\"' ELSE '' END || '}}' FROM {ROWS}"
+    f"{_HEAD}CASE WHEN claims > 1 THEN 'taken_over' ELSE 'claimed' END, {_FIELDS} || "
+    f"CASE WHEN claims > 1 THEN {_TAKEN} ELSE '' END || '}}' FROM {ROWS}"
 )
 """The audit entry of a claim, written in the claim's own transaction (no extra commit):
-``claimed``, or ``taken_over`` (with the previous epoch) when the run was claimed again
-before its previous execution finished or suspended (``claims > 1``). The detail is JSON
-built in SQL from the claimed rows (``epoch``, ``claims``) and this claim's worker and time.
+``claimed``, or ``taken_over`` when the run was claimed again before its previous execution
+finished or suspended (``claims > 1``), with the previous epoch, the ``reason`` (a key of
+:data:`~surefoot.storage.runs.TAKEOVER_REASONS`) and a ``why`` sentence. The detail is
+JSON built in SQL from the claimed rows (``epoch``, ``claims``) and this claim's worker,
+time and reason. Parameters: :func:`claim_audit`'s.
 """
 
+ORPHAN_AUDIT = (
+    f"{_HEAD}'taken_over', {_FIELDS} || {_TAKEN} || "
+    f"""',"holder_dead":' || CAST(? AS TEXT) || '}}' FROM {ROWS}"""
+)
+"""The ``taken_over`` entry of a takeover of a dead holder's run: :data:`CLAIM_AUDIT`'s
+parameters (reason ``holder_dead``), then the ``holder_dead`` JSON."""
 
-def claim_audit(d: Dialect, owner: str, now: float) -> Then:
+
+def claim_audit(d: Dialect, owner: str, now: float, reason: str | None = None) -> Then:
     """The :data:`CLAIM_AUDIT` statement of one claim by ``owner`` at ``now``; it reads the
-    claimed rows' ``run_id``, ``epoch`` and ``claims`` (the claim must return them)."""
+    claimed rows' ``run_id``, ``epoch`` and ``claims`` (the claim must return them).
+    ``reason``: why a run in flight changes hands (default ``lease_expired``, the only
+    way a claim that is not forced takes a running run).
+
+    Raises:
+        ValueError: ``reason`` is not a key of ``TAKEOVER_REASONS``.
+    """
+    code = reason or "lease_expired"
+    why = TAKEOVER_REASONS.get(code)
+    if why is None:
+        raise ValueError(
+            f"unknown takeover reason {code!r}; use one of {', '.join(TAKEOVER_REASONS)}"
+        )
     return Then(
         d.sql(CLAIM_AUDIT),
-        (float(now), owner, json.dumps(owner), repr(float(now))),
+        (float(now), owner, json.dumps(owner), repr(float(now)), code, why),
         "durable_runs",
         "run_id",
     )
-
-
-ORPHAN_AUDIT = (
-    "INSERT INTO durable_audit (run_id, at, actor, action, detail) SELECT run_id, ?, ?, "
-    """'taken_over', '{"worker":' || CAST(? AS TEXT) || ',"epoch":' || CAST(epoch AS TEXT) """
-    """|| ',"claims":' || CAST(claims AS TEXT) || ',"claimed_at":' || CAST(? AS TEXT) || """
-    """',"previous_epoch":' || CAST(epoch - 1 AS TEXT) || ',"why":"claimed again before """
-    """the execution at epoch ' || CAST(epoch - 1 AS TEXT) || ' finished or suspended: its """
-    """holder''s process is gone (its liveness lock was free) and its lease had not run """
-    f"""out","holder_dead":' || CAST(? AS TEXT) || '}}' FROM {ROWS}"""
-)
 
 
 def orphan_audit(
     d: Dialect, owner: str, now: float, holder: str, lease_until: float, how: str
 ) -> Then:
     """The ``taken_over`` entry of a claim of a run whose holder's process died
-    (``claim_orphans``): as :func:`claim_audit`'s, plus ``holder_dead``: the ``holder``,
-    the ``lease_until`` not waited out, and ``how`` its death was seen."""
+    (``claim_orphans``): as :func:`claim_audit`'s (reason ``holder_dead``), plus
+    ``holder_dead``: the ``holder``, the ``lease_until`` not waited out, and ``how`` its
+    death was seen."""
     dead = json.dumps({"holder": holder, "lease_until": lease_until, "how": how})
-    return Then(
-        d.sql(ORPHAN_AUDIT),
-        (float(now), owner, json.dumps(owner), repr(float(now)), dead),
-        "durable_runs",
-        "run_id",
-    )
+    base = claim_audit(d, owner, now, "holder_dead").params
+    return Then(d.sql(ORPHAN_AUDIT), (*base, dead), "durable_runs", "run_id")
 
 
 class SQLClaims:
@@ -122,6 +135,7 @@ class SQLClaims:
         limit: int,
         run_id: str | None = None,
         force: bool = False,
+        reason: str | None = None,
     ) -> list[tuple[str, int]]:
         """Take up to ``limit`` claimable runs of ``workflows`` (or exactly ``run_id``).
 
@@ -129,7 +143,8 @@ class SQLClaims:
         (``run_id`` only), also a running run whose lease is held by ``owner`` itself (this
         worker's previous life) or a sleeping run that is not yet due. Returns (run_id, new
         epoch) pairs; the epoch goes up by one, fencing the previous holder. On PostgreSQL,
-        runs locked by another claimer are skipped.
+        runs locked by another claimer are skipped. ``reason``: what a ``taken_over``
+        entry says moved a run in flight (see :func:`claim_audit`).
         """
         if run_id is not None:
             params: list[Any] = [run_id, owner, now] if force else [run_id, now, now]
@@ -149,7 +164,7 @@ class SQLClaims:
             update,
             (owner, lease_until, now, *params),
             None if probe is None else (probe, params),
-            claim_audit(self.d, owner, now),  # claimed / taken_over, in the same commit
+            claim_audit(self.d, owner, now, reason),  # claimed / taken_over, same commit
         )
         return [(str(r[0]), int(r[1])) for r in rows]
 

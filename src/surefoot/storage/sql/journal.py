@@ -295,6 +295,7 @@ class SQLJournal:
             if (
                 type(only) is StepWrite
                 and only.consume_signal is None
+                and not only.audit
                 and (only.order is not None or not self._ordered)
             ):
                 text, limit = only.result, self._limit
@@ -328,6 +329,9 @@ class SQLJournal:
                     counted[i] = ex(step, self.step_args(r))
                     if r.consume_signal is not None:
                         ex(self._consume, (r.pos, r.consume_signal, r.run_id, r.epoch))
+                    for actor, action, detail in r.audit:  # fenced as the step, deduplicated
+                        entry = (r.run_id, r.finished_at or r.started_at, actor, action, detail)
+                        ex(self._audit_if, (*entry, r.run_id, r.epoch, "running", *entry))
                 elif type(r) is RunWrite:
                     counted[i] = self._run_write(c, r)
                 else:  # a child run and its parent's step (.children)
@@ -370,12 +374,13 @@ class SQLJournal:
         limit: int,
         run_id: str | None = None,
         force: bool = False,
+        reason: str | None = None,
     ) -> list[tuple[str, int]]:
         """Take up to ``limit`` claimable runs of ``workflows`` (or exactly ``run_id``); see
         :meth:`.SQLClaims.claim`."""
         return self._claimer.claim(
             owner, now=now, lease_until=lease_until, workflows=workflows, limit=limit,
-            run_id=run_id, force=force,
+            run_id=run_id, force=force, reason=reason,
         )  # fmt: skip
 
     def heartbeat(

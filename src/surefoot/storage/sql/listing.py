@@ -136,12 +136,16 @@ class SQLListing:
         return sorted((str(w), str(v)) for w, v in rows)  # code point order on every backend
 
     def workers(self, *, now: float) -> list[WorkerRow]:
-        """Every worker the journal has seen, by id, with the unexpired leases it holds."""
+        """Every worker the journal has seen, by id, with the unexpired leases it holds.
+
+        An app that only executed its own runs (``start``) holds a liveness lock, so its
+        row exists, but it never offered workflows: it is not a worker and not listed."""
         rows = self.d.read(
             self.d.sql(
                 "SELECT w.worker_id, w.workflows, w.seen_at, (SELECT COUNT(*) FROM "
                 "durable_runs r WHERE r.status = 'running' AND r.owner = w.worker_id AND "
-                f"r.lease_until >= ?) FROM durable_workers w ORDER BY w.worker_id{self.d.order_c}"
+                "r.lease_until >= ?) FROM durable_workers w WHERE w.workflows <> '' "
+                f"ORDER BY w.worker_id{self.d.order_c}"
             ),
             (float(now),),
         )

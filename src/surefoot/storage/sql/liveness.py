@@ -47,6 +47,13 @@ _ORPHANS_SQL = (
     "WHERE r.status = 'running' AND r.lease_until >= ? AND r.owner <> ? "
     "AND w.liveness IS NOT NULL ORDER BY r.lease_until LIMIT 1000"
 )
+# The same, for one run by id (resume): the run is in any queue or none.
+_ORPHAN_SQL = (
+    "SELECT r.run_id, r.epoch, r.owner, r.workflow, r.version, r.lease_until, NULL "
+    "FROM durable_runs r JOIN durable_workers w ON w.worker_id = r.owner "
+    "WHERE r.status = 'running' AND r.lease_until >= ? AND r.owner <> ? "
+    "AND w.liveness IS NOT NULL AND r.run_id = ?"
+)
 
 
 def _queues(text: str | None) -> frozenset[str] | None:
@@ -103,6 +110,7 @@ class SQLLiveness:
         self.locks = locks
         self._queues = queues
         self._orphans = d.sql(_ORPHANS_SQL)
+        self._orphan = d.sql(_ORPHAN_SQL)
         # a dead holder's run, exactly as it was seen: still running, at the same epoch
         self._take = claim_update(d, "run_id = ? AND epoch = ? AND status = 'running'")
         self._marked: set[str] = set()
@@ -146,6 +154,7 @@ class SQLLiveness:
         workflows: list[tuple[str, str]],
         limit: int,
         queues: Mapping[str, int | None] | None = None,
+        run_id: str | None = None,
     ) -> list[tuple[str, int]]:
         """Take over up to ``limit`` running runs of ``workflows`` whose lease has not
         expired but whose holder's process is gone (its liveness lock is free).
@@ -156,7 +165,8 @@ class SQLLiveness:
         naming the holder, the lease not waited out and how. Runs in a named queue are
         taken only from ``queues`` (name -> this worker's ``worker_concurrency``), by
         the queue's claim, which counts them as executing nowhere and keeps the queue's
-        limits. Returns (run_id, new epoch) pairs.
+        limits. ``run_id``: only that run, taken directly whatever its queue (a resume by
+        id, as ``claim(run_id=…)``). Returns (run_id, new epoch) pairs.
         """
         lv = self.locks
         if lv is None or limit < 1 or not workflows:
@@ -164,9 +174,14 @@ class SQLLiveness:
         self.sweep()  # at most every SWEEP_EVERY seconds
         offered = set(workflows)
         mine = queues or {}
+        found = (
+            self.d.read(self._orphans, (float(now), owner))
+            if run_id is None
+            else self.d.read(self._orphan, (float(now), owner, run_id))
+        )
         held = [
             (str(r), int(e), str(o), float(until), None if q is None else str(q))
-            for r, e, o, w, v, until, q in self.d.read(self._orphans, (float(now), owner))
+            for r, e, o, w, v, until, q in found
             if (str(w), str(v)) in offered and (q is None or str(q) in mine)
         ]
         if not held:

@@ -156,6 +156,7 @@ class SQLQueues:
         mine = d.sql(count + "status = 'running' AND lease_until >= ? AND owner = ?")
         recent = d.sql(count + "started_at > ?")
         audit = claim_audit(d, owner, now).params
+        orphan = claim_audit(d, owner, now, "holder_dead").params
         seen = {run_id: (holder, until) for run_id, _, holder, until in orphans}
 
         def work(c: Any) -> list[tuple[str, int]]:
@@ -191,7 +192,7 @@ class SQLQueues:
                     holder, until = seen[r[0]]
                     gone = json.dumps({"holder": holder, "lease_until": until, "how": how})
                     src = "(SELECT * FROM durable_runs WHERE run_id = ?) AS claimed"
-                    c.execute(d.sql(ORPHAN_AUDIT.replace(ROWS, src)), (*audit, gone, r[0]))
+                    c.execute(d.sql(ORPHAN_AUDIT.replace(ROWS, src)), (*orphan, gone, r[0]))
             return [(str(r[0]), int(r[1])) for r in got]
 
         return d.transaction(work)
