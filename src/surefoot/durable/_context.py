@@ -119,6 +119,7 @@ class RunState:
     writing: int = 0  # commits in flight from sync code (a pool thread): close() waits for them
     orders: dict[str, int] = field(default_factory=dict)  # journal order of positions written
     next_order: int = 1  # the next new position's journal order (see ``number``)
+    tokens: Any = None  # the app's TokenHub: what steps emit while they run (_tokens.py)
 
     def number(self, rec: Any) -> None:
         """Give a step record (or a child's step) its place in the run's journal: a

@@ -36,6 +36,7 @@ from ._deadlines import deadline_audit
 from ._observe import RunObserver, enter_run, leave_run
 from ._registry import Registry
 from ._saga import compensate
+from ._tokens import TokenHub
 from ._types import TERMINAL, WAIT_SEP
 from ._values import check_same
 from ._writer import Writer
@@ -52,6 +53,7 @@ class Host(Protocol):
     crash: CrashPlan | None
     max_claims: int
     serving: bool
+    tokens: TokenHub
 
     @property
     def journal(self) -> Journal: ...
@@ -293,6 +295,7 @@ class Executor:
             writer=self.writer,
             parent_id=row.parent_id,
             deadline_at=row.deadline_at,
+            tokens=app.tokens,
         )
         if run.recorded:  # new positions go after the journal's last (see RunState.number)
             run.next_order = 1 + max(s.seq for s in run.recorded.values())
@@ -309,6 +312,7 @@ class Executor:
         except JournalDown:
             return "abandoned"  # resumed from its journal once the lease expires
         finally:
+            app.tokens.close_run(run_id)
             self.active.pop(run_id, None)
             obs.end(sys.exc_info()[1])
 

@@ -244,6 +244,33 @@ class PostgresStream(SQLStream):
             raise DuplicateMessageError(message_id, self.name)
         raise stream_conflict(self.name, int(expect_last_seq or 0), int(seq))
 
+    def append_many(self, items: list[tuple[str, str]], *, now: float) -> list[StreamRecord]:
+        """Append ``items`` in order in one transaction (``StreamBatches.append_many``).
+
+        Sent again after a lost reply, the batch finds its own ids and appends nothing."""
+        for message_id, payload in items:
+            self._check_payload(message_id, payload)
+        if not items:
+            return []
+        sql = "SELECT * FROM sf_stream_append2(%s, %s, %s, %s, NULL, %s, FALSE, NULL, NULL, NULL)"
+
+        def work(c: Any) -> list[StreamRecord]:
+            out: list[StreamRecord] = []
+            for message_id, payload in items:
+                args = (self.name, message_id, payload, float(now), self.channel)
+                kind, seq, old, at = c.execute(sql, args).fetchone()
+                if kind == "ok":
+                    out.append(StreamRecord(int(seq), message_id, payload, float(now)))
+                elif kind == "dup" and old == payload:
+                    out.append(StreamRecord(int(seq), message_id, old, float(at), True))
+                else:
+                    raise DuplicateMessageError(message_id, self.name)
+            return out
+
+        return self.d.transaction(work, idempotent=True)
+
+    _TABLES = (*SQLStream._TABLES, "sf_stream_head")
+
     def trim(self, retention: Retention, *, now: float) -> int:
         rows = self.db.execute(
             "SELECT sf_stream_trim(%s, %s, %s, %s)",
