@@ -14,6 +14,7 @@ import random
 import socket
 import sys
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -96,6 +97,8 @@ class FakeProvider:
             deterministic text from the messages).
         headers: extra headers on every successful reply (``x-ratelimit-*`` for instance).
         model: the model name ``GET /v1/models`` reports.
+        tokens_per_second: pace a streamed reply's text pieces (one word each) at this
+            rate, as a model generating them would (None: as fast as the socket takes them).
 
     Attributes:
         url: ``http://127.0.0.1:PORT``. openai_url: ``url + "/v1"`` (OpenAI's base_url).
@@ -113,9 +116,16 @@ class FakeProvider:
         responder: Callable[[str, list[Any]], str] | None = None,
         headers: dict[str, str] | None = None,
         model: str = "fake-provider-model",
+        tokens_per_second: float | None = None,
     ) -> None:
         if not isinstance(port, int) or not 0 <= port <= 65535:
             raise ConfigError(f"port must be 0 (a free port) or 1-65535, got {port!r}")
+        pace = tokens_per_second
+        if pace is not None and (
+            isinstance(pace, bool) or not isinstance(pace, int | float) or not pace > 0
+        ):
+            raise ConfigError(f"tokens_per_second must be a number > 0 or None, got {pace!r}")
+        self.tokens_per_second = pace
         self.responder = responder
         self.extra_headers = dict(headers or {})
         self.model = model
@@ -387,7 +397,15 @@ class _Handler(BaseHTTPRequestHandler):
         cut = fault.after if isinstance(fault, DropMidReply | StreamError) else None
         sent = 0
         whole = list(events)
+        pace = self.provider.tokens_per_second
+        step = 1.0 / pace if pace else 0.0
+        due = time.perf_counter()
         for i, (event, is_content) in enumerate(whole):
+            if step and is_content:  # the next piece is due one step after the last one
+                due += step
+                if (late := due - time.perf_counter()) > 0 and self.provider._closing.wait(late):
+                    self._drop()
+                    return
             if cut is not None and is_content and sent >= cut:
                 break
             if cut is None and i == len(whole) - 1:
