@@ -18,8 +18,8 @@ import click
 from rich.console import Console
 from rich.markup import escape
 
-from ..durable import StreamEvent
-from ._runs import _app
+from ..durable import App, StreamEvent
+from ._runs import must_exist
 
 __all__ = ["follow", "printable"]
 
@@ -66,7 +66,8 @@ def follow(
     """Print RUN_ID's token stream as its steps emit it, until the run ends."""
     err = Console(stderr=True, highlight=False, soft_wrap=True)
     last = after
-    with _app(db, None) as app:
+    must_exist(db)
+    with App(db) as app:
         stream = app.handle(run_id).stream(after=after, follow=not no_follow, timeout=timeout)
         open_line = False
         try:
