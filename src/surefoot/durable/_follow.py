@@ -121,6 +121,7 @@ class RunStream:
         self.poll = poll
         self.timeout = timeout
         self._latest: dict[str, tuple[int, int]] = {}  # pos -> newest (epoch, attempt) seen
+        self._quiet = True  # no event came in the last wait (or none was made yet)
 
     def _keep(self, ev: StreamEvent) -> bool:
         """False for an event of an attempt older than one already announced for its
@@ -155,7 +156,9 @@ class RunStream:
             return page, False
         if not self.follow:
             return [], True
-        if self._ended():  # its events were written before it ended: read what is left
+        # the run's status is read when nothing came for a while (first, or after a wait
+        # that timed out), not at every wake-up: events wake the reader, its end does not
+        if self._quiet and self._ended():  # its events were written before it ended
             rest: list[StreamEvent] = []
             while page := self._page():
                 rest += page
@@ -163,7 +166,7 @@ class RunStream:
         if deadline is not None and time.monotonic() >= deadline:
             return [], True
         wait = self.poll if deadline is None else min(self.poll, deadline - time.monotonic())
-        self._log.wait(self.after, max(0.0, wait))
+        self._quiet = not self._log.wait(self.after, max(0.0, wait))
         return [], False
 
     def __iter__(self) -> Iterator[StreamEvent]:
