@@ -120,6 +120,7 @@ class RunState:
     orders: dict[str, int] = field(default_factory=dict)  # journal order of positions written
     next_order: int = 1  # the next new position's journal order (see ``number``)
     tokens: Any = None  # the app's TokenHub: what steps emit while they run (_tokens.py)
+    streaming: bool = False  # a step of this execution emitted: attempts end with a flush
 
     def number(self, rec: Any) -> None:
         """Give a step record (or a child's step) its place in the run's journal: a

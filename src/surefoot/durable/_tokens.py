@@ -115,6 +115,7 @@ class TokenHub:
         first event)."""
         key = (run.epoch, attempt)
         buf = self._buffer(run.run_id)
+        run.streaming = True  # its step attempts now end with a flush (see end)
         if buf.attempts.get(pos) != key:
             retry = attempt > 1 or pos in self._seen(buf, run.epoch)
             self._add(run, buf, step, pos, attempt, "retry" if retry else "start", None, key)
