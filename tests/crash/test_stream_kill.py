@@ -11,6 +11,9 @@ every kill point:
 * the reader saw every offset exactly once, in order (nothing lost, nothing twice);
 * each step's text of its final attempt equals the step's journalled result;
 * step 2's new attempt, where an earlier one had streamed, came after a ``retry`` event.
+
+And the reader's side: ``surefoot runs follow --json`` SIGKILLed mid-stream, a new one
+started with ``--after`` its last printed offset: every offset once, in order.
 """
 
 from __future__ import annotations
@@ -184,3 +187,45 @@ def test_a_reader_sees_the_final_attempt_once_across_a_worker_kill(
         final = [e.data for e in step2[at:] if e.kind == "token"]
         assert "".join(final) == journalled["2"]
         assert all(e.epoch > step2[0].epoch for e in step2[at:])
+
+
+def _follower(db: str, after: int) -> subprocess.Popen[str]:
+    cmd = ["-m", "surefoot", "runs", "follow", RUN, "--db", db, "--json", "--after", str(after)]
+    return subprocess.Popen(
+        [sys.executable, *cmd], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+
+
+def test_a_reader_process_killed_mid_stream_resumes_from_its_last_offset(tmp_path: Path) -> None:
+    """`surefoot runs follow --json` is SIGKILLed after 15 events; a new one started with
+    --after the last offset it printed completes the stream: every offset once, in order."""
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    with durable.App(db) as made:
+        assert made.journal is not None
+    with FakeProvider(responder=_responder, tokens_per_second=60) as fp:
+        worker = _worker(db, fp.openai_url)
+        with worker:
+            with durable.App(db, create=False) as look:
+                _until(lambda: bool(look.list_runs()), worker, "the run to exist")
+            first = _follower(db, 0)
+            lines: list[str] = []
+            assert first.stdout is not None
+            while len(lines) < 15:
+                line = first.stdout.readline()
+                assert line, first.communicate()
+                lines.append(line)
+            first.kill()  # SIGKILL: the reader dies mid-stream
+            first.communicate(timeout=10)  # reaped, its pipes closed
+            seen = [json.loads(x) for x in lines]
+            second = _follower(db, seen[-1]["offset"])
+            out, err = second.communicate(timeout=120)
+            assert second.returncode == 0, err
+            assert worker.wait(timeout=120) == 0
+    seen += [json.loads(x) for x in out.splitlines()]
+    assert [e["offset"] for e in seen] == list(range(1, len(seen) + 1))
+    assert sum(e["kind"] == "token" for e in seen) == 3 * WORDS
+    texts: dict[str, str] = {}
+    for e in seen:
+        if e["kind"] == "token":
+            texts[e["pos"]] = texts.get(e["pos"], "") + e["data"]
+    assert texts == _journalled(db)
