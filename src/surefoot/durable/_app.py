@@ -138,7 +138,9 @@ class App:
         self._storage: storage.Storage | None = None
         self._journal: Journal | None = None
         self._open_lock = threading.Lock()
-        self.tokens = TokenHub(self._open_stream, stream_batching or Batching())
+        self.tokens = TokenHub(
+            self._open_stream, stream_batching or Batching(), codec=self.payload_codec
+        )
         self.registry = Registry()
         self.executor = Executor(self.registry, self)
         self.new_runs = NewRuns(self.registry, self)

@@ -97,6 +97,7 @@ class RunStream:
         follow: wait for new events until the run ends (False: stop at the current end).
         poll: seconds between looks at the run's status while no event comes.
         timeout: seconds after which a followed stream stops even if the run goes on.
+        decode: turns a stored payload back into the event's JSON (the app's payload codec).
 
     Attributes:
         after: the offset of the last event handed out (resume from it).
@@ -112,8 +113,10 @@ class RunStream:
         follow: bool = True,
         poll: float = 0.2,
         timeout: float | None = None,
+        decode: Callable[[str], str | None] | None = None,
     ) -> None:
         self._log = log
+        self._decode = decode
         self._status = status
         self.run_id = run_id
         self.after = check_after(after)
@@ -138,7 +141,8 @@ class RunStream:
         out = []
         for rec in self._log.range(self.after, _PAGE):
             self.after = rec.seq
-            ev = _event(rec.seq, rec.payload)
+            payload = rec.payload if self._decode is None else self._decode(rec.payload)
+            ev = _event(rec.seq, payload or "")
             if self._keep(ev):
                 out.append(ev)
         return out

@@ -179,6 +179,7 @@ class RunHandle:
             follow=follow,
             poll=app.poll or 0.05,
             timeout=timeout,
+            decode=app.tokens.decode,
         )
 
     def _wait_for_move(self, status: str, updated_at: float, timeout: float) -> None:

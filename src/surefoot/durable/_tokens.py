@@ -25,6 +25,9 @@ holds for that position when it sees ``retry``, so it never shows duplicate text
 ids are ``<pos>/<epoch>.<attempt>/<n>``: a batch sent again after a lost reply appends
 nothing twice.
 
+Stored values: with an app's payload codec (``durable.ZlibCodec``, your encryption) every
+event is stored through it, as journal values are, and readers decode it.
+
 Retention: a run's stream is kept while the run lives and deleted when the run is pruned
 (``app.prune``, ``surefoot runs prune``, ``Worker(retention=…)``).
 """
@@ -41,6 +44,7 @@ from typing import Any
 from ..errors import ConfigError
 from ..storage.streams import StreamBatches
 from ._current import in_step
+from ._payloads import PayloadCodec, StoredValues
 
 __all__ = ["Batching", "TokenHub", "emit", "stream_name"]
 
@@ -95,10 +99,19 @@ class TokenHub:
         open_log: opens the ``StreamLog`` of a stream name (the app's storage).
         batching: the batching rule.
         clock: real seconds (``time.monotonic``) for the batching delay.
+        codec: the app's payload codec: events are stored through it, as journal values.
     """
 
-    def __init__(self, open_log: Any, batching: Batching, clock: Any = time.monotonic) -> None:
+    def __init__(
+        self,
+        open_log: Any,
+        batching: Batching,
+        clock: Any = time.monotonic,
+        codec: PayloadCodec | None = None,
+    ) -> None:
         self._open = open_log
+        values = StoredValues("", codec, None)
+        self.encode, self.decode = values.enc, values.dec  # the app's payload codec, if any
         self.batching = batching
         self._clock = clock
         self._cond = threading.Condition()
@@ -135,7 +148,7 @@ class TokenHub:
         event = {"step": step, "pos": pos, "epoch": run.epoch, "attempt": attempt}
         event.update(kind=kind, data=data, at=time.time())
         try:
-            payload = json.dumps(event, ensure_ascii=False, separators=(",", ":"))
+            payload = self.encode(json.dumps(event, ensure_ascii=False, separators=(",", ":")))
         except (TypeError, ValueError) as exc:
             raise ConfigError(
                 f"emit() in step {step!r} (position {pos}) got a {type(data).__name__} it "
@@ -149,7 +162,7 @@ class TokenHub:
             buf.counts[pos] = n + 1
             if not buf.items:
                 buf.first_at = self._clock()
-            buf.items.append((f"{pos}/{key[0]}.{key[1]}/{n}", payload))
+            buf.items.append((f"{pos}/{key[0]}.{key[1]}/{n}", payload or ""))
             if len(buf.items) == 1 or len(buf.items) >= self.batching.max_events:
                 self._cond.notify()
         self._start()

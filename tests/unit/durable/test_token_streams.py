@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from surefoot.durable import App, Batching, emit, step_texts
+from surefoot.durable import App, Batching, ZlibCodec, emit, step_texts
 from surefoot.errors import ConfigError, RunFailedError, UnknownRunError
 
 
@@ -205,3 +205,18 @@ def test_data_json_cannot_hold_is_refused_inside_the_step(app: App) -> None:
     h = app.start(wf, run_id="r1")
     with pytest.raises(RunFailedError, match="cannot store as JSON"):
         h.result(timeout=10)
+
+
+def test_events_are_stored_through_the_apps_payload_codec(db_url: str, clock: Any) -> None:
+    app = App(db_url, clock=clock, poll=0.01, payload_codec=ZlibCodec())
+    try:
+        wf = _talker(app)
+        h = app.start(wf, 5, run_id="r1")
+        result = h.result(timeout=10)
+        stored = app.tokens.log("r1").range(0, 100)
+        assert stored and all(r.payload.startswith("sfc:zlib:") for r in stored)
+        assert step_texts(list(h.stream())) == {"1": result}
+    finally:
+        app.close()
+    with App(db_url, clock=clock) as plain, pytest.raises(ConfigError, match="zlib"):
+        list(plain.handle("r1").stream())
