@@ -227,7 +227,9 @@ class TokenHub:
         t = self._thread
         if t is not None and t is not threading.current_thread():
             t.join(timeout=5)
-        self._thread = None
+        with self._cond:  # an app used again after close starts a new writer thread
+            self._thread = None
+            self._closed = False
 
     # -- inside ------------------------------------------------------------------------
 
@@ -298,8 +300,9 @@ class TokenHub:
             try:
                 buf.log.append_many(items, now=time.time())
             except BaseException as exc:
-                with self._cond:  # kept, in order, for the next write
+                with self._cond:  # kept, in order, for the next write (max_delay later)
                     buf.items[:0] = items
+                    buf.first_at = self._clock()
                     buf.error = exc
                 if raise_errors:
                     raise
