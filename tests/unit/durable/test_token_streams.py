@@ -220,3 +220,27 @@ def test_events_are_stored_through_the_apps_payload_codec(db_url: str, clock: An
         app.close()
     with App(db_url, clock=clock) as plain, pytest.raises(ConfigError, match="zlib"):
         list(plain.handle("r1").stream())
+
+
+def test_a_late_write_of_an_older_attempt_is_dropped_by_the_reader() -> None:
+    """A worker that lost its lease (epoch 1) writes after the new owner's retry marker
+    (epoch 2): the reader drops the old attempt's late tokens, not the new attempt's."""
+    import json as _json
+
+    from surefoot import storage
+    from surefoot.durable import RunStream
+
+    log = storage.open("memory://").stream("surefoot.run/r1")
+
+    def ev(epoch: int, kind: str, data: Any = None) -> str:
+        return _json.dumps(
+            {"step": "s", "pos": "1", "epoch": epoch, "attempt": 1, "kind": kind, "data": data}
+            | {"at": 0.0}
+        )
+
+    rows = [ev(1, "start"), ev(1, "token", "old "), ev(2, "retry"), ev(1, "token", "late ")]
+    rows += [ev(2, "token", "new"), ev(2, "end", {"ok": True})]
+    log.append_many([(f"m{i}", p) for i, p in enumerate(rows)], now=0.0)
+    events = list(RunStream(log, lambda: "succeeded", "r1"))
+    assert [e.offset for e in events] == [1, 2, 3, 5, 6]
+    assert step_texts(events) == {"1": "new"}
