@@ -191,3 +191,26 @@ def test_the_standalone_app_refuses_what_it_cannot_serve(db: str) -> None:
     assert asyncio.run(ask("GET", "/r1?after=-3")).status_code == 400
     ok = asyncio.run(ask("GET", "/r1?after=5"))
     assert [int(f["id"]) for f in _frames(ok.text)[:-1]] == [6, 7, 8]
+
+
+def test_a_quiet_stream_sends_keep_alive_comments(live: tuple[str, App, threading.Event]) -> None:
+    """While the step waits, the stream sends comments (never an event without an id)."""
+    import asyncio
+
+    from surefoot.ui._events import event_frames
+
+    _, app, gate = live
+
+    async def first_frames() -> list[bytes]:
+        stream = app.handle("r1").stream()
+        out: list[bytes] = []
+        async for frame in event_frames(app, stream, "r1", keepalive=0.05):
+            out.append(frame)
+            if out.count(b": keep-alive\n\n") == 3:
+                break
+        return out
+
+    frames = asyncio.run(first_frames())
+    assert frames[0] == b"retry: 1000\n\n"
+    assert sum(f.startswith(b"id: ") for f in frames) == 6  # start + the 5 tokens before the gate
+    assert not gate.is_set()

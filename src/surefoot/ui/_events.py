@@ -8,7 +8,8 @@ prints). A client that reconnects sends ``Last-Event-ID`` (browsers' ``EventSour
 by itself) or ``?after=OFFSET`` and gets every later event once. When the run has ended and
 its events are sent, a last frame ``event: run-ended`` (no ``id``) carries its status and the
 response ends; a response also ends after ``max_seconds`` (the client reconnects from its
-last id), so no connection is held forever.
+last id), so no connection is held forever; a quiet stream sends a ``: keep-alive`` comment
+every 15 s, so proxies keep it and a client that left is noticed.
 
 Event data comes from models and tools: it is sent as JSON text, never as markup, and JSON
 escapes line breaks, so no value can end a frame or forge another one. The standalone app
@@ -26,7 +27,14 @@ from urllib.parse import parse_qs
 from .. import durable
 from ..errors import ConfigError, UnknownRunError
 
-__all__ = ["SSE_HEADERS", "TokenStreamApp", "event_frames", "open_run_stream", "start_offset"]
+__all__ = [
+    "KEEPALIVE",
+    "SSE_HEADERS",
+    "TokenStreamApp",
+    "event_frames",
+    "open_run_stream",
+    "start_offset",
+]
 
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
@@ -72,13 +80,36 @@ def _frame(ev: durable.StreamEvent) -> bytes:
     return f"id: {ev.offset}\nevent: {ev.kind}\ndata: {ev.to_json()}\n\n".encode()
 
 
+KEEPALIVE = 15.0
+"""Seconds without an event after which a comment line is sent: proxies keep the connection,
+and a client that left is noticed (its next write fails)."""
+
+
 async def event_frames(
-    app: durable.App, stream: durable.RunStream, run_id: str
+    app: durable.App, stream: durable.RunStream, run_id: str, *, keepalive: float = KEEPALIVE
 ) -> AsyncIterator[bytes]:
-    """The SSE frames of ``stream``, then ``run-ended`` if the run ended."""
+    """The SSE frames of ``stream`` (a ``: keep-alive`` comment after ``keepalive`` quiet
+    seconds), then ``run-ended`` if the run ended."""
     yield b"retry: 1000\n\n"  # a dropped client reconnects after a second
-    async for ev in stream:
-        yield _frame(ev)
+    events = stream.__aiter__()
+    pending: asyncio.Future[durable.StreamEvent] | None = None
+    try:
+        while True:
+            if pending is None:
+                pending = asyncio.ensure_future(events.__anext__())
+            done, _ = await asyncio.wait({pending}, timeout=keepalive)
+            if not done:
+                yield b": keep-alive\n\n"
+                continue
+            try:
+                ev = pending.result()
+            except StopAsyncIteration:
+                break
+            pending = None
+            yield _frame(ev)
+    finally:
+        if pending is not None and not pending.done():
+            pending.cancel()
     status = await asyncio.to_thread(app.handle(run_id).status)
     if status in durable.TERMINAL or status == durable.RunStatus.NEEDS_ATTENTION:
         data = json.dumps({"run_id": run_id, "status": status, "last_offset": stream.after})
@@ -98,13 +129,21 @@ class TokenStreamApp:
             with ``create=False``: a mistyped URL is an error, not a new journal).
         max_seconds: a response ends after this long (the client resumes from its last
             id); None holds it until the run ends.
+        keepalive: seconds without an event after which a ``: keep-alive`` comment is sent.
     """
 
-    def __init__(self, source: durable.App | str, *, max_seconds: float | None = 300.0) -> None:
+    def __init__(
+        self,
+        source: durable.App | str,
+        *,
+        max_seconds: float | None = 300.0,
+        keepalive: float = KEEPALIVE,
+    ) -> None:
         if isinstance(source, str):
             source = durable.App(source, create=False)
         self.app = source
         self.max_seconds = max_seconds
+        self.keepalive = keepalive
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -148,7 +187,7 @@ class TokenStreamApp:
             return
         gone = asyncio.create_task(_disconnected(receive))
         try:
-            async for frame in event_frames(self.app, stream, run_id):
+            async for frame in event_frames(self.app, stream, run_id, keepalive=self.keepalive):
                 if gone.done():
                     return  # the client left: stop reading its run
                 await send({"type": "http.response.body", "body": frame, "more_body": True})
