@@ -16,6 +16,7 @@ import pytest
 from ui_support import make_client, need_ui_extra
 
 from surefoot.durable import App, emit, step_texts
+from surefoot.errors import ConfigError
 
 
 def _frames(text: str) -> list[dict[str, str]]:
@@ -191,6 +192,8 @@ def test_the_standalone_app_refuses_what_it_cannot_serve(db: str) -> None:
     assert asyncio.run(ask("GET", "/r1?after=-3")).status_code == 400
     ok = asyncio.run(ask("GET", "/r1?after=5"))
     assert [int(f["id"]) for f in _frames(ok.text)[:-1]] == [6, 7, 8]
+    with pytest.raises(ConfigError, match="max_clients"):
+        TokenStreamApp(db, max_clients=0)
 
 
 def test_a_quiet_stream_sends_keep_alive_comments(live: tuple[str, App, threading.Event]) -> None:

@@ -21,6 +21,7 @@ import asyncio
 import json
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import Any
 
@@ -101,6 +102,8 @@ class RunStream:
 
     Attributes:
         after: the offset of the last event handed out (resume from it).
+        executor: where ``async for`` runs its blocking waits (None: the event loop's
+            default executor, a few threads; a server with many followers gives its own).
     """
 
     def __init__(
@@ -117,6 +120,7 @@ class RunStream:
     ) -> None:
         self._log = log
         self._decode = decode
+        self.executor: Executor | None = None  # where ``async for`` waits (None: the default)
         self._status = status
         self.run_id = run_id
         self.after = check_after(after)
@@ -183,8 +187,9 @@ class RunStream:
 
     async def _aiter(self) -> AsyncIterator[StreamEvent]:
         deadline = None if self.timeout is None else time.monotonic() + self.timeout
-        while True:
-            events, done = await asyncio.to_thread(self._step, deadline)
+        loop = asyncio.get_running_loop()
+        while True:  # the blocking waits run in threads (``executor``, or the loop's default)
+            events, done = await loop.run_in_executor(self.executor, self._step, deadline)
             for ev in events:
                 yield ev
             if done:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -130,6 +131,8 @@ class TokenStreamApp:
         max_seconds: a response ends after this long (the client resumes from its last
             id); None holds it until the run ends.
         keepalive: seconds without an event after which a ``: keep-alive`` comment is sent.
+        max_clients: threads for the followers' waits (each connected client holds one
+            while it waits, up to the app's ``poll``); more clients than this wait their turn.
     """
 
     def __init__(
@@ -138,12 +141,16 @@ class TokenStreamApp:
         *,
         max_seconds: float | None = 300.0,
         keepalive: float = KEEPALIVE,
+        max_clients: int = 64,
     ) -> None:
+        if isinstance(max_clients, bool) or not isinstance(max_clients, int) or max_clients < 1:
+            raise ConfigError(f"max_clients must be an int >= 1, got {max_clients!r}")
         if isinstance(source, str):
             source = durable.App(source, create=False)
         self.app = source
         self.max_seconds = max_seconds
         self.keepalive = keepalive
+        self._pool = ThreadPoolExecutor(max_clients, thread_name_prefix="surefoot-sse")
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -175,6 +182,7 @@ class TokenStreamApp:
         except ConfigError as exc:
             await _plain(send, 400, str(exc))
             return
+        stream.executor = self._pool
         await send(
             {
                 "type": "http.response.start",
