@@ -139,7 +139,10 @@ class App:
         self._journal: Journal | None = None
         self._open_lock = threading.Lock()
         self.tokens = TokenHub(
-            self._open_stream, stream_batching or Batching(), codec=self.payload_codec
+            self._open_stream,
+            stream_batching or Batching(),
+            codec=self.payload_codec,
+            url=storage.redact(url),
         )
         self.registry = Registry()
         self.executor = Executor(self.registry, self)

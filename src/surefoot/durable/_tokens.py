@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import ConfigError
+from ..storage.checks import check_size
 from ..storage.streams import StreamBatches
 from ._current import in_step
 from ._payloads import PayloadCodec, StoredValues
@@ -90,6 +91,7 @@ class _RunBuffer:
     counts: dict[str, int] = field(default_factory=dict)  # pos -> events of its attempt
     seen: set[str] | None = None  # positions with events in the stream (read once, lazily)
     error: BaseException | None = None  # the last failed background write
+    limit: int = 0  # the largest payload the stream accepts (0: no limit)
 
 
 class TokenHub:
@@ -100,6 +102,7 @@ class TokenHub:
         batching: the batching rule.
         clock: real seconds (``time.monotonic``) for the batching delay.
         codec: the app's payload codec: events are stored through it, as journal values.
+        url: the journal's URL, redacted (for errors).
     """
 
     def __init__(
@@ -108,9 +111,11 @@ class TokenHub:
         batching: Batching,
         clock: Any = time.monotonic,
         codec: PayloadCodec | None = None,
+        url: str = "",
     ) -> None:
         self._open = open_log
-        values = StoredValues("", codec, None)
+        self._url = url
+        values = StoredValues(url, codec, None)
         self.encode, self.decode = values.enc, values.dec  # the app's payload codec, if any
         self.batching = batching
         self._clock = clock
@@ -154,6 +159,8 @@ class TokenHub:
                 f"emit() in step {step!r} (position {pos}) got a {type(data).__name__} it "
                 f"cannot store as JSON ({exc}); pass text, numbers, lists or dicts"
             ) from None
+        # refused here, in the emitting step, not later by the batch it would poison
+        check_size(self._url, f"an event of step {step!r} (position {pos})", payload, buf.limit)
         with self._cond:
             if buf.attempts.get(pos) != key:
                 buf.attempts[pos] = key
@@ -237,8 +244,9 @@ class TokenHub:
         buf = self._runs.get(run_id)
         if buf is None:
             log = self.log(run_id)
+            fresh = _RunBuffer(run_id, log, limit=int(log.max_value_bytes or 0))
             with self._cond:
-                buf = self._runs.setdefault(run_id, _RunBuffer(run_id, log))
+                buf = self._runs.setdefault(run_id, fresh)
         return buf
 
     def _seen(self, buf: _RunBuffer, epoch: int) -> set[str]:

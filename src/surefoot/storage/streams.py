@@ -211,10 +211,12 @@ class StreamBatches(Protocol):
     original record (``duplicate=True``, so a batch sent again after a lost reply appends
     nothing twice); the same id with another payload raises ``DuplicateMessageError`` and
     nothing of the batch is kept. ``delete`` removes every message, id, consumer and dead
-    letter of the stream and returns how many messages went.
+    letter of the stream and returns how many messages went. ``max_value_bytes`` is the
+    largest payload it accepts (0: no limit), so a writer can refuse one before batching it.
     """
 
     name: str
+    max_value_bytes: int
 
     def append_many(self, items: list[tuple[str, str]], *, now: float) -> list[StreamRecord]: ...
     def delete(self) -> int: ...

@@ -244,3 +244,25 @@ def test_a_late_write_of_an_older_attempt_is_dropped_by_the_reader() -> None:
     events = list(RunStream(log, lambda: "succeeded", "r1"))
     assert [e.offset for e in events] == [1, 2, 3, 5, 6]
     assert step_texts(events) == {"1": "new"}
+
+
+def test_an_event_over_the_stores_limit_is_refused_in_the_step(tmp_path: Any) -> None:
+    """Refused where it is emitted (naming the step), not by the batch it would poison."""
+    url = f"sqlite:///{tmp_path / 'runs.db'}?max_value_bytes=2000"
+    with App(url, poll=0.01) as app:
+
+        @app.step
+        def big() -> None:
+            emit("ok ")
+            emit("x" * 5000)
+
+        @app.workflow
+        def wf() -> None:
+            big()
+
+        h = app.start(wf, run_id="r1")
+        with pytest.raises(RunFailedError, match="step 'big'"):
+            h.result(timeout=10)
+        events = list(h.stream())
+    assert [e.kind for e in events] == ["start", "token", "end"]
+    assert events[-1].data == {"ok": False}

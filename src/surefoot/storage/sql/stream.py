@@ -91,6 +91,11 @@ class SQLStream:
         "sf_stream_ids",
     )
 
+    @property
+    def max_value_bytes(self) -> int:
+        """The largest payload the store accepts (0: no limit)."""
+        return self.d.max_value_bytes
+
     def delete(self) -> int:
         """Delete the whole stream (``StreamBatches.delete``): how many messages went."""
         d = self.d
