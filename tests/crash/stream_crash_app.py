@@ -4,7 +4,8 @@ for the kill-and-resume test of durable token streams.
 Run as a script: ``python stream_crash_app.py DB_URL PROVIDER_URL``; prints the run's
 result as JSON. ``SF_HOLD_AFTER=2`` makes step 2 wait a minute after its model stream ended
 and before it returns (the test kills it there: the stream is complete, the step is not
-journalled). The same worker id each time, so a rerun takes the killed run back at once.
+journalled). The same worker id each time, so a rerun takes the killed run back at once
+(``SF_WORKER_ID`` and ``SF_LEASE`` change the id and the lease, for a takeover test).
 """
 
 from __future__ import annotations
@@ -17,7 +18,12 @@ import time
 from surefoot import durable, llm
 from surefoot.resilience import Backoff, RetryPolicy
 
-app = durable.App(sys.argv[1], worker_id="stream-crash-worker", lease=30.0, poll=0.02)
+app = durable.App(
+    sys.argv[1],
+    worker_id=os.environ.get("SF_WORKER_ID", "stream-crash-worker"),
+    lease=float(os.environ.get("SF_LEASE", "30")),
+    poll=0.02,
+)
 client = llm.connect(
     "openai",
     "served-model",

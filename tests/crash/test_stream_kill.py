@@ -14,12 +14,17 @@ every kill point:
 
 And the reader's side: ``surefoot runs follow --json`` SIGKILLed mid-stream, a new one
 started with ``--after`` its last printed offset: every offset once, in order.
+
+And a zombie: a worker SIGSTOPped mid-stream, taken over, then resumed, writes its old
+attempt's tokens after the new attempt's marker; readers drop them (the test fails when
+they do not).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -31,7 +36,7 @@ from typing import Any
 import pytest
 
 from surefoot import durable, storage
-from surefoot.durable import StreamEvent, step_texts
+from surefoot.durable import RunStream, StreamEvent, step_texts
 from surefoot.testing import FakeProvider, Reply
 
 pytestmark = pytest.mark.crash
@@ -46,8 +51,8 @@ def _responder(api: str, messages: list[Any]) -> str:
     return " ".join(f"q{q}-w{i}" for i in range(WORDS))
 
 
-def _worker(db: str, url: str, hold: str | None = None) -> subprocess.Popen[str]:
-    env = {**os.environ, "PYTHONPATH": str(APP.parent)}
+def _worker(db: str, url: str, hold: str | None = None, **extra: str) -> subprocess.Popen[str]:
+    env = {**os.environ, "PYTHONPATH": str(APP.parent), **extra}
     env.pop("SF_HOLD_AFTER", None)
     if hold is not None:
         env["SF_HOLD_AFTER"] = hold
@@ -229,3 +234,52 @@ def test_a_reader_process_killed_mid_stream_resumes_from_its_last_offset(tmp_pat
         if e["kind"] == "token":
             texts[e["pos"]] = texts.get(e["pos"], "") + e["data"]
     assert texts == _journalled(db)
+
+
+def test_a_stopped_worker_that_wakes_after_a_takeover_cannot_spoil_the_text(
+    tmp_path: Path,
+) -> None:
+    """Worker A is SIGSTOPped mid-stream of step 2; B takes the run over when A's lease
+    expires and streams step 2 again (epoch 2, after a ``retry`` marker); then A is resumed
+    and writes the tokens it had buffered (epoch 1) after B's marker. The stream keeps them
+    (writes are not fenced), the reader drops them, and each step's text is its journalled
+    result; A's own step write is refused."""
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    with durable.App(db) as made:
+        assert made.journal is not None
+    with FakeProvider(responder=_responder, tokens_per_second=100) as fp:
+        reader = Reader(db)
+        reader.start(0)
+        a = _worker(db, fp.openai_url, SF_WORKER_ID="worker-a", SF_LEASE="2")
+        b: subprocess.Popen[str] | None = None
+        try:
+            _until(lambda: reader.count("2") >= 10, a, "10 tokens of step 2 from A")
+            a.send_signal(signal.SIGSTOP)
+            b = _worker(db, fp.openai_url, SF_WORKER_ID="worker-b", SF_LEASE="2")
+            _until(lambda: reader.count("2", "retry") == 1, b, "B's retry marker")
+            _until(
+                lambda: sum(1 for e in list(reader.events) if e.pos == "2" and e.epoch > 1) >= 5,
+                b,
+                "5 events of B's attempt",
+            )
+            a.send_signal(signal.SIGCONT)
+            out, err = b.communicate(timeout=120)
+            assert b.returncode == 0, err
+            a.communicate(timeout=120)  # A notices its lease is gone and stops
+        finally:
+            for p in (a, b):
+                if p is not None and p.poll() is None:
+                    p.send_signal(signal.SIGCONT)
+                    p.kill()
+                    p.communicate()
+        reader.thread.join(timeout=30)  # type: ignore[union-attr]
+    journalled = _journalled(db)
+    assert [journalled[p] for p in ("1", "2", "3")] == json.loads(out)
+    assert step_texts(reader.events) == journalled
+    with durable.App(db, create=False) as look:
+        raw = list(RunStream(look.tokens.log(RUN), lambda: "succeeded", RUN))
+        stored = [json.loads(r.payload) for r in look.tokens.log(RUN).range(0, 10_000)]
+    marker = next(i for i, e in enumerate(stored) if e["kind"] == "retry")
+    late = [e for e in stored[marker:] if e["pos"] == "2" and e["epoch"] == 1]
+    assert late, "A wrote nothing after B's marker: the case was not exercised"
+    assert all(e.epoch > 1 for e in raw if e.pos == "2" and e.offset > marker + 1)
