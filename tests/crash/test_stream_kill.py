@@ -1,12 +1,12 @@
 """Durable token streams across a SIGKILL of the worker and a reconnect of the reader.
 
 A run of three streamed model calls (the real OpenAI SDK against the FakeProvider, paced at
-200 tokens/s) is killed with SIGKILL (on SQLite; on PostgreSQL for two of the points) while
-step 2 is at one of four points: before its stream (the request hangs), during it (after the
-reader saw 10 of its tokens), after it (the stream ended, the step is not journalled) and
-after its result was journalled. A second worker process resumes the run. A reader follows
-the run live, drops its connection at the kill and resumes from its last offset. Then, for
-every kill point:
+200 tokens/s) is killed with SIGKILL while step 2 is at one of four points (on SQLite; on
+PostgreSQL, and with an async step streaming through ``astream``, for two of them): before
+its stream (the request hangs), during it (after the reader saw 10 of its tokens), after it
+(the stream ended, the step is not journalled) and after its result was journalled. A
+second worker process resumes the run. A reader follows the run live, drops its connection
+at the kill and resumes from its last offset. Then, for every kill point:
 
 * the reader saw every offset exactly once, in order (nothing lost, nothing twice);
 * each step's text of its final attempt equals the step's journalled result;
@@ -135,15 +135,17 @@ def _journalled(db: str) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize(
-    ("backend", "point"),
+    ("backend", "point", "mode"),
     [
-        *[("sqlite", p) for p in ("before", "during", "after", "journalled")],
-        ("postgresql", "during"),
-        ("postgresql", "after"),
+        *[("sqlite", p, "sync") for p in ("before", "during", "after", "journalled")],
+        ("sqlite", "during", "async"),
+        ("sqlite", "after", "async"),
+        ("postgresql", "during", "sync"),
+        ("postgresql", "after", "sync"),
     ],
 )
 def test_a_reader_sees_the_final_attempt_once_across_a_worker_kill(
-    tmp_path: Path, request: pytest.FixtureRequest, backend: str, point: str
+    tmp_path: Path, request: pytest.FixtureRequest, backend: str, point: str, mode: str
 ) -> None:
     if backend == "sqlite":
         db = f"sqlite:///{tmp_path / 'runs.db'}"
@@ -157,7 +159,8 @@ def test_a_reader_sees_the_final_attempt_once_across_a_worker_kill(
             fp.script(Reply(), Reply(delay=60))  # step 2's request hangs until the kill
         reader = Reader(db)
         reader.start(0)
-        first = _worker(db, fp.openai_url, hold="2" if point == "after" else None)
+        flags = {"SF_ASYNC": "1" if mode == "async" else "0"}
+        first = _worker(db, fp.openai_url, hold="2" if point == "after" else None, **flags)
         with first:
             if point == "before":
                 _until(lambda: fp.count() == 2, first, "step 2's request")
@@ -172,7 +175,7 @@ def test_a_reader_sees_the_final_attempt_once_across_a_worker_kill(
         last = reader.disconnect()
         before_kill = reader.count("2")
         reader.start(last)  # the reader reconnects from its last offset
-        second = _worker(db, fp.openai_url)
+        second = _worker(db, fp.openai_url, **flags)
         with second:
             out, err = second.communicate(timeout=120)
         assert second.returncode == 0, err
