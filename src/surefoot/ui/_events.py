@@ -145,6 +145,7 @@ class TokenStreamApp:
     ) -> None:
         if isinstance(max_clients, bool) or not isinstance(max_clients, int) or max_clients < 1:
             raise ConfigError(f"max_clients must be an int >= 1, got {max_clients!r}")
+        self._owned = isinstance(source, str)  # opened here: closed at lifespan shutdown
         if isinstance(source, str):
             source = durable.App(source, create=False)
         self.app = source
@@ -155,6 +156,7 @@ class TokenStreamApp:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
             await _lifespan(receive, send)
+            self.close()
             return
         if scope["type"] != "http":
             return
@@ -202,6 +204,13 @@ class TokenStreamApp:
             await send({"type": "http.response.body", "body": b""})
         finally:
             gone.cancel()
+
+    def close(self) -> None:
+        """Stop the followers' threads; close the journal if it was opened from a URL here
+        (called at the ASGI lifespan's shutdown)."""
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        if self._owned:
+            self.app.close()
 
 
 async def _disconnected(receive: Receive) -> None:
