@@ -26,7 +26,7 @@ END = "<!-- end of generated part -->"
 # Lowest first. Arrows go from a higher layer to a lower one, never sideways or up; inside
 # the core, a module imports only the modules listed before it.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    ("core", ("errors", "version", "clock", "backoff", "codec")),
+    ("core", ("redaction", "errors", "version", "clock", "backoff", "codec")),
     ("storage", ("storage",)),
     ("telemetry", ("telemetry",)),
     ("calls", ("resilience",)),

@@ -12,7 +12,18 @@ from typing import Any, assert_type
 
 import surefoot
 from surefoot import FakeClock, clock, codec, errors, storage, testing
-from surefoot.durable import App, RunDetail, RunHandle, Workflow, current_run
+from surefoot.durable import (
+    App,
+    Batching,
+    RunDetail,
+    RunHandle,
+    RunStream,
+    StreamEvent,
+    Workflow,
+    current_run,
+    emit,
+    step_texts,
+)
 from surefoot.guard import (
     CapabilityPolicy,
     Condition,
@@ -129,6 +140,14 @@ def durable(fake: FakeClock) -> None:
     assert_type(handle.status(), str)
     assert_type(handle.result(timeout=5), Any)
     assert_type(app.show("r-1"), RunDetail)
+    assert_type(emit("a token"), bool)
+    stream = handle.stream(after=3, timeout=1.0)
+    assert_type(stream, RunStream)
+    for event in stream:
+        assert_type(event, StreamEvent)
+        assert_type(event.offset, int)
+    assert_type(step_texts(handle.stream()), dict[str, str])
+    assert_type(App("sqlite://", stream_batching=Batching(16, 0.01)).tokens.batching, Batching)
     app.close()
 
 

@@ -19,6 +19,7 @@ from .. import __version__, telemetry
 from ..errors import SurefootError
 from ._chaos import chaos
 from ._engine import engine
+from ._follow import follow
 from ._plugins import COMMANDS_GROUP, PluginGroup
 from ._provider import fake_provider
 from ._render import print_fitted
@@ -55,6 +56,7 @@ def cli(ctx: click.Context, log_format: str | None, log_level: str | None) -> No
 
 cli.add_command(worker)
 cli.add_command(runs)
+runs.add_command(follow)
 cli.add_command(ui)
 cli.add_command(engine)
 cli.add_command(fake_provider)

@@ -25,12 +25,14 @@ from ..storage.runs import WorkerRow as WorkerInfo
 from ._app import App
 from ._crash import POINTS, CrashPlan, SimulatedCrash
 from ._current import RunContext, current_run
+from ._follow import RunStream, StreamEvent, step_texts
 from ._handle import RunHandle
 from ._load import load_app
 from ._payloads import PayloadCodec, ZlibCodec
 from ._queues import Queue
 from ._retention import Retention
 from ._schedules import Schedule
+from ._tokens import Batching, emit
 from ._types import (
     STATUSES,
     STRATEGIES,
@@ -52,6 +54,7 @@ __all__ = [
     "TERMINAL",
     "App",
     "AuditEntry",
+    "Batching",
     "CrashPlan",
     "PayloadCodec",
     "Queue",
@@ -61,14 +64,18 @@ __all__ = [
     "RunHandle",
     "RunInfo",
     "RunStatus",
+    "RunStream",
     "Schedule",
     "SimulatedCrash",
     "StepInfo",
     "StepSpec",
+    "StreamEvent",
     "Worker",
     "WorkerInfo",
     "Workflow",
     "ZlibCodec",
     "current_run",
+    "emit",
     "load_app",
+    "step_texts",
 ]

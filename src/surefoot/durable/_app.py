@@ -26,6 +26,7 @@ from ._payloads import DEFAULT_CHUNK_AT, check_chunk_at, check_codec
 from ._registry import Registry
 from ._runner import Executor
 from ._step import make_step
+from ._tokens import Batching, TokenHub
 from ._types import STRATEGIES, WAIT_SEP, StepSpec
 from ._versions import Workflow, describe
 from ._waits import sleep_step, wait_step
@@ -94,6 +95,9 @@ class App:
             so a step returning the previous step's list plus a few items adds only those
             items' bytes (SQL journals; docs/durable.md, "Large values"). ``None`` keeps
             every value in its row. Chunked values are read back whatever this is set to.
+        stream_batching: when what steps emit (``durable.emit``, a provider's
+            ``stream()``) is written to the run's token stream: a ``Batching`` (default 64
+            events or 0.05 s, whichever first; docs/streams.md).
 
     Raises:
         ConfigError: an unknown strategy, a bad duration or ``max_claims`` < 1.
@@ -113,6 +117,7 @@ class App:
         create: bool = True,
         payload_codec: Any = None,
         value_chunks: int | None = DEFAULT_CHUNK_AT,
+        stream_batching: Batching | None = None,
     ) -> None:
         if strategy not in STRATEGIES:
             raise ConfigError(f"strategy must be one of {', '.join(STRATEGIES)}; got {strategy!r}")
@@ -133,6 +138,12 @@ class App:
         self._storage: storage.Storage | None = None
         self._journal: Journal | None = None
         self._open_lock = threading.Lock()
+        self.tokens = TokenHub(
+            self._open_stream,
+            stream_batching or Batching(),
+            codec=self.payload_codec,
+            url=storage.redact(url),
+        )
         self.registry = Registry()
         self.executor = Executor(self.registry, self)
         self.new_runs = NewRuns(self.registry, self)
@@ -217,12 +228,19 @@ class App:
             (check_readable if self.create else check_exists)(self.url)
         return self.journal
 
+    def _open_stream(self, name: str) -> Any:
+        """The stream ``name`` in the journal's storage (token streams, ``_tokens.py``)."""
+        self.journal  # noqa: B018 - opens the storage
+        assert self._storage is not None
+        return self._storage.stream(name)
+
     def close(self) -> None:
         """Stop executing runs here and close the journal. Runs in flight stay resumable."""
         if self._engine is not None:
             self._engine.close()
             self._engine = None
         self.executor.close()
+        self.tokens.close()
         if self._journal is not None:
             self._journal.close()  # its liveness locks and wake-up listeners
         if self._storage is not None:

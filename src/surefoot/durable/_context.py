@@ -121,6 +121,8 @@ class RunState:
     next_order: int = 1  # the next new position's journal order (see ``number``)
     # what the provider calls of each step in flight went through (_decide.step_row)
     attempt_notes: dict[str, list[str]] = field(default_factory=dict)
+    tokens: Any = None  # the app's TokenHub: what steps emit while they run (_tokens.py)
+    streaming: bool = False  # a step of this execution emitted: attempts end with a flush
 
     def number(self, rec: Any) -> None:
         """Give a step record (or a child's step) its place in the run's journal: a

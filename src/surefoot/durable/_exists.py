@@ -22,6 +22,7 @@ from ..storage.journal import Journal
 from ._manage import OperationsHost
 from ._registry import Registry
 from ._runner import Executor
+from ._tokens import TokenHub
 
 __all__ = ["ReadingHost", "check_exists", "check_readable"]
 
@@ -119,6 +120,10 @@ class ReadingHost:
     @property
     def registry(self) -> Registry:
         return self._app.registry
+
+    @property
+    def tokens(self) -> TokenHub:
+        return self._app.tokens
 
     @property
     def worker_id(self) -> str:

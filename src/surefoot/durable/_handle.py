@@ -12,8 +12,10 @@ from ..clock import Clock
 from ..errors import RunFailedError, TimeoutError_, UnknownRunError
 from ..storage.journal import Journal
 from ..storage.runs import ENDED
+from ._follow import RunStream, check_after
 from ._registry import Registry
 from ._runner import Executor
+from ._tokens import TokenHub
 from ._types import RunInfo
 from ._values import read
 
@@ -33,6 +35,9 @@ class RunSource(Protocol):
     def executor(self) -> Executor: ...
     @property
     def registry(self) -> Registry: ...
+    @property
+    def tokens(self) -> TokenHub: ...
+
     @property
     def journal(self) -> Journal: ...
 
@@ -156,6 +161,48 @@ class RunHandle:
                 clock.sleep(min(row.wake_at - clock.now(), left()))
             else:
                 self._wait_for_move(row.status, row.updated_at, min(app.poll, left()))
+
+    def stream(
+        self, after: int | str = 0, *, follow: bool = True, timeout: float | None = None
+    ) -> RunStream:
+        """The run's token stream after offset ``after``: what its steps emit while they
+        run (``durable.emit``, a provider adapter's ``stream()``), live.
+
+        Iterate it with ``for`` or ``async for``; each ``StreamEvent`` has an ``offset``:
+        after a reconnect (or a crash of this reader) pass the last one you handled as
+        ``after`` to get every later event once. A ``retry`` event announces a step's new
+        attempt: drop the text held for its position. See docs/streams.md.
+
+        Args:
+            after: the offset to read after (0: from the start; text is accepted, as a
+                ``Last-Event-ID`` header is).
+            follow: wait for new events until the run ends (False: stop at the events
+                stored now).
+            timeout: seconds after which a followed stream stops even if the run goes on.
+
+        Raises:
+            UnknownRunError: no such run (or it was pruned).
+            ConfigError: a bad ``after``, or a journal that keeps no token streams.
+        """
+        app = self.app
+        run_id = self.run_id
+
+        def status() -> str | None:
+            row = app.journal.get_run(run_id)
+            return None if row is None else row.status
+
+        if status() is None:
+            raise UnknownRunError(run_id, app.url)
+        return RunStream(
+            app.tokens.log(run_id),
+            status,
+            run_id,
+            after=check_after(after),
+            follow=follow,
+            poll=app.poll or 0.05,
+            timeout=timeout,
+            decode=app.tokens.decode,
+        )
 
     def _wait_for_move(self, status: str, updated_at: float, timeout: float) -> None:
         """Up to ``timeout`` seconds until the run's row moves from what was read. A journal

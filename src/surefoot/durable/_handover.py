@@ -25,10 +25,12 @@ log = logging.getLogger("surefoot.durable")
 class HolderHost(Protocol):
     """What a takeover reads from its app."""
 
-    clock: Clock
-    worker_id: str
-    lease: float
-
+    @property
+    def clock(self) -> Clock: ...
+    @property
+    def worker_id(self) -> str: ...
+    @property
+    def lease(self) -> float: ...
     @property
     def journal(self) -> Journal: ...
 

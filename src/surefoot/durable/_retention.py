@@ -2,15 +2,16 @@
 ``Worker(retention=…)``).
 
 Only runs that ended (succeeded, failed, cancelled) are deleted, with their steps,
-signals and chunks (large values, see ``._chunks``: they belong to one run, so deleting the
-run's rows collects them exactly, superseded ones included); a child is kept while its
-parent has not finished. The audit log is kept by default, with a last entry ``pruned``
-(actor ``retention``), so who did what to a run stays answerable after its journal is
-gone; ``audit="drop"`` deletes it too.
+signals, chunks (large values, see ``._chunks``: they belong to one run, so deleting the
+run's rows collects them exactly, superseded ones included) and the run's token stream
+(``._tokens``); a child is kept while its parent has not finished. The audit log is kept
+by default, with a last entry ``pruned`` (actor ``retention``), so who did what to a run
+stays answerable after its journal is gone; ``audit="drop"`` deletes it too.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..clock import seconds as _secs
@@ -52,11 +53,22 @@ class Retention:
         return cls(age, keep, audit, _secs(every, "every"))
 
 
-def prune_runs(journal: Pruning, policy: Retention, *, now: float) -> list[str]:
-    """Apply ``policy`` to ``journal`` at ``now``; return the deleted run ids."""
-    return journal.prune(
+def prune_runs(
+    journal: Pruning,
+    policy: Retention,
+    *,
+    now: float,
+    pruned: Callable[[list[str]], object] | None = None,
+) -> list[str]:
+    """Apply ``policy`` to ``journal`` at ``now``; return the deleted run ids.
+
+    ``pruned`` is then given the ids (the app deletes their token streams)."""
+    ids = journal.prune(
         before=None if policy.older_than is None else now - policy.older_than,
         keep=policy.keep,
         drop_audit=policy.audit == "drop",
         now=now,
     )
+    if ids and pruned is not None:
+        pruned(ids)
+    return ids

@@ -37,6 +37,7 @@ from ._handover import hold, take_from_dead_holder
 from ._observe import RunObserver, enter_run, leave_run
 from ._registry import Registry
 from ._saga import compensate
+from ._tokens import TokenHub
 from ._types import TERMINAL, WAIT_SEP
 from ._values import check_same
 from ._writer import Writer
@@ -53,6 +54,7 @@ class Host(Protocol):
     crash: CrashPlan | None
     max_claims: int
     serving: bool
+    tokens: TokenHub
 
     @property
     def journal(self) -> Journal: ...
@@ -307,6 +309,7 @@ class Executor:
             writer=self.writer,
             parent_id=row.parent_id,
             deadline_at=row.deadline_at,
+            tokens=app.tokens,
         )
         if run.recorded:  # new positions go after the journal's last (see RunState.number)
             run.next_order = 1 + max(s.seq for s in run.recorded.values())
@@ -323,6 +326,7 @@ class Executor:
         except JournalDown:
             return "abandoned"  # resumed from its journal once the lease expires
         finally:
+            app.tokens.close_run(run_id)
             self.active.pop(run_id, None)
             obs.end(sys.exc_info()[1])
 

@@ -75,6 +75,8 @@ def step_flow(
         try:
             value = yield CALL, args, kw
         except Exception as exc:
+            if run.streaming:  # what the attempt streamed is written, with its end
+                run.tokens.end(run, sd.name, pos, attempt, False)
             wait = sd.retry.next_wait(
                 attempt - prior, exc, run.clock.now() - started, wait, run.rng
             )
@@ -100,6 +102,8 @@ def step_flow(
             if span is not None:
                 span.close()
         break
+    if run.streaming:  # the attempt's streamed events are written before its result
+        run.tokens.end(run, sd.name, pos, attempt, True)
     if crash is not None and sd.kind == "effect":
         crash.check("after_effect", run.run_id, pos, sd.name)
     text, value = encode(run, pos, sd, value)
@@ -198,6 +202,8 @@ async def run_async(run: RunState, sd: StepDef, pos: str, args: Any, kwargs: Any
             in_step.reset(here)
             current.reset(token)
         if failed is None:
+            if run.streaming:
+                run.tokens.end(run, sd.name, pos, attempt, True)
             text, value = encode(run, pos, sd, value)
             await run.write(step_row(run, pos, sd, "done", attempt, started, text))
             run.steps_run += 1

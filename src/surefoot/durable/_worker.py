@@ -217,7 +217,7 @@ class Worker:
             now = app.clock.now()
             if self._pruned_at is None or now - self._pruned_at >= policy.every:
                 self._pruned_at = now
-                prune_runs(app.journal.pruning, policy, now=now)
+                prune_runs(app.journal.pruning, policy, now=now, pruned=app.tokens.drop_runs)
 
     def _claim_orphans(self, free: int) -> list[tuple[str, int]]:
         """Runs whose holder's process died, at most every ``LIVENESS_EVERY`` seconds."""

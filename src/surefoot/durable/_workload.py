@@ -19,6 +19,7 @@ from ._queues import Queue, queue_view
 from ._registry import Registry
 from ._retention import Retention, prune_runs
 from ._schedules import Schedule, missed_after
+from ._tokens import TokenHub
 from ._versions import Workflow
 from .engine import engine_scheme
 
@@ -32,6 +33,7 @@ class WorkloadHost(ChildHost, Protocol):
     url: str
     clock: Clock
     registry: Registry
+    tokens: TokenHub
 
 
 class Workload:
@@ -169,4 +171,7 @@ class Workload:
             ConfigError: neither bound given, or a bad value.
         """
         policy = Retention.make(older_than, keep, audit)
-        return prune_runs(self.host.journal.pruning, policy, now=self.host.clock.now())
+        host = self.host
+        return prune_runs(
+            host.journal.pruning, policy, now=host.clock.now(), pruned=host.tokens.drop_runs
+        )

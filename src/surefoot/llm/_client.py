@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import random
 import warnings
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -84,6 +84,10 @@ class ChatClient:
             ``surefoot.testing.instant_retries()`` replaces). rng: jitter randomness.
         max_tokens: the output limit when a call gives none (Anthropic needs one) and the
             size of the rate limiter's token estimate.
+        on_text: called with every text piece of a streamed reply as it arrives
+            (``stream``/``astream``), before it is handed to you: pass
+            ``durable.emit`` and a durable step that streams publishes its tokens to the
+            run's token stream (``emit`` does nothing outside a step); docs/streams.md.
     """
 
     provider = "?"
@@ -100,6 +104,7 @@ class ChatClient:
         clock: Clock | None = None,
         rng: random.Random | None = None,
         max_tokens: int = 1024,
+        on_text: Callable[[str], object] | None = None,
     ) -> None:
         if not isinstance(model, str) or not model:
             raise ConfigError(f"model must be a non-empty string like 'gpt-4o-mini', got {model!r}")
@@ -119,6 +124,9 @@ class ChatClient:
         self.clock: Clock | None = clock
         self.rng = rng
         self.max_tokens = max_tokens
+        if on_text is not None and not callable(on_text):
+            raise ConfigError(f"on_text must be a callable taking a str, got {on_text!r}")
+        self.on_text = on_text
 
     # -- what a provider implements ------------------------------------------------------
 
@@ -394,6 +402,7 @@ class ChatClient:
             head,
             finished=partial(self._stream_done, req),
             interrupted=partial(self._stream_failed, req),
+            on_text=self.on_text,
         )
 
     async def astream(
@@ -444,6 +453,7 @@ class ChatClient:
             head,
             finished=partial(self._stream_done, req),
             interrupted=partial(self._stream_failed, req),
+            on_text=self.on_text,
         )
 
     def _stream_done(self, req: Request, parts: list[str], last: Delta | None) -> ChatCompletion:

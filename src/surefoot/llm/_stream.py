@@ -39,6 +39,8 @@ class ReplyStream:
     Args:
         events: the rest of the stream. head: the events already read (up to the first text).
         finished / interrupted: what the opening client does with the end of the stream.
+        on_text: called with each text piece before it is yielded (the client's
+            ``on_text``, ``durable.emit`` for a durable token stream).
 
     Attributes:
         text: the text so far. reply: the whole ``ChatCompletion`` (None until the end).
@@ -51,9 +53,11 @@ class ReplyStream:
         *,
         finished: Finished,
         interrupted: Interrupted,
+        on_text: Callable[[str], object] | None = None,
     ) -> None:
         self._finished = finished
         self._interrupted = interrupted
+        self._on_text = on_text
         self._gen = self._run(events, head)
         self.parts: list[str] = []
         self.reply: ChatCompletion | None = None
@@ -72,6 +76,8 @@ class ReplyStream:
                 finished = finished or d.finish_reason is not None
                 if d.text:
                     self.parts.append(d.text)
+                    if self._on_text is not None:
+                        self._on_text(d.text)
                     yield d.text
             if not finished:
                 raise ConnectionResetError(
@@ -106,9 +112,11 @@ class AsyncReplyStream:
         *,
         finished: Finished,
         interrupted: Interrupted,
+        on_text: Callable[[str], object] | None = None,
     ) -> None:
         self._finished = finished
         self._interrupted = interrupted
+        self._on_text = on_text
         self._gen = self._run(events, head)
         self.parts: list[str] = []
         self.reply: ChatCompletion | None = None
@@ -127,12 +135,16 @@ class AsyncReplyStream:
                 finished = finished or d.finish_reason is not None
                 if d.text:
                     self.parts.append(d.text)
+                    if self._on_text is not None:
+                        self._on_text(d.text)
                     yield d.text
             async for d in events:
                 last = _merge(last, d)
                 finished = finished or d.finish_reason is not None
                 if d.text:
                     self.parts.append(d.text)
+                    if self._on_text is not None:
+                        self._on_text(d.text)
                     yield d.text
             if not finished:
                 raise ConnectionResetError(

@@ -15,6 +15,7 @@ __all__ = [
     "ConsumerStats",
     "DeadRecord",
     "Retention",
+    "StreamBatches",
     "StreamLog",
     "StreamRecord",
     "StreamStats",
@@ -198,3 +199,24 @@ class StreamLog(Protocol):
     def redrive(self, consumer: str, seqs: list[int] | None, *, now: float) -> int: ...
     def position(self, consumer: str) -> int: ...
     def pending(self, consumer: str) -> int: ...
+
+
+@runtime_checkable
+class StreamBatches(Protocol):
+    """What a stream offers beyond ``StreamLog`` for a writer that batches (the durable
+    token streams): many appends in one transaction, and deleting the whole stream.
+
+    ``append_many`` appends ``(message_id, payload)`` pairs in order, in one transaction (one
+    commit), with ``append``'s rules for each: a known id with the same payload is the
+    original record (``duplicate=True``, so a batch sent again after a lost reply appends
+    nothing twice); the same id with another payload raises ``DuplicateMessageError`` and
+    nothing of the batch is kept. ``delete`` removes every message, id, consumer and dead
+    letter of the stream and returns how many messages went. ``max_value_bytes`` is the
+    largest payload it accepts (0: no limit), so a writer can refuse one before batching it.
+    """
+
+    name: str
+    max_value_bytes: int
+
+    def append_many(self, items: list[tuple[str, str]], *, now: float) -> list[StreamRecord]: ...
+    def delete(self) -> int: ...

@@ -118,6 +118,8 @@ class FakeProvider:
         record: a file to append one JSON line per request to, flushed before the reply is
             sent (fields of ``Received`` but the messages, the caller's ``x-`` headers and
             the last message's text); None: no file.
+        tokens_per_second: pace a streamed reply's text pieces (one word each) at this
+            rate, as a model generating them would (None: as fast as the socket takes them).
 
     Attributes:
         url: ``http://127.0.0.1:PORT``. openai_url: ``url + "/v1"`` (OpenAI's base_url).
@@ -136,11 +138,18 @@ class FakeProvider:
         headers: dict[str, str] | None = None,
         model: str = "fake-provider-model",
         record: str | os.PathLike[str] | None = None,
+        tokens_per_second: float | None = None,
     ) -> None:
         if not isinstance(port, int) or not 0 <= port <= 65535:
             raise ConfigError(f"port must be 0 (a free port) or 1-65535, got {port!r}")
         self.record = None if record is None else os.fspath(record)
         self._log: RequestLog | None = None
+        pace = tokens_per_second
+        if pace is not None and (
+            isinstance(pace, bool) or not isinstance(pace, int | float) or not pace > 0
+        ):
+            raise ConfigError(f"tokens_per_second must be a number > 0 or None, got {pace!r}")
+        self.tokens_per_second = pace
         self.responder = responder
         self.extra_headers = dict(headers or {})
         self.model = model
@@ -426,7 +435,15 @@ class _Handler(BaseHTTPRequestHandler):
         cut = fault.after if isinstance(fault, DropMidReply | StreamError) else None
         sent = 0
         whole = list(events)
+        pace = self.provider.tokens_per_second
+        step = 1.0 / pace if pace else 0.0
+        due = time.perf_counter()
         for i, (event, is_content) in enumerate(whole):
+            if step and is_content:  # the next piece is due one step after the last one
+                due += step
+                if (late := due - time.perf_counter()) > 0 and self.provider._closing.wait(late):
+                    self._drop()
+                    return
             if cut is not None and is_content and sent >= cut:
                 break
             if cut is None and i == len(whole) - 1:

@@ -15,12 +15,13 @@ import ipaddress
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError
+from ._events import TokenStreamApp
 from ._source import Inspector, RunsQuery
 
 if TYPE_CHECKING:
     from starlette.applications import Starlette
 
-__all__ = ["Inspector", "RunsQuery", "create_app", "is_loopback", "serve"]
+__all__ = ["Inspector", "RunsQuery", "TokenStreamApp", "create_app", "is_loopback", "serve"]
 
 _EXTRA = "the inspector needs the ui extra: pip install 'surefoot[ui]'"
 

@@ -11,12 +11,13 @@ import jinja2
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, RedirectResponse, Response
+from starlette.responses import HTMLResponse, RedirectResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from .. import durable
-from ..errors import SurefootError
+from ..errors import ConfigError, SurefootError, UnknownRunError
 from . import _format
+from ._events import SSE_HEADERS, event_frames, open_run_stream, start_offset
 from ._guard import CSRF_COOKIE, HEADERS, TOKEN_COOKIE, Guard
 from ._source import Inspector, RunsQuery
 
@@ -24,6 +25,7 @@ __all__ = ["build_app"]
 
 HERE = Path(__file__).parent
 ACTIONS = ("retry", "cancel", "resolve", "signal", "fork")
+EVENTS_MAX_SECONDS = 300.0  # an SSE response ends after this; the client resumes by its last id
 Handler = Callable[[Request], Awaitable[Response]]
 
 
@@ -112,6 +114,23 @@ def build_app(
             return resp
 
         return endpoint
+
+    async def events(request: Request) -> Response:
+        """A run's token stream as Server-Sent Events (``_events``: the same frames and
+        offsets as the ``TokenStreamApp`` a team mounts in its own service)."""
+        run_id = request.path_params["run_id"]
+        try:
+            after = start_offset(
+                request.headers.get("last-event-id"), request.query_params.get("after")
+            )
+            stream = await run_in_threadpool(
+                open_run_stream, source.app, run_id, after, EVENTS_MAX_SECONDS
+            )
+        except UnknownRunError:
+            return Response(f"no run with id {run_id!r}\n", 404, media_type="text/plain")
+        except ConfigError as exc:
+            return Response(f"{exc}\n", 400, media_type="text/plain")
+        return StreamingResponse(event_frames(source.app, stream, run_id), headers=SSE_HEADERS)
 
     async def index(request: Request) -> Response:
         return RedirectResponse("/runs", 303)
@@ -258,6 +277,7 @@ def build_app(
         Route("/streams/confirm", guarded(redrive_confirm)),
         Route("/streams/redrive", guarded(redrive, post=True), methods=["POST"]),
         Route("/metrics", guarded(metrics)),
+        Route("/events/{run_id:path}", guarded(events)),
         Route("/static/style.css", guarded(style)),
         Route("/favicon.ico", guarded(favicon)),
     ]

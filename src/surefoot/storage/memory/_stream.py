@@ -112,6 +112,48 @@ class MemoryStream:
             self._appended.notify_all()
             return rec
 
+    def append_many(self, items: list[tuple[str, str]], *, now: float) -> list[StreamRecord]:
+        """Append ``items`` in order, all or nothing (``StreamBatches.append_many``)."""
+        for message_id, payload in items:
+            what = f"message {message_id!r} of stream {self.name!r}"
+            check_size(self.url, what, payload, self.max_value_bytes)
+        with self._lock:
+            for message_id, payload in items:  # refuse before anything is appended
+                old = self._by_id.get(message_id)
+                gone = self._trimmed.get(message_id)
+                if (old is not None and old.payload != payload) or (
+                    old is None and gone is not None and gone[1] != _digest(payload)
+                ):
+                    raise DuplicateMessageError(message_id, self.name)
+            out: list[StreamRecord] = []
+            for message_id, payload in items:
+                old = self._by_id.get(message_id)
+                if old is not None:
+                    out.append(StreamRecord(old.seq, message_id, payload, old.appended_at, True))
+                    continue
+                gone = self._trimmed.get(message_id)
+                if gone is not None:
+                    out.append(StreamRecord(gone[0], message_id, payload, gone[2], True))
+                    continue
+                rec = StreamRecord(self._last() + 1, message_id, payload, now)
+                self._records.append(rec)
+                self._by_id[message_id] = rec
+                out.append(rec)
+            self._appended.notify_all()
+            return out
+
+    def delete(self) -> int:
+        """Delete the whole stream (``StreamBatches.delete``): how many messages went."""
+        with self._lock:
+            n = len(self._records)
+            self._first += n
+            self._records.clear()
+            self._by_id.clear()
+            self._trimmed.clear()
+            self._consumers.clear()
+            self._removed.clear()
+            return n
+
     def trim(self, retention: Retention, *, now: float) -> int:
         with self._lock:
             return self._trim(retention, now)

@@ -185,6 +185,66 @@ MIGRATIONS = [
         stream TEXT NOT NULL, consumer TEXT NOT NULL, PRIMARY KEY (stream, consumer)
     )
     """,
+    # 4: a batch of appends in one call (one round trip): every id is looked up first, and
+    # one reused with another payload appends nothing of the batch ('other' is returned).
+    """
+    CREATE FUNCTION sf_stream_append_many(
+        p_stream TEXT, p_ids TEXT[], p_payloads TEXT[], p_now DOUBLE PRECISION,
+        p_channel TEXT)
+    RETURNS TABLE (o_kind TEXT, o_seq BIGINT, o_at DOUBLE PRECISION)
+    LANGUAGE plpgsql AS $$
+    DECLARE
+        last BIGINT;
+        start_seq BIGINT;
+        n INTEGER := coalesce(array_length(p_ids, 1), 0);
+        kinds TEXT[] := array_fill(NULL::TEXT, ARRAY[n]);
+        seqs BIGINT[] := array_fill(NULL::BIGINT, ARRAY[n]);
+        ats DOUBLE PRECISION[] := array_fill(NULL::DOUBLE PRECISION, ARRAY[n]);
+        r RECORD;
+        i INTEGER;
+    BEGIN
+        INSERT INTO sf_stream_head AS h (stream, last_seq) VALUES (p_stream, 0)
+        ON CONFLICT (stream) DO UPDATE SET last_seq = h.last_seq  -- locks the stream
+        RETURNING h.last_seq INTO last;
+        start_seq := last;
+        FOR i IN 1 .. n LOOP
+            SELECT s.seq, s.payload = p_payloads[i] AS same, s.appended_at INTO r
+            FROM sf_stream s WHERE s.stream = p_stream AND s.message_id = p_ids[i];
+            IF NOT FOUND THEN
+                SELECT t.seq,
+                       t.digest = encode(sha256(convert_to(p_payloads[i], 'UTF8')), 'hex')
+                       AS same,
+                       t.appended_at INTO r
+                FROM sf_stream_ids t WHERE t.stream = p_stream AND t.message_id = p_ids[i];
+            END IF;
+            IF FOUND THEN
+                IF NOT r.same THEN
+                    RETURN QUERY SELECT 'other'::TEXT, i::BIGINT, NULL::DOUBLE PRECISION;
+                    RETURN;
+                END IF;
+                kinds[i] := 'dup';
+                seqs[i] := r.seq;
+                ats[i] := r.appended_at;
+            END IF;
+        END LOOP;
+        FOR i IN 1 .. n LOOP
+            IF kinds[i] IS NULL THEN
+                last := last + 1;
+                INSERT INTO sf_stream (stream, seq, message_id, payload, appended_at)
+                VALUES (p_stream, last, p_ids[i], p_payloads[i], p_now);
+                kinds[i] := 'ok';
+                seqs[i] := last;
+                ats[i] := p_now;
+            END IF;
+        END LOOP;
+        IF last > start_seq THEN
+            UPDATE sf_stream_head SET last_seq = last WHERE stream = p_stream;
+            PERFORM pg_notify(p_channel, last::TEXT);
+        END IF;
+        RETURN QUERY SELECT u.k, u.s, u.a FROM unnest(kinds, seqs, ats) AS u(k, s, a);
+    END;
+    $$
+    """,
 ]
 
 
@@ -243,6 +303,28 @@ class PostgresStream(SQLStream):
         if kind == "other":
             raise DuplicateMessageError(message_id, self.name)
         raise stream_conflict(self.name, int(expect_last_seq or 0), int(seq))
+
+    def append_many(self, items: list[tuple[str, str]], *, now: float) -> list[StreamRecord]:
+        """Append ``items`` in order in one transaction (``StreamBatches.append_many``): one
+        call of ``sf_stream_append_many``, one round trip whatever the batch's size. Sent
+        again after a lost reply, the batch finds its own ids and appends nothing."""
+        for message_id, payload in items:
+            self._check_payload(message_id, payload)
+        if not items:
+            return []
+        rows = self.db.execute(
+            "SELECT * FROM sf_stream_append_many(%s, %s, %s, %s, %s)",
+            (self.name, [m for m, _ in items], [p for _, p in items], float(now), self.channel),
+            idempotent=True,  # a retry finds its own message ids and returns them
+        )
+        if rows and rows[0][0] == "other":
+            raise DuplicateMessageError(items[int(rows[0][1]) - 1][0], self.name)
+        return [
+            StreamRecord(int(seq), mid, payload, float(at), kind == "dup")
+            for (kind, seq, at), (mid, payload) in zip(rows, items, strict=True)
+        ]
+
+    _TABLES = (*SQLStream._TABLES, "sf_stream_head")
 
     def trim(self, retention: Retention, *, now: float) -> int:
         rows = self.db.execute(

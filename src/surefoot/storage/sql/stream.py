@@ -84,6 +84,31 @@ class SQLStream:
     ) -> StreamRecord:
         raise NotImplementedError
 
+    _TABLES: tuple[str, ...] = (
+        "sf_stream_pending",
+        "sf_stream_cursor",
+        "sf_stream_removed",
+        "sf_stream_ids",
+    )
+
+    @property
+    def max_value_bytes(self) -> int:
+        """The largest payload the store accepts (0: no limit)."""
+        return self.d.max_value_bytes
+
+    def delete(self) -> int:
+        """Delete the whole stream (``StreamBatches.delete``): how many messages went."""
+        d = self.d
+        tables = [d.sql(f"DELETE FROM {t} WHERE stream = ?") for t in self._TABLES]
+        gone = d.sql("DELETE FROM sf_stream WHERE stream = ?")
+
+        def work(c: Any) -> int:
+            for sql in tables:
+                c.execute(sql, (self.name,))
+            return int(c.execute(gone, (self.name,)).rowcount)
+
+        return d.transaction(work, idempotent=True)
+
     def _check_payload(self, message_id: str, payload: str) -> None:
         """Refuse a payload over the store's ``max_value_bytes`` (``ValueTooLargeError``)."""
         what = f"message {message_id!r} of stream {self.name!r}"

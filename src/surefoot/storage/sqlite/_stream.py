@@ -139,22 +139,54 @@ class SQLiteStream(SQLStream):
                 if retention is not None:
                     self._trim(c, retention, now, seq, forgotten=True)
                 return StreamRecord(seq, message_id, payload, float(now))
-            old = c.execute(REC_SQL + " AND message_id = ?", (name, message_id)).fetchone()
-            if old is not None:
-                if old[2] != payload:
-                    raise DuplicateMessageError(message_id, name)
-                return record(old, duplicate=True)
-            gone = c.execute(
-                "SELECT seq, digest, appended_at FROM sf_stream_ids WHERE stream = ? "
-                "AND message_id = ?",
-                (name, message_id),
-            ).fetchone()
-            if gone is not None:
-                if gone[1] != _digest(payload):
-                    raise DuplicateMessageError(message_id, name)
-                return StreamRecord(int(gone[0]), message_id, payload, float(gone[2]), True)
+            known = self._known(c, message_id, payload)
+            if known is not None:
+                return known
             last = c.execute(_LAST, (name,)).fetchone()[0] or 0
             raise stream_conflict(name, int(expect_last_seq or 0), last)
+
+    def _known(self, c: Any, message_id: str, payload: str) -> StreamRecord | None:
+        """The record already appended with ``message_id`` (kept, or trimmed within its
+        dedup window), or None.
+
+        Raises:
+            DuplicateMessageError: it was appended with another payload.
+        """
+        name = self.name
+        old = c.execute(REC_SQL + " AND message_id = ?", (name, message_id)).fetchone()
+        if old is not None:
+            if old[2] != payload:
+                raise DuplicateMessageError(message_id, name)
+            return record(old, duplicate=True)
+        gone = c.execute(
+            "SELECT seq, digest, appended_at FROM sf_stream_ids WHERE stream = ? "
+            "AND message_id = ?",
+            (name, message_id),
+        ).fetchone()
+        if gone is not None:
+            if gone[1] != _digest(payload):
+                raise DuplicateMessageError(message_id, name)
+            return StreamRecord(int(gone[0]), message_id, payload, float(gone[2]), True)
+        return None
+
+    def append_many(self, items: list[tuple[str, str]], *, now: float) -> list[StreamRecord]:
+        """Append ``items`` in order in one transaction (``StreamBatches.append_many``)."""
+        for message_id, payload in items:
+            self._check_payload(message_id, payload)
+        out: list[StreamRecord] = []
+        if not items:
+            return out
+        with self.db.write() as c:
+            for message_id, payload in items:
+                p = {"s": self.name, "id": message_id, "payload": payload, "now": now}
+                row = c.execute(_APPEND, {**p, "expect": None}).fetchone()
+                if row is not None:
+                    out.append(StreamRecord(row[0], message_id, payload, float(now)))
+                    continue
+                known = self._known(c, message_id, payload)
+                assert known is not None  # no expect_last_seq: only a known id appends nothing
+                out.append(known)
+        return out
 
     def trim(self, retention: Retention, *, now: float) -> int:
         with self.db.write() as c:
