@@ -1,0 +1,361 @@
+"""``DurableRunner``: an OpenAI Agents SDK agent run as one surefoot workflow run.
+
+Inside a surefoot workflow, ``await runner.run(agent, input)`` runs the SDK's own
+``Runner.run`` on clones of the agent (and of every agent it hands off to) whose model and
+function tools are wrapped:
+
+- every ``Model.get_response`` is the step ``openai_agents.model``: its ``ModelResponse`` is
+  journalled as JSON (pydantic's own dump of the SDK's types; never pickle) and read back on
+  replay, so a resumed run never asks the model again for a turn it already has. The SDK's
+  own retries are off (``ModelSettings.retry`` left unset, the OpenAI client's
+  ``max_retries=0`` is the caller's choice); surefoot's ``RetryPolicy`` is the one loop.
+- every function tool call is the step ``openai_agents.tool`` (pure) or
+  ``openai_agents.effect`` (an effect: an intent row before it runs, so a crash mid-effect is
+  seen on resume). A tool declared an effect reads its idempotency key with
+  ``idempotency_key()``: ``f"{run_id}:{call_id}"``, the model's own ``call_id``, the same on
+  every resume. Parallel calls get their positions in the order the model listed them: a
+  turnstile by ``call_id`` starts each call's step only after the previous one's began.
+- a tool that needs approval waits, before it runs, for the signal ``approve:<digest>`` where
+  the digest covers the tool's name, its arguments and the call id: the run sleeps holding no
+  worker, and an approval names exactly one call. ``pending_approvals`` lists what a run waits
+  for; ``approve`` sends a decision (in the journal and the audit log as any signal).
+
+Handoffs stay inside the one durable run: the agents handed to are wrapped the same way.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import dataclasses
+import hashlib
+import json
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any
+
+from ... import durable
+from ...errors import ConfigError
+
+__all__ = [
+    "APPROVAL_PREFIX",
+    "OPERATION_NAMES",
+    "Approval",
+    "DurableRunner",
+    "approval_digest",
+    "approve",
+    "idempotency_key",
+    "pending_approvals",
+]
+
+# The journalled step names. A run in flight replays by these names: changing one strands
+# in-flight runs (tests/unit/integrations/test_openai_agents_names.py pins them).
+MODEL_STEP = "openai_agents.model"
+TOOL_STEP = "openai_agents.tool"
+EFFECT_STEP = "openai_agents.effect"
+OPERATION_NAMES = (MODEL_STEP, TOOL_STEP, EFFECT_STEP)
+APPROVAL_PREFIX = "approve:"
+
+_key: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "surefoot_openai_agents_key", default=None
+)
+
+
+def idempotency_key() -> str:
+    """The idempotency key of the tool call executing now: ``f"{run_id}:{call_id}"``.
+
+    The same on every resume of the run, so a service that deduplicates on it applies the
+    effect once. Raises ConfigError outside a tool call run by ``DurableRunner``.
+    """
+    key = _key.get()
+    if key is None:
+        raise ConfigError(
+            "idempotency_key() is called outside a tool call run by DurableRunner: call it "
+            "inside a function tool of an agent run with runner.run(...)"
+        )
+    return key
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Approval:
+    """A person's decision on one tool call (the payload of its ``approve:`` signal)."""
+
+    approved: bool
+    by: str = ""
+    reason: str = ""
+
+
+def approval_digest(tool: str, arguments: str, call_id: str) -> str:
+    """The digest an approval names: the tool, its arguments (as the model sent them, JSON
+    normalised) and the call id, so an approval can never release another call."""
+    try:
+        args = json.dumps(json.loads(arguments or "{}"), sort_keys=True, separators=(",", ":"))
+    except ValueError:
+        args = arguments
+    text = json.dumps([tool, args, call_id], separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:24]
+
+
+def pending_approvals(app: durable.App, run_id: str) -> list[str]:
+    """The approval digests a run waits for now (empty when it waits for none)."""
+    waiting = app.handle(run_id).info().waiting_for or ""
+    return [
+        name[len(APPROVAL_PREFIX) :]
+        for name in waiting.split(", ")
+        if name.startswith(APPROVAL_PREFIX)
+    ]
+
+
+def approve(
+    app: durable.App,
+    run_id: str,
+    digest: str,
+    *,
+    approved: bool = True,
+    by: str = "",
+    reason: str = "",
+) -> bool:
+    """Send the decision on the call named by ``digest`` (from ``pending_approvals``).
+
+    Raises ConfigError when the run does not wait for that call now (a mistyped digest, or
+    a call already decided): an approval names exactly one call, and is never kept for later.
+    """
+    pending = pending_approvals(app, run_id)
+    if digest not in pending:
+        waits = ", ".join(pending) or "no approval"
+        raise ConfigError(
+            f"run {run_id!r} does not wait for an approval of call {digest!r} (it waits for "
+            f"{waits}); list them with pending_approvals(app, run_id)"
+        )
+    payload = {"approved": approved, "by": by, "reason": reason}
+    return bool(
+        app.signal(
+            run_id, APPROVAL_PREFIX + digest, payload, signal_id=f"{APPROVAL_PREFIX}{digest}"
+        )
+    )
+
+
+class DurableRunner:
+    """Runs OpenAI Agents SDK agents as durable surefoot runs on ``app``.
+
+    Args:
+        app: the surefoot ``App`` whose workflows call ``run``.
+        effects: names of function tools that act on the world (sending, paying,
+            writing): each call gets an intent row and ``idempotency_key()``.
+        approvals: names of function tools that wait for ``approve`` before they run.
+        model_retry / tool_retry: ``RetryPolicy`` for model requests and tool calls
+            (surefoot's defaults when None).
+    """
+
+    def __init__(
+        self,
+        app: durable.App,
+        *,
+        effects: Iterable[str] = (),
+        approvals: Iterable[str] = (),
+        model_retry: Any = None,
+        tool_retry: Any = None,
+    ) -> None:
+        _sdk()  # the extra is installed, or a clear error now
+        self.app = app
+        self.effects = frozenset(effects)
+        self.approvals = frozenset(approvals)
+        self._types = _Types()
+        self._model_step = app.step(name=MODEL_STEP, retry=model_retry)(_model_request)
+        self._tool_step = app.step(name=TOOL_STEP, retry=tool_retry)(_tool_call)
+        self._effect_step = app.step(
+            name=EFFECT_STEP, effect=True, idempotent=True, retry=tool_retry
+        )(_effect_call)
+
+    async def run(self, agent: Any, input: Any, **kwargs: Any) -> Any:
+        """``agents.Runner.run(agent, input, **kwargs)`` as part of the calling workflow.
+
+        Call it from an async surefoot workflow. Returns the SDK's ``RunResult``.
+        """
+        agents = _sdk()
+        durable.current_run()  # outside a run: a clear ConfigError, not a silent plain run
+        config = kwargs.pop("run_config", None) or agents.RunConfig()
+        provider = config.model_provider
+        config = dataclasses.replace(config, model_provider=_Provider(self, provider))
+        return await agents.Runner.run(self._wrap(agent), input, run_config=config, **kwargs)
+
+    # -- wrapping -------------------------------------------------------------------------
+
+    def _wrap(self, agent: Any, seen: dict[int, Any] | None = None) -> Any:
+        agents = _sdk()
+        seen = {} if seen is None else seen
+        if id(agent) in seen:
+            return seen[id(agent)]
+        changes: dict[str, Any] = {}
+        if isinstance(agent.model, agents.Model) and not _is_durable(agent.model):
+            changes["model"] = _durable_model(self, agent.model)
+        changes["tools"] = [self._wrap_tool(t) for t in agent.tools]
+        clone = agent.clone(**changes)
+        seen[id(agent)] = clone
+        handoffs = []
+        for h in agent.handoffs:
+            if isinstance(h, agents.Agent):
+                handoffs.append(self._wrap(h, seen))
+            else:
+                handoffs.append(self._wrap_handoff(h, seen))
+        clone.handoffs = handoffs
+        return clone
+
+    def _wrap_handoff(self, handoff: Any, seen: dict[int, Any]) -> Any:
+        original = handoff.on_invoke_handoff
+
+        async def invoke(*args: Any, **kwargs: Any) -> Any:
+            return self._wrap(await original(*args, **kwargs), seen)
+
+        return dataclasses.replace(handoff, on_invoke_handoff=invoke)
+
+    def _wrap_tool(self, tool: Any) -> Any:
+        agents = _sdk()
+        if not isinstance(tool, agents.FunctionTool):
+            return tool  # hosted tools run at the provider, inside the journalled response
+        name = tool.name
+        effect = name in self.effects
+        needs_approval = name in self.approvals
+        invoke = tool.on_invoke_tool
+
+        async def on_invoke(ctx: Any, arguments: str) -> Any:
+            call_id = str(ctx.tool_call_id)
+            run_id = durable.current_run().run_id
+            return await self._call(
+                invoke, ctx, arguments, name, call_id, run_id, effect, needs_approval
+            )
+
+        return dataclasses.replace(tool, on_invoke_tool=on_invoke)
+
+    async def _call(
+        self,
+        invoke: Callable[[Any, str], Awaitable[Any]],
+        ctx: Any,
+        arguments: str,
+        name: str,
+        call_id: str,
+        run_id: str,
+        effect: bool,
+        needs_approval: bool,
+    ) -> Any:
+        if needs_approval:
+            digest = approval_digest(name, arguments, call_id)
+            decision = await self.app.wait_for(APPROVAL_PREFIX + digest, type=Approval)
+            if not decision.approved:
+                why = f": {decision.reason}" if decision.reason else ""
+                return f"The call to {name} was not approved{why}."
+        key = f"{run_id}:{call_id}"
+        step = self._effect_step if effect else self._tool_step
+        text: str = await step(invoke, ctx, arguments, key)
+        return json.loads(text)
+
+    async def _respond(self, inner: Any, args: Any, kwargs: Any) -> Any:
+        types = self._types
+
+        async def call() -> dict[str, Any]:
+            return types.dump(await inner.get_response(*args, **kwargs))
+
+        data = await self._model_step(call)
+        return types.load(data)
+
+
+def _is_durable(model: Any) -> bool:
+    return bool(_MODEL_CLASS) and isinstance(model, _MODEL_CLASS[0])
+
+
+class _Provider:
+    """The run's model provider: the caller's (or the SDK's default) with models wrapped."""
+
+    def __init__(self, runner: DurableRunner, inner: Any) -> None:
+        self.runner = runner
+        self.inner = inner
+
+    def get_model(self, model_name: str | None) -> Any:
+        return _durable_model(self.runner, self.inner.get_model(model_name))
+
+    async def aclose(self) -> None:
+        close = getattr(self.inner, "aclose", None)
+        if close is not None:
+            await close()
+
+
+_MODEL_CLASS: list[type] = []
+
+
+def _durable_model(runner: DurableRunner, inner: Any) -> Any:
+    """A ``Model`` whose ``get_response`` is the journalled step ``openai_agents.model``."""
+    if not _MODEL_CLASS:
+        base = _sdk().Model
+
+        class SurefootDurableModel(base):  # type: ignore[misc, valid-type]
+            def __init__(self, runner: DurableRunner, inner: Any) -> None:
+                self.runner = runner
+                self.inner = inner
+
+            async def get_response(self, *args: Any, **kwargs: Any) -> Any:
+                return await self.runner._respond(self.inner, args, kwargs)
+
+            def stream_response(self, *args: Any, **kwargs: Any) -> Any:
+                raise ConfigError(
+                    "a durable OpenAI Agents run does not stream through "
+                    "Runner.run_streamed yet: use runner.run(...) (each model response is "
+                    "journalled whole)"
+                )
+
+        _MODEL_CLASS.append(SurefootDurableModel)
+    return _MODEL_CLASS[0](runner, inner)
+
+
+class _Types:
+    """JSON for the SDK's ``ModelResponse`` through pydantic's own adapter."""
+
+    def __init__(self) -> None:
+        import pydantic
+        from agents.items import ModelResponse
+
+        self.adapter = pydantic.TypeAdapter(ModelResponse)
+
+    def dump(self, response: Any) -> dict[str, Any]:
+        out: dict[str, Any] = self.adapter.dump_python(response, mode="json")
+        return out
+
+    def load(self, data: dict[str, Any]) -> Any:
+        return self.adapter.validate_python(data)
+
+
+# -- the steps (registered on the app by DurableRunner, by name) ----------------------------
+
+
+async def _model_request(call: Callable[[], Awaitable[dict[str, Any]]]) -> dict[str, Any]:
+    return await call()
+
+
+async def _run_tool(
+    invoke: Callable[[Any, str], Awaitable[Any]], ctx: Any, arguments: str, call_key: str
+) -> str:
+    token = _key.set(call_key)
+    try:
+        value = await invoke(ctx, arguments)
+    finally:
+        _key.reset(token)
+    return json.dumps(value, default=str)
+
+
+async def _tool_call(
+    invoke: Callable[[Any, str], Awaitable[Any]], ctx: Any, arguments: str, call_key: str
+) -> str:
+    return await _run_tool(invoke, ctx, arguments, call_key)
+
+
+async def _effect_call(
+    invoke: Callable[[Any, str], Awaitable[Any]], ctx: Any, arguments: str, call_key: str
+) -> str:
+    return await _run_tool(invoke, ctx, arguments, call_key)
+
+
+def _sdk() -> Any:
+    try:
+        import agents
+    except ImportError:
+        raise ConfigError(
+            "the OpenAI Agents SDK is not installed: pip install 'surefoot[openai-agents]'"
+        ) from None
+    return agents
