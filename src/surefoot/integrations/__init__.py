@@ -1,0 +1,8 @@
+"""Agents as teams write them, made durable on surefoot (DESIGN §9).
+
+Each framework has its own subpackage, imported on its own (each needs its extra):
+``surefoot.integrations.pydantic_ai`` (a durability capability for PydanticAI agents, extra
+``pydantic-ai``). What they share (operation names, effect keys from a run and a tool call's
+id, approvals bound to the exact call) is in ``surefoot.integrations._operations``; see
+``docs/integrations.md``.
+"""
