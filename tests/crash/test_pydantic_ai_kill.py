@@ -1,0 +1,159 @@
+"""A PydanticAI agent on surefoot survives a real SIGKILL of its worker at every operation
+boundary: in a model request, in a tool, after a tool's effect, while waiting for approval.
+
+The agent (tests/crash/pydantic_ai_app.py) runs in ``surefoot worker`` processes on SQLite
+and PostgreSQL; its model is PydanticAI's FunctionModel, and the model and the tools write
+every call they receive to a ledger file outside the journal. After the kill a worker with
+the same id takes the run back; at the end, per kill point: 0 repeated model requests among
+those journalled before the kill, 0 repeated tool calls among those journalled, the effect
+applied once under one key, the publish (approved) made once, and the run's usage counting
+each journalled request once.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+pytest.importorskip("pydantic_ai.durable_exec", reason="surefoot[pydantic-ai] is not installed")
+
+from surefoot import storage
+from surefoot.integrations.pydantic_ai import approve, pending_approvals
+
+pytestmark = [pytest.mark.crash, pytest.mark.slow]
+
+HERE = Path(__file__).parent
+SRC = HERE.parent.parent / "src"
+
+
+def _load() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("pydantic_ai_app", HERE / "pydantic_ai_app.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'runs.db'}"
+        return
+    u = f"{request.getfixturevalue('pg_url')}?schema=sf_t_{uuid.uuid4().hex[:12]}"
+    yield u
+    st: Any = storage.open(u)
+    st.db.drop_schema()
+    st.close()
+
+
+class Worker:
+    """One ``surefoot worker`` process at a time, id ``w1``; stopped by its pid at the end."""
+
+    def __init__(self, url: str, ledger: Path) -> None:
+        self.url, self.ledger = url, ledger
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self, hang: str = "") -> None:
+        env = {
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join([str(HERE), str(SRC)]),
+            "SF_PAI_DB": self.url,
+            "SF_PAI_LEDGER": str(self.ledger),
+            "SF_PAI_HANG": hang,
+        }
+        env.pop("SUREFOOT_CRASH", None)
+        cmd = [sys.executable, "-m", "surefoot", "worker", "--db", self.url]
+        cmd += ["--app", "pydantic_ai_app:app", "--worker-id", "w1", "--lease", "5"]
+        self.proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL)
+
+    def kill(self) -> None:
+        assert self.proc is not None
+        os.kill(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(timeout=10)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(timeout=10)
+
+
+def _until(what: str, check: Any, worker: Worker, timeout: float = 120.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        got = check()
+        if got:
+            return got
+        assert worker.proc is None or worker.proc.poll() is None, f"the worker died before {what}"
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+@pytest.mark.parametrize("point", ["model:1", "tool:Rome", "after_effect", "approval"])
+def test_sigkill_at_each_boundary_repeats_nothing_completed(
+    url: str, point: str, tmp_path: Path
+) -> None:
+    ledger = tmp_path / "ledger.jsonl"
+    mod = _load()
+    app, trip = mod.build(url, ledger)
+    worker = Worker(url, ledger)
+    try:
+        app.enqueue(trip, "plan a trip to Paris", run_id="t1")
+        worker.start(hang="" if point == "approval" else point)
+        if point == "approval":
+            _until("the approval wait", lambda: pending_approvals(app, "t1"), worker)
+            _until("the run to sleep", lambda: app.show("t1").run.status == "sleeping", worker)
+        else:
+            hung = lambda: any(e.get("at") == point for e in mod.read_ledger(ledger))  # noqa: E731
+            _until(f"the worker to hang at {point}", hung, worker)
+        before = [s for s in app.show("t1").steps if s.status == "done"]
+        worker.kill()
+
+        worker.start()  # the same worker id: it takes the run back at once
+        if point == "approval":  # decided while no worker ran; queued for the run
+            (waiting,) = pending_approvals(app, "t1")
+            assert approve(app, "t1", waiting.digest, by="ann")
+        else:
+            waiting = _until("the approval request", lambda: pending_approvals(app, "t1"), worker)
+            assert approve(app, "t1", waiting[0].digest, by="ann")
+        result = app.handle("t1").result(timeout=120)
+    finally:
+        worker.stop()
+        app.close()
+
+    events = mod.read_ledger(ledger)
+    turns = Counter(e["turn"] for e in events if e["ev"] == "model")
+    journalled_turns = sum(1 for s in before if s.name == "trip__model.request")
+    assert sorted(turns) == [0, 1, 2, 3]
+    repeated = sum(turns[t] - 1 for t in range(journalled_turns))
+    assert repeated == 0, (point, turns, journalled_turns)
+    in_flight = {"model:1": {1: 2}}.get(point, {})  # the request killed in flight ran again
+    assert dict(turns) == {0: 1, 1: 1, 2: 1, 3: 1} | in_flight
+
+    lookups = Counter(e["city"] for e in events if e.get("tool") == "lookup")
+    journalled_lookups = [s for s in before if s.name.endswith("call_tool:lookup")]
+    for s in journalled_lookups:
+        city = "Paris" if "Paris" in str(s.result) else "Rome"
+        assert lookups[city] == 1, (point, lookups)
+    assert lookups == Counter({"Paris": 1, "Rome": 2 if point == "tool:Rome" else 1})
+
+    applied = [e["key"] for e in events if e["ev"] == "effect_applied"]
+    requested = [e["key"] for e in events if e["ev"] == "effect_request"]
+    assert applied == ["t1:b1"]  # one effect, under the run's and the call's key
+    assert requested == ["t1:b1"] * (2 if point == "after_effect" else 1)
+    assert [e["text"] for e in events if e.get("tool") == "publish"] == ["trip to Paris"]
+
+    assert result["output"] == "booked and published"
+    assert result["requests"] == 4  # usage counts each journalled request once
+    assert result["input_tokens"] > 0
