@@ -391,3 +391,39 @@ def test_the_model_sdk_does_not_retry_surefoots_retry_policy_does(app: durable.A
         assert [r.retry_count for r in fp.received] == [0, 0]  # two first tries, no SDK retry
     (req,) = [s for s in app.show("s1").steps if s.name == "sdk__model.request"]
     assert req.attempts == 2
+
+
+def test_a_replay_emits_no_span_for_work_it_did_not_execute(app: durable.App) -> None:
+    """PydanticAI's own OpenTelemetry spans: crashed before its tool ran, the run is
+    resumed; the resumed execution replays the first model request from the journal and
+    exports no ``chat`` span for it, only for the request it makes."""
+    pytest.importorskip("opentelemetry.sdk", reason="surefoot[otel] is not installed")
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+    from pydantic_ai import InstrumentationSettings
+
+    exported = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exported))
+    calls: list[int] = []
+    model = scripted([[ToolCallPart("ping", {}, tool_call_id="c1")]], calls)
+    agent = Agent(model, name="sp", capabilities=[SurefootDurability(app)])
+    agent.instrument = InstrumentationSettings(tracer_provider=provider)
+
+    @agent.tool_plain
+    def ping() -> str:
+        return "pong"
+
+    app.crash = CrashPlan("before_step", step="sp__function_toolset__<agent>.call_tool:ping")
+    with pytest.raises(SimulatedCrash):
+        start(agent, "go", run_id="s1").result(timeout=30)
+    app.crash = None
+    assert [s.name for s in exported.get_finished_spans()].count("chat function:model:") == 1
+    exported.clear()
+    assert app.resume("s1").result(timeout=30) == "done after 1 turns"
+    assert calls == [0, 1]  # the resumed execution made one request
+    names = [s.name for s in exported.get_finished_spans()]
+    assert names.count("chat function:model:") == 1  # not 2: the replayed one has none
+    assert names.count("execute_tool ping") == 1 and names.count("invoke_agent sp") == 1
+    provider.shutdown()

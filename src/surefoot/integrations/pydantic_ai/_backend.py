@@ -19,6 +19,7 @@ from pydantic_ai.durable_exec import (
     JournalOperationNamer,
     OperationConfigRole,
     ToolsetCallToolId,
+    record_durable_unit,
 )
 
 from ...errors import ConfigError
@@ -125,4 +126,14 @@ class SurefootOperationBackend(CallableOperationBackend[StepOptions]):
                 )
             key = calls.effect_key(call_id)
         step = self.steps.step(name, effect=effect, retry=config.retry)
-        return await step(body, key)
+        ran: list[bool] = []
+
+        async def run_body() -> object:
+            ran.append(True)
+            return await body()
+
+        value = await step(run_body, key)
+        # A replayed unit (its journalled result returned) is reported as such, so the
+        # agent's instrumentation emits no span and no metrics for work it did not do.
+        record_durable_unit(executed=bool(ran))
+        return value

@@ -25,6 +25,7 @@ from pydantic_ai.durable_exec import (
     ModelRequestId,
     ToolsetCallToolId,
     conversation_id_from_run_id,
+    replay_scope,
 )
 from pydantic_ai.exceptions import UserError
 from pydantic_ai.messages import ModelMessagesTypeAdapter
@@ -220,7 +221,8 @@ class SurefootDurability(BaseDurabilityCapability[AgentDepsT]):
         await self._check_operations()
         token = run_calls.set(ToolCalls(current_run().run_id))
         try:
-            return await super().wrap_run(ctx, handler=handler)
+            with replay_scope():  # spans covering only replayed steps are not exported
+                return await super().wrap_run(ctx, handler=handler)
         finally:
             run_calls.reset(token)
 
