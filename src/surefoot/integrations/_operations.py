@@ -139,9 +139,27 @@ class OperationSteps:
 
     _by_app: ClassVar[weakref.WeakKeyDictionary[App, dict[str, Any]]] = weakref.WeakKeyDictionary()
 
+    _runs_by_app: ClassVar[weakref.WeakKeyDictionary[App, dict[tuple[str, int], int]]] = (
+        weakref.WeakKeyDictionary()
+    )
+
     def __init__(self, app: App) -> None:
         self.app = app
         self._steps = OperationSteps._by_app.setdefault(app, {})
+        self._agent_runs = OperationSteps._runs_by_app.setdefault(app, {})
+
+    def agent_run_id(self) -> str:
+        """In workflow code: the id of the agent run starting now, the same on every replay:
+        the surefoot run's id for the first, ``f"{run_id}:{n}"`` for the n-th (one count
+        per run for every agent of the app, so no two agent runs of a workflow share one).
+        """
+        run = current_run()
+        key = (run.run_id, run.epoch)  # each execution (claim) of a run counts from 1
+        n = self._agent_runs.pop(key, 0) + 1
+        if len(self._agent_runs) > 4096:  # executions long gone
+            self._agent_runs.clear()
+        self._agent_runs[key] = n
+        return run.run_id if n == 1 else f"{run.run_id}:{n}"
 
     def step(self, name: str, *, effect: bool = False, retry: Any = None) -> Any:
         """The step named ``name``: call it with ``(body, effect_key)`` inside a run.
@@ -222,7 +240,9 @@ class ToolCalls:
     """Per agent run (workflow code): effect keys for tool calls, deterministic on replay.
 
     Args:
-        run_id: the surefoot run the agent run belongs to.
+        run_id: the agent run's id: the surefoot run's id for the first (or only) agent run
+            of a workflow, ``f"{run_id}:2"``, ``:3``… for the next ones, so two agent runs
+            of one workflow whose model reuses a tool call id get different keys.
     """
 
     __slots__ = ("_seen", "run_id")
@@ -240,17 +260,22 @@ class ToolCalls:
 
 
 async def await_approvals(
-    app: App, steps: OperationSteps, calls: list[tuple[str, str, Any]]
+    app: App,
+    steps: OperationSteps,
+    calls: list[tuple[str, str, Any]],
+    *,
+    agent_run_id: str | None = None,
 ) -> list[Decision]:
     """In workflow code: journal every call's request, then wait (holding no worker) for
     each call's own decision, in the order given; the decisions, in that order.
 
-    ``calls`` are ``(tool_call_id, tool, args)``. Every request is journalled before the
-    first wait, so ``pending_approvals`` lists them all at once and they may be decided in
-    any order. A decision is delivered only to the call whose digest it names: the signal's
-    name carries the digest.
+    ``calls`` are ``(tool_call_id, tool, args)``; ``agent_run_id`` names the agent run
+    they belong to when a workflow holds several (default: the surefoot run). Every
+    request is journalled before the first wait, so ``pending_approvals`` lists them all
+    at once and they may be decided in any order. A decision is delivered only to the call
+    whose digest it names: the signal's name carries the digest.
     """
-    run_id = current_run().run_id
+    run_id = agent_run_id or current_run().run_id
     requests = []
     for tool_call_id, tool, args in calls:
         digest = call_digest(run_id, tool_call_id, tool, args)

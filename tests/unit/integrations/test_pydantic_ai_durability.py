@@ -427,3 +427,25 @@ def test_a_replay_emits_no_span_for_work_it_did_not_execute(app: durable.App) ->
     assert names.count("chat function:model:") == 1  # not 2: the replayed one has none
     assert names.count("execute_tool ping") == 1 and names.count("invoke_agent sp") == 1
     provider.shutdown()
+
+
+def test_agent_runs_of_one_workflow_get_their_own_ids_and_effect_keys(app: durable.App) -> None:
+    """A workflow holding two agent runs (a conversation) whose model reuses a tool call
+    id: each agent run has its own id, so the effect keys differ; replayed, the same."""
+    keys: list[str] = []
+    model = scripted([[ToolCallPart("post", {"text": "x"}, tool_call_id="same")]], [])
+    agent = Agent(model, name="conv", capabilities=[SurefootDurability(app)])
+
+    @agent.tool_plain(metadata={"surefoot": {"effect": True}})
+    def post(text: str) -> str:
+        keys.append(current_effect_key())
+        return "ok"
+
+    @app.workflow
+    async def chat() -> list[str]:
+        first = await agent.run("one")
+        second = await agent.run("two")  # a fresh history: the model calls `post` again
+        return [first.run_id, second.run_id]
+
+    assert app.start(chat, run_id="w").result(timeout=30) == ["w", "w:2"]
+    assert keys == ["w:same", "w:2:same"]

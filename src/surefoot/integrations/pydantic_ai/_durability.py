@@ -204,9 +204,11 @@ class SurefootDurability(BaseDurabilityCapability[AgentDepsT]):
             return False
 
     def get_default_run_id(self) -> str | None:
+        """The surefoot run's id for its first agent run, ``f"{run_id}:{n}"`` for the n-th
+        (a workflow may hold several): the same on every replay."""
         if not self.in_durable_context:
             return None
-        return current_run().run_id
+        return self._steps.agent_run_id()
 
     def get_default_conversation_id(self, run_id: str) -> str | None:
         return conversation_id_from_run_id(run_id) if self.in_durable_context else None
@@ -219,7 +221,7 @@ class SurefootDurability(BaseDurabilityCapability[AgentDepsT]):
         if not self.in_durable_context:
             return await handler()
         await self._check_operations()
-        token = run_calls.set(ToolCalls(current_run().run_id))
+        token = run_calls.set(ToolCalls(ctx.run_id or current_run().run_id))
         try:
             with replay_scope():  # spans covering only replayed steps are not exported
                 return await super().wrap_run(ctx, handler=handler)
@@ -289,7 +291,7 @@ class SurefootDurability(BaseDurabilityCapability[AgentDepsT]):
             return None
         results = DeferredToolResults()
         calls = [(p.tool_call_id, p.tool_name, p.args_as_dict()) for p in requests.approvals]
-        decisions = await await_approvals(self.app, self._steps, calls)
+        decisions = await await_approvals(self.app, self._steps, calls, agent_run_id=ctx.run_id)
         for (call_id, _, _), decision in zip(calls, decisions, strict=True):
             results.approvals[call_id] = (
                 True
