@@ -389,6 +389,12 @@ def test_the_model_sdk_does_not_retry_surefoots_retry_policy_does(app: durable.A
         assert result == fp.text_for("openai", fp.received[-1].messages)
         assert [r.fault for r in fp.received] == ["503", "ok"]
         assert [r.retry_count for r in fp.received] == [0, 0]  # two first tries, no SDK retry
+
+        @app.workflow
+        async def close_client() -> None:  # on the loop the client's connections live on
+            await client.close()
+
+        app.start(close_client).result(timeout=10)
     (req,) = [s for s in app.show("s1").steps if s.name == "sdk__model.request"]
     assert req.attempts == 2
 
