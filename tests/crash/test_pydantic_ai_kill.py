@@ -27,6 +27,8 @@ from typing import Any
 
 import pytest
 
+if os.environ.get("SUREFOOT_REQUIRE_SERVICES") == "1":
+    import pydantic_ai.durable_exec  # noqa: F401 - CI installs surefoot[pydantic-ai]
 pytest.importorskip("pydantic_ai.durable_exec", reason="surefoot[pydantic-ai] is not installed")
 
 from surefoot import storage

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+if os.environ.get("SUREFOOT_REQUIRE_SERVICES") == "1":
+    import pydantic_ai.durable_exec  # noqa: F401 - CI installs surefoot[pydantic-ai]
 pytest.importorskip("pydantic_ai.durable_exec", reason="surefoot[pydantic-ai] is not installed")
 
 DOC = Path(__file__).resolve().parents[3] / "docs" / "integrations.md"

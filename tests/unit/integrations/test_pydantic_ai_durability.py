@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 if os.environ.get("SUREFOOT_REQUIRE_SERVICES") == "1":
-    import pydantic_ai  # noqa: F401 - CI installs surefoot[pydantic-ai]
+    import pydantic_ai.durable_exec  # noqa: F401 - CI installs surefoot[pydantic-ai]
 pytest.importorskip("pydantic_ai.durable_exec", reason="surefoot[pydantic-ai] is not installed")
 
 from pydantic_ai import Agent
@@ -30,6 +30,7 @@ from surefoot.integrations.pydantic_ai import (
     approve,
     call_digest,
     current_effect_key,
+    enqueue,
     pending_approvals,
     start,
 )
@@ -90,6 +91,24 @@ def test_a_run_is_a_workflow_whose_model_requests_and_tool_calls_are_steps(
     assert calls == [0, 1] and looked == ["Paris"]
     assert start(agent, "where is Paris?", run_id="r1").result(timeout=30) == out
     assert calls == [0, 1] and looked == ["Paris"]  # nothing ran again
+
+
+def test_an_enqueued_run_waits_for_a_worker_and_keeps_its_history(app: durable.App) -> None:
+    """``enqueue`` records the run (and the history it continues) for a worker."""
+    from pydantic_ai.messages import ModelRequest, UserPromptPart
+
+    seen: list[int] = []
+
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        seen.append(len(messages))
+        return ModelResponse(parts=[TextPart(f"{len(messages)} messages")])
+
+    agent = Agent(FunctionModel(model), name="q", capabilities=[SurefootDurability(app)])
+    earlier = [ModelRequest(parts=[UserPromptPart("hello")]), ModelResponse(parts=[TextPart("hi")])]
+    handle = enqueue(agent, "and now?", run_id="q1", message_history=earlier)
+    assert handle.status() == "pending" and seen == []
+    assert durable.Worker(app).run_once(timeout=30) == 1
+    assert handle.result(timeout=10) == "3 messages" and seen == [3]
 
 
 def test_outside_a_run_the_agent_runs_as_without_the_capability(app: durable.App) -> None:
