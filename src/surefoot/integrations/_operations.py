@@ -143,10 +143,29 @@ class OperationSteps:
         weakref.WeakKeyDictionary()
     )
 
+    _firsts_by_app: ClassVar[weakref.WeakKeyDictionary[App, dict[tuple[str, int], set[str]]]] = (
+        weakref.WeakKeyDictionary()
+    )
+
     def __init__(self, app: App) -> None:
         self.app = app
         self._steps = OperationSteps._by_app.setdefault(app, {})
         self._agent_runs = OperationSteps._runs_by_app.setdefault(app, {})
+        self._firsts = OperationSteps._firsts_by_app.setdefault(app, {})
+
+    def first_in_execution(self, tag: str) -> bool:
+        """In workflow code: True the first time ``tag`` is asked about in this execution of
+        the run (the same answers, in the same order, on every replay)."""
+        run = current_run()
+        key = (run.run_id, run.epoch)
+        seen = self._firsts.setdefault(key, set())
+        if len(self._firsts) > 4096:  # executions long gone
+            self._firsts.clear()
+            self._firsts[key] = seen
+        if tag in seen:
+            return False
+        seen.add(tag)
+        return True
 
     def agent_run_id(self) -> str:
         """In workflow code: the id of the agent run starting now, the same on every replay:

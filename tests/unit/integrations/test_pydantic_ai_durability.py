@@ -474,3 +474,5 @@ def test_agent_runs_of_one_workflow_get_their_own_ids_and_effect_keys(app: durab
 
     assert app.start(chat, run_id="w").result(timeout=30) == ["w", "w:2"]
     assert keys == ["w:same", "w:2:same"]
+    names = [s.name for s in app.show("w").steps]
+    assert names.count("conv__operations") == 1  # checked once per run, not per agent run

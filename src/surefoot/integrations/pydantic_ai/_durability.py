@@ -220,7 +220,8 @@ class SurefootDurability(BaseDurabilityCapability[AgentDepsT]):
     async def wrap_run(self, ctx: RunContext[AgentDepsT], *, handler: WrapRunHandler) -> Any:
         if not self.in_durable_context:
             return await handler()
-        await self._check_operations()
+        if self._steps.first_in_execution(f"{self.name}__operations"):
+            await self._check_operations()  # once per run and agent
         token = run_calls.set(ToolCalls(ctx.run_id or current_run().run_id))
         try:
             with replay_scope():  # spans covering only replayed steps are not exported
@@ -231,7 +232,7 @@ class SurefootDurability(BaseDurabilityCapability[AgentDepsT]):
     def operations(self) -> list[str]:
         """What this agent can journal, one line per operation: the model request and each
         tool call's persisted name, with ``effect`` / ``approval`` marks, and each other
-        toolset's id. Journalled at the start of every agent run (``…__operations``)."""
+        toolset's id. Journalled when the agent first runs in a surefoot run (``…__operations``)."""
         agent = self.agent
         if agent is None:
             return []

@@ -1,0 +1,300 @@
+"""One PydanticAI agent, with no durability, with surefoot, and with PydanticAI's DBOSDurability.
+
+The agent: per turn a user message of 500 characters; the model asks for two tools at once
+(``lookup`` and ``note``), then answers with 500 characters. The model is PydanticAI's
+``FunctionModel`` (in-process, no HTTP: surefoot's FakeProvider answers text only, not tool
+calls, so the figures are the durability's cost alone). One workflow holds the whole
+conversation: ``n`` agent runs, each given the history so far.
+
+Each case runs in its own process (DBOS is process-global) on a fresh journal:
+
+* ``none``: the same loop, no capability;
+* ``surefoot-sqlite`` / ``surefoot-pg``: ``SurefootDurability(app)`` (surefoot.integrations);
+* ``dbos-sqlite`` / ``dbos-pg``: ``DBOSDurability()`` inside a ``@DBOS.workflow``.
+
+Printed: seconds per turn and the overhead per turn over ``none`` (target: surefoot's at
+most 1/3 of DBOS's); bytes of stored values after 10, 50 and 100 turns, and their ratio to
+the conversation's own size (its messages as PydanticAI serializes them; target: surefoot
+at most 3x at 100 turns, growing linearly), beside DBOS's. Temporal is not measured here.
+
+    .venv/bin/python benchmarks/bench_frameworks.py [--turns 10,50,100] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+PG = os.environ.get("SUREFOOT_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
+CASES = ("none", "surefoot-sqlite", "surefoot-pg", "dbos-sqlite", "dbos-pg")
+_TEXT = (
+    "the agent reads a file then calls a tool and checks the result before it writes the "
+    "answer back to the user with a short summary of what changed and why it matters"
+)
+WORDS = _TEXT.split()
+
+
+def text(seed: int, chars: int = 500) -> str:
+    rng = random.Random(seed)
+    out: list[str] = []
+    while sum(len(w) + 1 for w in out) < chars:
+        out.append(rng.choice(WORDS))
+    return " ".join(out)[:chars]
+
+
+def build_agent(capabilities: list[Any]) -> Any:
+    from pydantic_ai import Agent
+    from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart, UserPromptPart
+    from pydantic_ai.models.function import FunctionModel
+
+    def model(messages: list[Any], info: Any) -> Any:
+        last = messages[-1]
+        asked = any(isinstance(p, UserPromptPart) for p in last.parts)
+        turn = sum(
+            1 for m in messages for p in getattr(m, "parts", []) if isinstance(p, UserPromptPart)
+        )
+        if asked:
+            return ModelResponse(
+                parts=[
+                    ToolCallPart("lookup", {"q": f"topic {turn}"}, tool_call_id=f"l{turn}"),
+                    ToolCallPart("note", {"line": f"turn {turn}"}, tool_call_id=f"n{turn}"),
+                ]
+            )
+        return ModelResponse(parts=[TextPart(text(10_000 + turn))])
+
+    agent = Agent(FunctionModel(model), name="bench", capabilities=capabilities)
+
+    @agent.tool_plain
+    def lookup(q: str) -> str:
+        return f"found {q}"
+
+    @agent.tool_plain
+    def note(line: str) -> str:
+        return f"noted {line}"
+
+    return agent
+
+
+async def conversation(agent: Any, n: int) -> int:
+    """``n`` turns; the size of the conversation's messages as PydanticAI serializes them."""
+    from pydantic_ai.messages import ModelMessagesTypeAdapter
+
+    history = None
+    for i in range(n):
+        result = await agent.run(text(i), message_history=history)
+        history = result.all_messages()
+    return len(ModelMessagesTypeAdapter.dump_json(history or []))
+
+
+def _sum(conn: sqlite3.Connection, sql: str) -> int:
+    row = conn.execute(sql).fetchone()
+    return int(row[0] or 0) if row else 0
+
+
+SUREFOOT_BYTES = (
+    "SELECT SUM(LENGTH(CAST(result AS BLOB))) FROM {s}durable_steps",
+    "SELECT SUM(LENGTH(CAST(args AS BLOB))) FROM {s}durable_runs",
+    "SELECT SUM(LENGTH(CAST(result AS BLOB))) FROM {s}durable_runs",
+    "SELECT SUM(LENGTH(CAST(data AS BLOB))) FROM {s}durable_chunks",
+)
+DBOS_BYTES = (
+    "SELECT SUM(LENGTH(CAST(output AS BLOB))) FROM {s}operation_outputs",
+    "SELECT SUM(LENGTH(CAST(inputs AS BLOB))) FROM {s}workflow_status",
+    "SELECT SUM(LENGTH(CAST(output AS BLOB))) FROM {s}workflow_status",
+)
+
+
+def stored_bytes(url: str, queries: tuple[str, ...], schema: str) -> int:
+    if url.startswith("sqlite"):
+        conn = sqlite3.connect(url.split("///", 1)[1])
+        try:
+            return sum(_sum(conn, q.format(s="")) for q in queries)
+        finally:
+            conn.close()
+    import psycopg
+
+    base = url.split("?", 1)[0]
+    with psycopg.connect(base) as conn:
+        total = 0
+        for q in queries:
+            pg_q = q.replace("CAST(", "OCTET_LENGTH(CAST(").replace("LENGTH(OCTET_", "(OCTET_")
+            pg_q = pg_q.replace("AS BLOB)", "AS TEXT))")
+            row = conn.execute(pg_q.format(s=f'"{schema}".')).fetchone()
+            total += int(row[0] or 0) if row else 0
+        return total
+
+
+def one(case: str, n: int, d: Path) -> dict[str, Any]:
+    """Run one case in this process; its seconds and bytes."""
+    schema = f"bf_{uuid.uuid4().hex[:10]}"
+    if case == "none":
+        agent = build_agent([])
+        asyncio.run(conversation(agent, 1))  # warm-up: imports, first-call costs
+        t0, c0 = time.perf_counter(), time.process_time()
+        size = asyncio.run(conversation(agent, n))
+        return _timed(t0, c0, 0, size)
+    if case.startswith("surefoot"):
+        from surefoot import durable
+        from surefoot.integrations.pydantic_ai import SurefootDurability
+
+        url = f"sqlite:///{d / 'runs.db'}" if case.endswith("sqlite") else f"{PG}?schema={schema}"
+        app = durable.App(url)
+        agent = build_agent([SurefootDurability(app)])
+
+        @app.workflow
+        async def chat(n: int) -> int:
+            return await conversation(agent, n)
+
+        app.start(chat, 1, run_id="warm").result(timeout=600)  # the journal opened, warm
+        warm = stored_bytes(url, SUREFOOT_BYTES, schema)
+        t0, c0 = time.perf_counter(), time.process_time()
+        size = app.start(chat, n, run_id="c1").result(timeout=600)
+        out = _timed(t0, c0, 0, size)
+        app.close()
+        out["bytes"] = stored_bytes(url, SUREFOOT_BYTES, schema) - warm
+        if not url.startswith("sqlite"):
+            _drop(schema)
+        return out
+    from dbos import DBOS
+    from pydantic_ai.durable_exec.dbos import DBOSDurability
+
+    url = f"sqlite:///{d / 'dbos.db'}" if case.endswith("sqlite") else f"{PG}"
+    config: dict[str, Any] = {"name": "bench", "system_database_url": url, "log_level": "ERROR"}
+    if not url.startswith("sqlite"):
+        config["dbos_system_schema"] = schema
+    agent = build_agent([DBOSDurability()])
+
+    @DBOS.workflow()
+    async def dbos_chat(n: int) -> int:
+        return await conversation(agent, n)
+
+    DBOS(config=config)  # type: ignore[arg-type]
+    DBOS.launch()
+
+    async def go(turns: int) -> int:
+        return int(await dbos_chat(turns))
+
+    asyncio.run(go(1))  # warm-up
+    warm = stored_bytes(url, DBOS_BYTES, schema)
+    t0, c0 = time.perf_counter(), time.process_time()
+    size = asyncio.run(go(n))
+    out = _timed(t0, c0, 0, size)
+    DBOS.destroy()
+    out["bytes"] = stored_bytes(url, DBOS_BYTES, schema) - warm
+    if not url.startswith("sqlite"):
+        _drop(schema)
+    return out
+
+
+def _timed(t0: float, c0: float, stored: int, size: int) -> dict[str, Any]:
+    """Wall and process CPU seconds since ``t0``/``c0`` (every thread of this process;
+    a PostgreSQL server's own CPU is not in it, for either engine)."""
+    return {
+        "seconds": time.perf_counter() - t0,
+        "cpu": time.process_time() - c0,
+        "bytes": stored,
+        "conversation": size,
+    }
+
+
+def _drop(schema: str) -> None:
+    import psycopg
+
+    with psycopg.connect(PG, autocommit=True) as conn:
+        conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+def run_case(case: str, n: int) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory() as d:
+        cmd = [sys.executable, __file__, "--one", case, "--n", str(n), "--dir", d]
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=1200)
+        if out.returncode != 0:
+            return {"error": out.stderr.strip().splitlines()[-1] if out.stderr else "failed"}
+        return dict(json.loads(out.stdout.strip().splitlines()[-1]))
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--turns", default="10,50,100")
+    p.add_argument("--cases", default=",".join(CASES))
+    p.add_argument("--json", default=None)
+    p.add_argument("--one", default=None, help=argparse.SUPPRESS)
+    p.add_argument("--n", type=int, default=0, help=argparse.SUPPRESS)
+    p.add_argument("--dir", default=None, help=argparse.SUPPRESS)
+    a = p.parse_args()
+    if a.one:
+        print(json.dumps(one(a.one, a.n, Path(a.dir))))
+        return
+    turns = [int(t) for t in a.turns.split(",")]
+    cases = a.cases.split(",")
+    res: dict[str, dict[int, dict[str, Any]]] = {c: {} for c in cases}
+    for n in turns:
+        for c in cases:
+            res[c][n] = run_case(c, n)
+            print(f"  {c} n={n}: {res[c][n]}", file=sys.stderr, flush=True)
+    load = os.getloadavg()
+    print(
+        f"bench_frameworks {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
+        f"load {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; model: PydanticAI FunctionModel"
+    )
+    big = max(turns)
+    for what, label in (("seconds", "wall"), ("cpu", "process CPU")):
+        print(f"\n{label} per turn ({big} turns), and over none")
+        base = res.get("none", {}).get(big, {}).get(what)
+        over: dict[str, float] = {}
+        for c in cases:
+            r = res[c][big]
+            if "error" in r:
+                print(f"  {c:16} error: {r['error']}")
+                continue
+            extra = ""
+            if base is not None:
+                over[c] = (r[what] - base) / big
+                extra = f"  {over[c] * 1000:+8.2f} ms"
+            print(f"  {c:16} {r[what] / big * 1000:8.2f} ms{extra}")
+        for sf, db in (("surefoot-sqlite", "dbos-sqlite"), ("surefoot-pg", "dbos-pg")):
+            if sf in over and db in over and over[db] > 0:
+                ratio = over[sf] / over[db]
+                verdict = "PASS" if ratio <= 1 / 3 else "MISS"
+                print(
+                    f"  {label}: {sf} overhead / {db} overhead = {ratio:.2f} "
+                    f"(target <= 0.33) {verdict}"
+                )
+    print("\nbytes of stored values (x the conversation's own size)")
+    print("  turns " + "".join(f"{c:>24}" for c in cases if c != "none") + f"{'conversation':>14}")
+    for n in turns:
+        row = f"  {n:5} "
+        conv = res["none"][n].get("conversation", 0) if "none" in res else 0
+        for c in cases:
+            if c == "none":
+                continue
+            r = res[c][n]
+            conv = conv or r.get("conversation", 0)
+            cell = "error" if "error" in r else f"{r['bytes']:,} ({r['bytes'] / max(conv, 1):.2f}x)"
+            row += f"{cell:>24}"
+        print(row + f"{conv:>14,}")
+    for c in ("surefoot-sqlite", "surefoot-pg"):
+        if c in res and big in res[c] and "error" not in res[c][big]:
+            r = res[c][big]
+            ratio = r["bytes"] / max(r["conversation"], 1)
+            print(
+                f"  {c} at {big} turns: {ratio:.2f}x (target <= 3x) "
+                f"{'PASS' if ratio <= 3 else 'MISS'}"
+            )
+    if a.json:
+        Path(a.json).write_text(json.dumps(res, indent=1))
+
+
+if __name__ == "__main__":
+    main()
