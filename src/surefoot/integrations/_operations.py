@@ -10,11 +10,9 @@ becomes one journalled surefoot step, named by the framework's stable operation 
   run id and the model's ``tool_call_id`` (``f"{run_id}:{tool_call_id}"``, with ``#2``, ``#3``
   for a tool call id the model used again): the same on every replay, on any worker, whatever
   position the call lands on. ``current_effect_key()`` gives it to the tool.
-- Approvals: a call that needs a person's approval waits for the signal
-  ``approve:<digest>``, where the digest is a hash of the run, the call's id, the tool and
-  its arguments (``call_digest``). An approval names that digest, so it releases exactly
-  that call with exactly those arguments, never another; ``approve`` refuses a digest no
-  call of the run is waiting for, and writes the decision to the run's audit log.
+- ``call_digest``: a hash of the agent run, the call's id, the tool and its arguments,
+  which names one call exactly (approvals and external results are bound to it:
+  ``surefoot.integrations._approvals``).
 
 Parallel tool calls stay in a deterministic order because surefoot numbers a task's steps
 by the order in which the tasks were *created* (``docs/durable.md``, "Positions"): the calls
@@ -28,32 +26,12 @@ import hashlib
 import json
 import weakref
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from ..durable import App, current_run
 from ..errors import ConfigError
 
-__all__ = [
-    "APPROVAL_REQUEST_STEP",
-    "APPROVAL_SIGNAL_PREFIX",
-    "ApprovalRequest",
-    "Decision",
-    "OperationSteps",
-    "ToolCalls",
-    "approval_signal",
-    "approve",
-    "await_approvals",
-    "call_digest",
-    "current_effect_key",
-    "pending_approvals",
-]
-
-APPROVAL_SIGNAL_PREFIX = "approve:"
-APPROVAL_REQUEST_STEP = "approval.request"
-"""The pure step that journals what a waiting call asks to do, before its wait."""
-
-_DECISIONS = ("approval", "denial")  # the audit actions ``approve`` writes
+__all__ = ["OperationSteps", "ToolCalls", "call_digest", "current_effect_key"]
 
 _effect_key: contextvars.ContextVar[str | None] = contextvars.ContextVar(
     "surefoot_integration_effect_key", default=None
@@ -86,45 +64,8 @@ def call_digest(run_id: str, tool_call_id: str, tool: str, args: Any) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
-def approval_signal(digest: str) -> str:
-    """The signal name a call bound to ``digest`` waits for."""
-    return APPROVAL_SIGNAL_PREFIX + digest
-
-
-@dataclass(frozen=True, slots=True)
-class ApprovalRequest:
-    """A tool call that waits for a person's decision.
-
-    Attributes:
-        tool_call_id: the model's id for the call. tool: the tool's name. args: the
-            arguments the call will run with. digest: ``call_digest`` of them (what an
-            approval must name). signal: the signal it waits for (``approve:<digest>``).
-    """
-
-    tool_call_id: str
-    tool: str
-    args: Any
-    digest: str
-    signal: str
-
-
-@dataclass(frozen=True, slots=True)
-class Decision:
-    """A person's answer to one ``ApprovalRequest``.
-
-    Attributes:
-        digest: the call it answers. approved: run it (True) or not. by: who decided.
-        reason: why, if they said (a denied call's reason is what the model is told).
-    """
-
-    digest: str
-    approved: bool
-    by: str
-    reason: str | None = None
-
-
-async def _approval_request_step(request: Mapping[str, Any]) -> dict[str, Any]:
-    return dict(request)
+async def _record_step(record: dict[str, Any]) -> dict[str, Any]:
+    return record
 
 
 class OperationSteps:
@@ -217,23 +158,16 @@ class OperationSteps:
         self._steps[name] = (step, effect)
         return step
 
-    async def journal_approval_request(self, request: ApprovalRequest) -> None:
-        """Journal what a call asks to do (workflow code, before it waits)."""
-        step = self._steps.get(APPROVAL_REQUEST_STEP)
-        if step is None:
-            fn = self.app.step(name=APPROVAL_REQUEST_STEP)(_approval_request_step)
-            self._steps[APPROVAL_REQUEST_STEP] = (fn, False)
+    async def journal_record(self, name: str, record: Mapping[str, Any]) -> Any:
+        """In workflow code: journal ``record`` as the pure step ``name`` (its result), and
+        return it as journalled (on a replay, the journalled one)."""
+        got = self._steps.get(name)
+        if got is None:
+            fn = self.app.step(name=name)(_record_step)
+            self._steps[name] = (fn, False)
         else:
-            fn = step[0]
-        await fn(
-            {
-                "tool_call_id": request.tool_call_id,
-                "tool": request.tool,
-                "args": request.args,
-                "digest": request.digest,
-                "signal": request.signal,
-            }
-        )
+            fn = got[0]
+        return await fn(dict(record))
 
 
 def current_effect_key() -> str:
@@ -276,121 +210,3 @@ class ToolCalls:
         self._seen[tool_call_id] = n
         base = f"{self.run_id}:{tool_call_id}"
         return base if n == 1 else f"{base}#{n}"
-
-
-async def await_approvals(
-    app: App,
-    steps: OperationSteps,
-    calls: list[tuple[str, str, Any]],
-    *,
-    agent_run_id: str | None = None,
-) -> list[Decision]:
-    """In workflow code: journal every call's request, then wait (holding no worker) for
-    each call's own decision, in the order given; the decisions, in that order.
-
-    ``calls`` are ``(tool_call_id, tool, args)``; ``agent_run_id`` names the agent run
-    they belong to when a workflow holds several (default: the surefoot run). Every
-    request is journalled before the first wait, so ``pending_approvals`` lists them all
-    at once and they may be decided in any order. A decision is delivered only to the call
-    whose digest it names: the signal's name carries the digest.
-    """
-    run_id = agent_run_id or current_run().run_id
-    requests = []
-    for tool_call_id, tool, args in calls:
-        digest = call_digest(run_id, tool_call_id, tool, args)
-        request = ApprovalRequest(tool_call_id, tool, args, digest, approval_signal(digest))
-        await steps.journal_approval_request(request)
-        requests.append(request)
-    out = []
-    for request in requests:
-        got = await app.wait_for(request.signal, type=Decision)
-        if not isinstance(got, Decision) or got.digest != request.digest:
-            got = Decision(request.digest, False, "surefoot", "the decision named another call")
-        out.append(got)
-    return out
-
-
-def pending_approvals(app: App, run_id: str) -> list[ApprovalRequest]:
-    """The calls of ``run_id`` waiting for a decision, in the order they asked (a call
-    decided but whose run has not taken the decision yet is not listed).
-
-    Raises:
-        UnknownRunError: no such run.
-    """
-    detail = app.show(run_id)
-    decided = {s.name[len("signal:") :] for s in detail.steps if s.status == "done"}
-    for a in detail.audit:  # decided, the decision not yet taken by the run
-        if a.action in _DECISIONS:
-            d = a.detail
-            if isinstance(d, dict) and isinstance(d.get("digest"), str):
-                decided.add(approval_signal(d["digest"]))
-    out: list[ApprovalRequest] = []
-    for s in detail.steps:
-        if s.name != APPROVAL_REQUEST_STEP or not isinstance(s.result, dict):
-            continue
-        r = s.result
-        if r.get("signal") in decided:
-            continue
-        out.append(
-            ApprovalRequest(r["tool_call_id"], r["tool"], r["args"], r["digest"], r["signal"])
-        )
-    return out
-
-
-def approve(
-    app: App,
-    run_id: str,
-    digest: str,
-    *,
-    by: str,
-    approved: bool = True,
-    reason: str | None = None,
-) -> bool:
-    """Decide the call of ``run_id`` bound to ``digest``; the decision goes to the audit log.
-
-    Returns:
-        True if the decision was delivered; False if this call was decided before (the
-        first decision stands; nothing changed).
-
-    Raises:
-        ConfigError: no call of the run asked for approval under ``digest`` (a decision is
-            never sent to a call it was not made for), or ``by`` is empty.
-        UnknownRunError: no such run.
-    """
-    if not isinstance(by, str) or not by.strip():
-        raise ConfigError("approve() needs by= naming who decided (it goes to the audit log)")
-    asked = [
-        s.result
-        for s in app.show(run_id).steps
-        if s.name == APPROVAL_REQUEST_STEP
-        and isinstance(s.result, dict)
-        and s.result.get("digest") == digest
-    ]
-    if not asked:
-        raise ConfigError(
-            f"run {run_id!r} has no tool call waiting for approval under digest {digest!r}; "
-            "list the waiting calls with pending_approvals(app, run_id) and pass one's digest"
-        )
-    sent = app.signal(
-        run_id,
-        approval_signal(digest),
-        Decision(digest, bool(approved), by, reason),
-        signal_id=f"approval:{digest}",
-    )
-    if sent:
-        call = asked[0]
-        detail = {
-            "digest": digest,
-            "tool": call.get("tool"),
-            "tool_call_id": call.get("tool_call_id"),
-            "approved": bool(approved),
-            "reason": reason,
-        }
-        app.journal.audit(
-            run_id,
-            actor=by,
-            action=_DECISIONS[0] if approved else _DECISIONS[1],
-            detail=json.dumps(detail, sort_keys=True),
-            now=app.clock.now(),
-        )
-    return sent

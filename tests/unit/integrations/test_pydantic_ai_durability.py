@@ -476,3 +476,40 @@ def test_agent_runs_of_one_workflow_get_their_own_ids_and_effect_keys(app: durab
     assert keys == ["w:same", "w:2:same"]
     names = [s.name for s in app.show("w").steps]
     assert names.count("conv__operations") == 1  # checked once per run, not per agent run
+
+
+def test_an_external_call_waits_for_its_result_delivered_by_digest(app: durable.App) -> None:
+    """A tool that defers its call (``CallDeferred``) waits, holding no worker, for the
+    result ``deliver`` hands it under the call's digest; the model gets that result."""
+    from pydantic_ai.exceptions import CallDeferred
+    from pydantic_ai.messages import ToolReturnPart
+
+    from surefoot.integrations.pydantic_ai import deliver, pending_results
+
+    got: list[Any] = []
+
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if _turn(messages) == 0:
+            return ModelResponse(parts=[ToolCallPart("render", {"doc": "q3"}, tool_call_id="x1")])
+        returns = [p for m in messages for p in m.parts if isinstance(p, ToolReturnPart)]
+        got.extend(p.content for p in returns)
+        return ModelResponse(parts=[TextPart("rendered")])
+
+    agent = Agent(FunctionModel(model), name="ext", capabilities=[SurefootDurability(app)])
+
+    @agent.tool_plain
+    def render(doc: str) -> str:
+        raise CallDeferred  # made by another system, which delivers the result
+
+    start(agent, "render q3", run_id="x")
+    _wait_status(app, "x", "sleeping")
+    assert pending_approvals(app, "x") == []
+    (call,) = pending_results(app, "x")
+    assert (call.tool, call.args, call.kind) == ("render", {"doc": "q3"}, "external")
+    with pytest.raises(ConfigError, match="no tool call waiting"):
+        deliver(app, "x", call_digest("x", "x1", "render", {"doc": "q4"}), "pdf", by="svc")
+    assert deliver(app, "x", call.digest, {"pages": 3}, by="renderer")
+    assert app.resume("x").result(timeout=30) == "rendered"
+    assert got == [{"pages": 3}]
+    (entry,) = [a for a in app.show("x").audit if a.action == "external_result"]
+    assert entry.actor == "renderer" and entry.detail["tool_call_id"] == "x1"

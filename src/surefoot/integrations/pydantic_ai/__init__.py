@@ -15,14 +15,16 @@ declared ``metadata={'surefoot': {'effect': True}}`` gets ``current_effect_key()
 
 from __future__ import annotations
 
-from .._operations import (
+from .._approvals import (
     ApprovalRequest,
     Decision,
+    ExternalResult,
     approve,
-    call_digest,
-    current_effect_key,
+    deliver,
     pending_approvals,
+    pending_results,
 )
+from .._operations import call_digest, current_effect_key
 from ._backend import METADATA_KEY, StepOptions
 from ._durability import SurefootDurability, enqueue, start
 
@@ -30,12 +32,15 @@ __all__ = [
     "METADATA_KEY",
     "ApprovalRequest",
     "Decision",
+    "ExternalResult",
     "StepOptions",
     "SurefootDurability",
     "approve",
     "call_digest",
     "current_effect_key",
+    "deliver",
     "enqueue",
     "pending_approvals",
+    "pending_results",
     "start",
 ]

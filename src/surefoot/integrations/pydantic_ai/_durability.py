@@ -44,7 +44,8 @@ from pydantic_ai.toolsets import FunctionToolset
 from ...durable import App, RunHandle, current_run
 from ...errors import ConfigError, StepMismatchError
 from ...resilience import RetryPolicy
-from .._operations import OperationSteps, ToolCalls, await_approvals
+from .._approvals import Decision, await_answers
+from .._operations import OperationSteps, ToolCalls
 from ._backend import (
     METADATA_KEY,
     StepOptions,
@@ -120,7 +121,8 @@ class SurefootDurability(BaseDurabilityCapability[AgentDepsT]):
     is journalled before it runs, and ``current_effect_key()`` gives it
     ``f"{run_id}:{tool_call_id}"``, the same on every replay. A tool declared
     ``requires_approval=True`` waits, holding no worker, for ``approve(app, run_id,
-    digest, by=…)`` naming exactly that call (``pending_approvals`` lists them).
+    digest, by=…)`` naming exactly that call (``pending_approvals`` lists them); an
+    external tool (``CallDeferred``) waits for ``deliver(app, run_id, digest, value, by=…)``.
     """
 
     engine_spec = SUREFOOT_ENGINE_SPEC
@@ -288,18 +290,28 @@ class SurefootDurability(BaseDurabilityCapability[AgentDepsT]):
     async def handle_deferred_tool_calls(
         self, ctx: RunContext[AgentDepsT], *, requests: DeferredToolRequests
     ) -> DeferredToolResults | None:
-        if not self.in_durable_context or not requests.approvals:
+        """Each approval and each external call waits, holding no worker, for the answer
+        that names its digest (``approve`` / ``deliver``); in the order the model asked."""
+        if not self.in_durable_context or not (requests.approvals or requests.calls):
             return None
+        calls = [
+            ("approval", p.tool_call_id, p.tool_name, p.args_as_dict()) for p in requests.approvals
+        ]
+        calls += [
+            ("external", p.tool_call_id, p.tool_name, p.args_as_dict()) for p in requests.calls
+        ]
+        answers = await await_answers(self.app, self._steps, calls, agent_run_id=ctx.run_id)
         results = DeferredToolResults()
-        calls = [(p.tool_call_id, p.tool_name, p.args_as_dict()) for p in requests.approvals]
-        decisions = await await_approvals(self.app, self._steps, calls, agent_run_id=ctx.run_id)
-        for (call_id, _, _), decision in zip(calls, decisions, strict=True):
-            results.approvals[call_id] = (
-                True
-                if decision.approved
-                else ToolDenied(decision.reason or f"denied by {decision.by}")
-            )
-            results.answered_by[call_id] = decision.by
+        for (_, call_id, _, _), answer in zip(calls, answers, strict=True):
+            if isinstance(answer, Decision):
+                results.approvals[call_id] = (
+                    True
+                    if answer.approved
+                    else ToolDenied(answer.reason or f"denied by {answer.by}")
+                )
+            else:
+                results.calls[call_id] = answer.value
+            results.answered_by[call_id] = answer.by
         return results
 
 
