@@ -271,7 +271,7 @@ def main() -> None:
                     f"  {label}: {sf} overhead / {db} overhead = {ratio:.2f} "
                     f"(target <= 0.33) {verdict}"
                 )
-    print("\nbytes of stored values (x the conversation's own size)")
+    print("\nbytes of stored values (x that case's conversation, its messages as JSON)")
     print("  turns " + "".join(f"{c:>24}" for c in cases if c != "none") + f"{'conversation':>14}")
     for n in turns:
         row = f"  {n:5} "
@@ -280,8 +280,11 @@ def main() -> None:
             if c == "none":
                 continue
             r = res[c][n]
-            conv = conv or r.get("conversation", 0)
-            cell = "error" if "error" in r else f"{r['bytes']:,} ({r['bytes'] / max(conv, 1):.2f}x)"
+            if "error" in r:
+                row += f"{'error':>24}"
+                continue
+            ratio = r["bytes"] / max(r["conversation"], 1)
+            cell = f"{r['bytes']:,} ({ratio:.2f}x)"
             row += f"{cell:>24}"
         print(row + f"{conv:>14,}")
     for c in ("surefoot-sqlite", "surefoot-pg"):
