@@ -17,7 +17,11 @@ most 1/3 of DBOS's); bytes of stored values after 10, 50 and 100 turns, and thei
 the conversation's own size (its messages as PydanticAI serializes them; target: surefoot
 at most 3x at 100 turns, growing linearly), beside DBOS's. Temporal is not measured here.
 
-    .venv/bin/python benchmarks/bench_frameworks.py [--turns 10,50,100] [--json out.json]
+With ``--kills``, also the crash test's agent (tests/crash/pydantic_ai_app.py) in a
+``surefoot worker`` SIGKILLed at each kind of point on SQLite and PostgreSQL: completed model
+requests repeated and effects duplicated (target 0 and 0), and seconds until the run moves.
+
+    .venv/bin/python benchmarks/bench_frameworks.py [--turns 10,50,100] [--kills] [--json F]
 """
 
 from __future__ import annotations
@@ -224,11 +228,132 @@ def run_case(case: str, n: int) -> dict[str, Any]:
         return dict(json.loads(out.stdout.strip().splitlines()[-1]))
 
 
+KILL_POINTS = ("model:1", "tool:Rome", "after_effect", "approval")
+CRASH_APP = Path(__file__).resolve().parents[1] / "tests" / "crash" / "pydantic_ai_app.py"
+
+
+def kill_point(backend: str, point: str) -> dict[str, Any]:
+    """The crash test's agent (tests/crash/pydantic_ai_app.py) in a ``surefoot worker``,
+    SIGKILLed at ``point``, restarted under the same id: what was repeated, counted in its
+    ledger, and the seconds from the restart (and from the kill) to the next journalled step.
+    """
+    import importlib.util
+    import signal
+    from collections import Counter
+
+    from surefoot.integrations.pydantic_ai import approve, pending_approvals
+
+    spec = importlib.util.spec_from_file_location("pydantic_ai_app", CRASH_APP)
+    assert spec is not None
+    assert spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    schema = f"bk_{uuid.uuid4().hex[:10]}"
+    with tempfile.TemporaryDirectory() as d:
+        url = f"sqlite:///{d}/runs.db" if backend == "sqlite" else f"{PG}?schema={schema}"
+        ledger = Path(d) / "ledger.jsonl"
+        app, trip = mod.build(url, ledger)
+        src = str(Path(__file__).resolve().parents[1] / "src")
+        env = {
+            **os.environ,
+            "SF_PAI_DB": url,
+            "SF_PAI_LEDGER": str(ledger),
+            "PYTHONPATH": os.pathsep.join([str(CRASH_APP.parent), src]),
+        }
+        cmd = [
+            sys.executable,
+            "-m",
+            "surefoot",
+            "worker",
+            "--db",
+            url,
+            "--app",
+            "pydantic_ai_app:app",
+            "--worker-id",
+            "w1",
+            "--lease",
+            "5",
+        ]
+
+        def worker(hang: str) -> subprocess.Popen[bytes]:
+            return subprocess.Popen(
+                cmd,
+                env={**env, "SF_PAI_HANG": hang},
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+
+        def until(check: Any) -> Any:
+            deadline = time.monotonic() + 120
+            while not (got := check()):
+                if time.monotonic() > deadline:
+                    raise TimeoutError(point)
+                time.sleep(0.01)
+            return got
+
+        try:
+            app.enqueue(trip, "plan a trip to Paris", run_id="t1")
+            proc = worker("" if point == "approval" else point)
+            if point == "approval":
+                until(lambda: app.show("t1").run.status == "sleeping")
+            else:
+                until(lambda: any(e.get("at") == point for e in mod.read_ledger(ledger)))
+            before = [s for s in app.show("t1").steps if s.status == "done"]
+            os.kill(proc.pid, signal.SIGKILL)
+            killed = time.monotonic()
+            proc.wait()
+            if point == "approval":
+                (waiting,) = pending_approvals(app, "t1")
+                approve(app, "t1", waiting.digest, by="bench")
+            restarted = time.monotonic()
+            proc = worker("")
+            until(lambda: sum(s.status == "done" for s in app.show("t1").steps) > len(before))
+            moved = time.monotonic()
+            if point != "approval":
+                waiting = until(lambda: pending_approvals(app, "t1"))
+                approve(app, "t1", waiting[0].digest, by="bench")
+            app.handle("t1").result(timeout=120)
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait()
+        finally:
+            app.close()
+        events = mod.read_ledger(ledger)
+    if backend == "pg":
+        _drop(schema)
+    turns = Counter(e["turn"] for e in events if e["ev"] == "model")
+    done_turns = sum(1 for s in before if s.name == "trip__model.request")
+    applied = Counter(e["key"] for e in events if e["ev"] == "effect_applied")
+    return {
+        "repeated_requests": sum(turns[t] - 1 for t in range(done_turns)),
+        "duplicate_effects": sum(n - 1 for n in applied.values()),
+        "model_requests": sum(turns.values()),
+        "restart_to_next_step": moved - restarted,
+        "kill_to_next_step": moved - killed,
+    }
+
+
+def report_kills(kills: dict[str, dict[str, dict[str, Any]]]) -> None:
+    print("\nsurefoot's worker SIGKILLed, restarted under the same id (the crash test's agent)")
+    print(
+        f"  {'journal':8} {'killed in':14} {'repeated requests':>18} {'duplicate effects':>18}"
+        f" {'requests':>9} {'restart->next step':>19} {'kill->next step':>16}"
+    )
+    for backend, points in kills.items():
+        for pt, r in points.items():
+            ok = r["repeated_requests"] == 0 and r["duplicate_effects"] == 0
+            print(
+                f"  {backend:8} {pt:14} {r['repeated_requests']:>18} {r['duplicate_effects']:>18}"
+                f" {r['model_requests']:>9} {r['restart_to_next_step']:>17.2f} s"
+                f" {r['kill_to_next_step']:>14.2f} s  {'PASS' if ok else 'MISS'}"
+            )
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--turns", default="10,50,100")
     p.add_argument("--cases", default=",".join(CASES))
     p.add_argument("--json", default=None)
+    p.add_argument("--kills", action="store_true", help="also SIGKILL surefoot's worker")
     p.add_argument("--one", default=None, help=argparse.SUPPRESS)
     p.add_argument("--n", type=int, default=0, help=argparse.SUPPRESS)
     p.add_argument("--dir", default=None, help=argparse.SUPPRESS)
@@ -295,6 +420,10 @@ def main() -> None:
                 f"  {c} at {big} turns: {ratio:.2f}x (target <= 3x) "
                 f"{'PASS' if ratio <= 3 else 'MISS'}"
             )
+    if a.kills:
+        kills = {b: {pt: kill_point(b, pt) for pt in KILL_POINTS} for b in ("sqlite", "pg")}
+        report_kills(kills)
+        res["kills"] = kills  # type: ignore[assignment]
     if a.json:
         Path(a.json).write_text(json.dumps(res, indent=1))
 
