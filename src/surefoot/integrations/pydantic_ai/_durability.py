@@ -9,6 +9,7 @@ own code is workflow code; outside one the capability is transparent.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -86,6 +87,11 @@ SUREFOOT_ENGINE_SPEC = DurabilityEngineSpec(
 
 DEFAULT_MODEL_RETRY = RetryPolicy(max_attempts=3)
 
+_AGENTS: weakref.WeakKeyDictionary[App, dict[str, AbstractAgent[Any, Any]]] = (
+    weakref.WeakKeyDictionary()
+)
+"""Per app, the agent each registered ``<name>.run`` workflow runs."""
+
 
 def _in_run() -> bool:
     try:
@@ -112,8 +118,8 @@ class SurefootDurability(BaseDurabilityCapability[AgentDepsT]):
         models: other models a run may switch to, by id (see PydanticAI's durability docs).
         event_stream_handler: handles the run's events; each call is a step.
         model_retry: retries of a model request step: surefoot's ``RetryPolicy`` (default
-            3 attempts, backoff, ``Retry-After`` obeyed); give the model's SDK client
-            ``max_retries=0`` so this is the only retry loop.
+            3 attempts, backoff, ``Retry-After`` obeyed); the only retry loop: inside a run
+            the model's SDK client sends each request once (``max_retries=0``).
         tool_retry: attempts of a tool step (default 1); per tool with
             ``metadata={'surefoot': {'retry': …}}``.
 
@@ -159,9 +165,11 @@ class SurefootDurability(BaseDurabilityCapability[AgentDepsT]):
             self._steps, agent_name=self.name, config=self._options
         )
         self._register_toolsets(agent)
-        self.workflow_name = f"{self.name}.run"
-        if (self.workflow_name, "1") in self.app.registered():
-            return  # bound again (the same agent name): the registered workflow finds it
+        self.workflow_name = name = f"{self.name}.run"
+        agents = _AGENTS.setdefault(self.app, {})
+        agents[name] = agent  # the agent bound last under this name runs the workflow
+        if (name, "1") in self.app.registered():
+            return
         output = TypeAdapter(Any)
 
         async def agent_run(prompt: str, message_history: Any = None) -> Any:
@@ -170,7 +178,8 @@ class SurefootDurability(BaseDurabilityCapability[AgentDepsT]):
                 if message_history
                 else None
             )
-            result: AgentRunResult[Any] = await agent.run(prompt, message_history=history)
+            run_agent = agents[name]
+            result: AgentRunResult[Any] = await run_agent.run(prompt, message_history=history)
             return output.dump_python(result.output, mode="json")
 
         agent_run.__name__ = agent_run.__qualname__ = self.workflow_name.replace(".", "_")
