@@ -13,6 +13,7 @@ each journalled request once.
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import signal
 import subprocess
@@ -159,3 +160,57 @@ def test_sigkill_at_each_boundary_repeats_nothing_completed(
     assert result["output"] == "booked and published"
     assert result["requests"] == 4  # usage counts each journalled request once
     assert result["input_tokens"] > 0
+
+
+OPENAI_APP = HERE / "pydantic_ai_openai_app.py"
+
+
+def test_sigkill_in_a_request_through_the_openai_sdk_pays_each_completed_request_once(
+    tmp_path: Path,
+) -> None:
+    """The model behind the real OpenAI SDK is surefoot's FakeProvider on loopback. Killed
+    (SIGKILL) while turn 2's request is in flight, the rerun asks turn 2 and 3 only: turn 1,
+    answered and journalled, is paid once, counted at the provider."""
+    from surefoot.testing import FakeProvider, Reply
+
+    def child(db: str, url: str) -> subprocess.Popen[str]:
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), str(SRC)])}
+        env.pop("SUREFOOT_CRASH", None)
+        return subprocess.Popen(
+            [sys.executable, str(OPENAI_APP), db, url],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+
+    def asked(fp: FakeProvider) -> list[str]:
+        return [r.messages[-1]["content"] for r in fp.received]
+
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    with FakeProvider() as fp:
+        fp.script(Reply(), Reply(delay=120))  # turn 2's request hangs until the kill
+        first = child(db, fp.openai_url)
+        with first:
+            deadline = time.monotonic() + 120
+            while fp.count() < 2:
+                assert first.poll() is None, first.communicate()
+                assert time.monotonic() < deadline, "the run never sent its second request"
+                time.sleep(0.05)
+            first.kill()
+            first.wait(timeout=10)
+        assert fp.answered == [1]
+
+        second = child(db, fp.openai_url)
+        with second:
+            out, err = second.communicate(timeout=180)
+        assert second.returncode == 0, err[-3000:]
+        result = json.loads(out)
+        answered = [fp.received[n - 1].messages[-1]["content"] for n in fp.answered]
+        assert asked(fp) == ["question 1", "question 2", "question 2", "question 3"]
+        assert sorted(answered) == ["question 1", "question 2", "question 3"]  # each paid once
+        assert [r.retry_count for r in fp.received] == [0, 0, 0, 0]  # no SDK retries
+    assert len(result["outputs"]) == 3
+    # usage across the boundary: the rerun, which did not make turn 1's request, counts it
+    assert result["requests"] == 3
+    assert result["output_tokens"] > 0
