@@ -111,6 +111,12 @@ def test_an_enqueued_run_waits_for_a_worker_and_keeps_its_history(app: durable.A
     assert handle.result(timeout=10) == "3 messages" and seen == [3]
 
 
+def test_an_engine_url_is_refused_with_what_to_use_instead() -> None:
+    app = durable.App("temporal://127.0.0.1:7233?task_queue=q")
+    with pytest.raises(ConfigError, match="TemporalDurability"):
+        Agent(scripted([], []), name="t", capabilities=[SurefootDurability(app)])
+
+
 def test_outside_a_run_the_agent_runs_as_without_the_capability(app: durable.App) -> None:
     calls: list[int] = []
     agent = Agent(scripted([], calls), name="plain", capabilities=[SurefootDurability(app)])

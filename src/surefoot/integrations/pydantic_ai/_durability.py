@@ -43,6 +43,7 @@ from pydantic_ai.tools import (
 from pydantic_ai.toolsets import FunctionToolset
 
 from ...durable import App, RunHandle, current_run
+from ...durable.engine import engine_scheme
 from ...errors import ConfigError, StepMismatchError
 from ...resilience import RetryPolicy
 from .._approvals import Decision, await_answers
@@ -91,6 +92,17 @@ _AGENTS: weakref.WeakKeyDictionary[App, dict[str, AbstractAgent[Any, Any]]] = (
     weakref.WeakKeyDictionary()
 )
 """Per app, the agent each registered ``<name>.run`` workflow runs."""
+
+
+def _journal_only(app: App) -> None:
+    """A unit's body is a closure run in the workflow's own process: an engine that runs
+    steps elsewhere (Temporal activities) cannot take it."""
+    if engine_scheme(app.url) is not None:
+        raise ConfigError(
+            f"SurefootDurability runs on a surefoot journal (sqlite:// or postgresql://), not "
+            f"on an engine URL ({app.url.partition('://')[0]}://…): its steps run the agent's "
+            "calls in the workflow's process. On Temporal use PydanticAI's TemporalDurability"
+        )
 
 
 def _in_run() -> bool:
@@ -161,6 +173,7 @@ class SurefootDurability(BaseDurabilityCapability[AgentDepsT]):
     # -- binding -----------------------------------------------------------------------
 
     def _bind_to_agent(self, agent: AbstractAgent[AgentDepsT, Any]) -> None:
+        _journal_only(self.app)
         self._backend = SurefootOperationBackend(
             self._steps, agent_name=self.name, config=self._options
         )
@@ -231,6 +244,7 @@ class SurefootDurability(BaseDurabilityCapability[AgentDepsT]):
     async def wrap_run(self, ctx: RunContext[AgentDepsT], *, handler: WrapRunHandler) -> Any:
         if not self.in_durable_context:
             return await handler()
+        _journal_only(self.app)  # the URL may have been configured after the agent was built
         if self._steps.first_in_execution(f"{self.name}__operations"):
             await self._check_operations()  # once per run and agent
         token = run_calls.set(ToolCalls(ctx.run_id or current_run().run_id))
