@@ -298,10 +298,10 @@ def kill_point(backend: str, point: str) -> dict[str, Any]:
                 until(lambda: app.show("t1").run.status == "sleeping")
             else:
                 until(lambda: any(e.get("at") == point for e in mod.read_ledger(ledger)))
-            before = [s for s in app.show("t1").steps if s.status == "done"]
             os.kill(proc.pid, signal.SIGKILL)
             killed = time.monotonic()
             proc.wait()
+            before = [s for s in app.show("t1").steps if s.status == "done"]  # journalled
             if point == "approval":
                 (waiting,) = pending_approvals(app, "t1")
                 approve(app, "t1", waiting.digest, by="bench")
