@@ -326,14 +326,89 @@ def kill_point(backend: str, point: str) -> dict[str, Any]:
     return {
         "repeated_requests": sum(turns[t] - 1 for t in range(done_turns)),
         "duplicate_effects": sum(n - 1 for n in applied.values()),
+        "effect_requests": sum(1 for e in events if e["ev"] == "effect_request"),
+        "lookups": sum(1 for e in events if e.get("tool") == "lookup"),
         "model_requests": sum(turns.values()),
         "restart_to_next_step": moved - restarted,
         "kill_to_next_step": moved - killed,
     }
 
 
+DBOS_WORKER = Path(__file__).resolve().parent / "bench_frameworks_dbos_worker.py"
+
+
+def dbos_kill_point(point: str) -> dict[str, Any]:
+    """The same agent under DBOSDurability (bench_frameworks_dbos_worker.py, SQLite system
+    database), SIGKILLed at ``point`` and restarted under the same executor id."""
+    import signal
+    from collections import Counter
+
+    with tempfile.TemporaryDirectory() as d:
+        db = Path(d) / "dbos.db"
+        ledger = Path(d) / "ledger.jsonl"
+
+        def worker(hang: str, *extra: str) -> subprocess.Popen[bytes]:
+            env = {**os.environ, "SF_PAI_LEDGER": str(ledger), "SF_PAI_HANG": hang}
+            cmd = [sys.executable, str(DBOS_WORKER), f"sqlite:///{db}", *extra]
+            return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+
+        def recorded() -> int:
+            if not db.exists():
+                return 0
+            conn = sqlite3.connect(db)
+            try:
+                return _sum(
+                    conn,
+                    "SELECT COUNT(*) FROM operation_outputs "
+                    "WHERE workflow_uuid = 't1' AND output IS NOT NULL",
+                )
+            except sqlite3.OperationalError:
+                return 0
+            finally:
+                conn.close()
+
+        def ledger_events() -> list[dict[str, Any]]:
+            if not ledger.exists():
+                return []
+            return [json.loads(x) for x in ledger.read_text().splitlines() if x.strip()]
+
+        proc = worker(point, "--start")
+        deadline = time.monotonic() + 120
+        while not any(e.get("at") == point for e in ledger_events()):
+            if time.monotonic() > deadline:
+                raise TimeoutError(point)
+            time.sleep(0.01)
+        os.kill(proc.pid, signal.SIGKILL)
+        killed = time.monotonic()
+        proc.wait()
+        done_requests = recorded()  # model requests are DBOS's only steps here
+        restarted = time.monotonic()
+        proc = worker("")
+        while recorded() <= done_requests:
+            if time.monotonic() > deadline + 120:
+                raise TimeoutError(point)
+            time.sleep(0.01)
+        moved = time.monotonic()
+        out, _ = proc.communicate(timeout=180)
+        events = ledger_events()
+    turns = Counter(e["turn"] for e in events if e["ev"] == "model")
+    applied = Counter(e["key"] for e in events if e["ev"] == "effect_applied")
+    requested = Counter(e["key"] for e in events if e["ev"] == "effect_request")
+    return {
+        "repeated_requests": sum(turns[t] - 1 for t in range(done_requests)),
+        "duplicate_effects": sum(n - 1 for n in applied.values()),
+        "effect_requests": sum(requested.values()),
+        "lookups": sum(1 for e in events if e.get("tool") == "lookup"),
+        "model_requests": sum(turns.values()),
+        "restart_to_next_step": moved - restarted,
+        "kill_to_next_step": moved - killed,
+        "finished": out.decode().startswith("done"),
+    }
+
+
 def report_kills(kills: dict[str, dict[str, dict[str, Any]]]) -> None:
-    print("\nsurefoot's worker SIGKILLed, restarted under the same id (the crash test's agent)")
+    print("\nthe worker SIGKILLed, restarted under the same id (the crash test's agent; DBOS:")
+    print("  DBOSDurability, publish without approval, book keyed by hand)")
     print(
         f"  {'journal':8} {'killed in':14} {'repeated requests':>18} {'duplicate effects':>18}"
         f" {'requests':>9} {'restart->next step':>19} {'kill->next step':>16}"
@@ -422,6 +497,7 @@ def main() -> None:
             )
     if a.kills:
         kills = {b: {pt: kill_point(b, pt) for pt in KILL_POINTS} for b in ("sqlite", "pg")}
+        kills["dbos-sqlite"] = {pt: dbos_kill_point(pt) for pt in KILL_POINTS[:3]}
         report_kills(kills)
         res["kills"] = kills  # type: ignore[assignment]
     if a.json:
