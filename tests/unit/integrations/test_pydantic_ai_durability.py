@@ -121,7 +121,8 @@ def test_outside_a_run_the_agent_runs_as_without_the_capability(app: durable.App
     calls: list[int] = []
     agent = Agent(scripted([], calls), name="plain", capabilities=[SurefootDurability(app)])
     assert agent.run_sync("hi").output == "done after 0 turns"
-    assert app.list_runs() == []
+    with pytest.raises(ConfigError, match="holds no durable journal"):
+        app.list_runs()  # nothing was journalled: not even the journal was created
 
 
 def test_an_effect_tool_gets_a_key_from_the_run_and_the_tool_call_id_again_on_resume(
