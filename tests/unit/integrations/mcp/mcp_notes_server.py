@@ -5,10 +5,11 @@
 Tools:
 
 - ``append(text)``: an effect. It writes one line per request to ``DIR/ledger.jsonl``
-  (``{"key", "text", "applied"}``), applying a key at most once: a request whose
+  (``{"key", "text", "received"}`` when it arrives, ``{"key", "text", "applied"}`` when it
+  is done), applying a key at most once: a request whose
   idempotency key (``_meta`` ``io.surefoot/idempotency-key``, or the ``request_id``
   argument of ``append_by_arg``) was applied before returns the first result again.
-  ``text="hold"`` waits (after writing a ``started`` line) until ``DIR/release`` exists;
+  ``text="hold"`` waits (after its ``received`` line) until ``DIR/release`` exists;
   ``text="hold-after"`` applies first, then waits (the reply is lost if the server dies).
 - ``append_by_arg(text, request_id)``: the same, keyed by an argument.
 - ``count()``: read-only (``readOnlyHint``): how many keys were applied.
@@ -69,8 +70,8 @@ def main() -> None:
             await asyncio.sleep(0.05)
 
     async def apply(tool: str, text: str, key: str | None) -> dict[str, Any]:
+        log({"tool": tool, "key": key, "text": text, "received": True})
         if text == "hold":
-            log({"tool": tool, "key": key, "text": text, "started": True})
             await hold()
         done = [x for x in lines() if x.get("applied") and key is not None and x["key"] == key]
         if done:

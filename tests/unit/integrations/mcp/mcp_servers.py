@@ -22,12 +22,26 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def ledger(state: Path) -> list[dict[str, Any]]:
-    """Every request the server saw, in order (its own record)."""
+def _lines(state: Path) -> list[dict[str, Any]]:
     path = state / "ledger.jsonl"
     if not path.exists():
         return []
     return [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+
+
+def ledger(state: Path) -> list[dict[str, Any]]:
+    """What the server did with each request it finished, in order (its own record):
+    applied, or deduplicated by its key."""
+    return [x for x in _lines(state) if "applied" in x]
+
+
+def received(state: Path) -> dict[str, int]:
+    """Idempotency key -> how many requests with it reached the server (finished or not)."""
+    out: dict[str, int] = {}
+    for x in _lines(state):
+        if x.get("received"):
+            out[x["key"]] = out.get(x["key"], 0) + 1
+    return out
 
 
 def applied(state: Path) -> dict[str, int]:

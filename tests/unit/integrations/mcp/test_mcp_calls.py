@@ -10,7 +10,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from mcp_servers import HttpServer, applied, ledger, stdio_args, wait_until
+from mcp_servers import HttpServer, applied, ledger, received, stdio_args, wait_until
 
 from surefoot import durable
 from surefoot.guard import trusted
@@ -124,7 +124,7 @@ def test_http_server_killed_mid_call_is_retried_with_the_same_key(tmp_path: Path
 
         out: list[Any] = []
         t = _run_in_thread(app, flow, out)
-        wait_until(lambda: any(x.get("started") for x in ledger(server.state)), "the call")
+        wait_until(lambda: received(server.state) == {"r:2": 1}, "the call")
         server.kill()
         (server.state / "release").write_text("1")
         server.start()  # the same port, a new process
