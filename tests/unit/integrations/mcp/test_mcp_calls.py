@@ -10,9 +10,11 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import pytest
 from mcp_servers import HttpServer, applied, ledger, received, stdio_args, wait_until
 
 from surefoot import durable
+from surefoot.errors import RunFailedError
 from surefoot.guard import trusted
 from surefoot.integrations.mcp import KEY_META, McpClient, McpServer, McpTool
 from surefoot.resilience import Backoff, RetryPolicy
@@ -165,4 +167,31 @@ def test_stdio_server_killed_after_applying_is_deduplicated_by_key(tmp_path: Pat
     assert out == [[1, True]]
     assert applied(state) == {"r:2": 1}
     assert [x.get("dedup", False) for x in ledger(state)] == [False, True]
+    app.close()
+
+
+def test_an_unkeyed_effect_in_flight_at_a_crash_needs_attention(
+    tmp_path: Path, http_server: HttpServer
+) -> None:
+    """A tool declared ``unkeyed`` (its server cannot dedup) gets no key; a crash after it
+    ran and before its result was journalled stops the run for a person, nothing resent."""
+    app = _app(tmp_path)
+    notes = McpClient(
+        app,
+        McpServer.http("notes", http_server.url),
+        tools={"append": McpTool(kind="unkeyed", args={"text": "any"})},
+    )
+
+    @app.workflow
+    async def flow() -> None:
+        tools = await notes.tools()
+        await tools.call("append", {"text": trusted("once")})
+
+    app.crash = durable.CrashPlan("after_effect", step="mcp.notes.call_unkeyed")
+    with pytest.raises(durable.SimulatedCrash):
+        app.start(flow, run_id="r").result(timeout=60)
+    app.crash = None
+    with pytest.raises(RunFailedError, match="needs_attention"):
+        app.resume("r").result(timeout=60)
+    assert [(x["key"], x["text"]) for x in ledger(http_server.state)] == [(None, "once")]
     app.close()
