@@ -118,8 +118,8 @@ class McpServer:
 
     def where(self) -> str:
         """The server as error messages name it (no secrets)."""
-        if self.transport == "stdio":
-            return f"MCP server {self.name!r} (stdio: {' '.join((self.target, *self._args))})"
+        if self.transport == "stdio":  # the command only: its arguments may carry a token
+            return f"MCP server {self.name!r} (stdio: {self.target})"
         if self.transport == "http":
             return f"MCP server {self.name!r} ({redact(self.target)})"
         return f"MCP server {self.name!r}"
@@ -174,6 +174,12 @@ def classify_error(server: McpServer, doing: str, exc: BaseException) -> BaseExc
             if code in _TRANSPORT_CODES:
                 return McpTransportError(msg)
             return McpProtocolError(msg, code)
+    for e in leaves:
+        if isinstance(e, FileNotFoundError | PermissionError) and server.transport == "stdio":
+            return ConfigError(
+                f"{server.where()} cannot be started ({type(e).__name__}: {e.strerror}); "
+                "check the command and its path"
+            )
     for e in leaves:
         # OSError covers a refused connection, a reset, a stdio command that does not
         # exist; the httpx2 transport errors are recognised by name, never imported

@@ -11,7 +11,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from mcp_servers import HttpServer, applied, ledger, received, stdio_args, wait_until
+from mcp_servers import (
+    HttpServer,
+    applied,
+    free_port,
+    ledger,
+    received,
+    stdio_args,
+    wait_until,
+)
 
 from surefoot import durable
 from surefoot.errors import RunFailedError
@@ -194,4 +202,47 @@ def test_an_unkeyed_effect_in_flight_at_a_crash_needs_attention(
     with pytest.raises(RunFailedError, match="needs_attention"):
         app.resume("r").result(timeout=60)
     assert [(x["key"], x["text"]) for x in ledger(http_server.state)] == [(None, "once")]
+    app.close()
+
+
+def test_a_stdio_command_that_does_not_exist_is_a_config_error_not_retried(
+    tmp_path: Path,
+) -> None:
+    app = _app(tmp_path)
+    notes = McpClient(
+        app,
+        McpServer.stdio("notes", str(tmp_path / "no-such-server"), ["--token", "s3cret"]),
+        retry=PATIENT,
+    )
+
+    @app.workflow
+    async def flow() -> None:
+        await notes.tools()
+
+    with pytest.raises(RunFailedError) as failed:
+        app.start(flow, run_id="r").result(timeout=60)
+    assert "cannot be started (FileNotFoundError" in str(failed.value)
+    assert "s3cret" not in str(failed.value)  # a command's arguments may carry a token
+    assert _steps(app, "r") == [("1", "mcp.notes.list_tools", 1)]  # not retried
+    app.close()
+
+
+def test_a_password_in_an_http_url_never_reaches_the_journal(tmp_path: Path) -> None:
+    app = _app(tmp_path)
+    port = free_port()  # nothing listens there
+    notes = McpClient(
+        app,
+        McpServer.http("notes", f"http://ann:s3cret@127.0.0.1:{port}/mcp"),
+        retry=RetryPolicy(max_attempts=2, backoff=Backoff(0.01, 0.01, "none")),
+    )
+
+    @app.workflow
+    async def flow() -> None:
+        await notes.tools()
+
+    with pytest.raises(RunFailedError) as failed:
+        app.start(flow, run_id="r").result(timeout=60)
+    assert "McpTransportError" in str(failed.value) and "***@127.0.0.1" in str(failed.value)
+    assert "s3cret" not in str(failed.value)
+    assert _steps(app, "r") == [("1", "mcp.notes.list_tools", 2)]  # a transport error: retried
     app.close()
