@@ -21,7 +21,8 @@ from ...durable import current_run
 from ...errors import ConfigError, TrustError
 from ...guard import CapabilityPolicy, Label, Labeled, env_label, label_output
 from ...resilience import Backoff, RetryPolicy
-from ._server import McpServer, classify_error, connect
+from ._server import McpServer, classify_error
+from ._session import Sessions
 from ._tools import (
     McpTool,
     changes,
@@ -191,6 +192,9 @@ class McpClient:
         retry: attempts of each listing and call (a ``RetryPolicy`` or an int);
             :data:`DEFAULT_RETRY` by default. An ``unkeyed`` effect gets one attempt.
         policy_version: the version stamped on the derived policies.
+        keep_open: keep one session open per event loop across steps and runs (a stdio
+            server is then started once, not per step); call :meth:`close` before the
+            app's ``close``. Default: each step opens and closes its own session.
 
     Raises:
         ConfigError: ``tools`` is not a mapping of :class:`McpTool`.
@@ -204,6 +208,7 @@ class McpClient:
         tools: Mapping[str, McpTool] | None = None,
         retry: Any = DEFAULT_RETRY,
         policy_version: str = "1",
+        keep_open: bool = False,
     ) -> None:
         if not isinstance(server, McpServer):
             raise ConfigError(f"McpClient needs an McpServer, got {server!r}")
@@ -215,6 +220,7 @@ class McpClient:
         self.server = server
         self.declared = declared
         self.policy_version = policy_version
+        self.sessions = Sessions(server, keep_open=keep_open)
         self._listings: dict[str, list[dict[str, Any]]] = {}
         base = f"mcp.{server.name}"
         self._list_step = app.step(name=f"{base}.list_tools", retry=retry)(self._list_tools)
@@ -236,12 +242,15 @@ class McpClient:
         )
         return McpTools(self, listing, policy)
 
+    def close(self) -> None:
+        """Close the sessions kept open (``keep_open=True``); a no-op otherwise."""
+        self.sessions.close()
+
     # -- the steps (the journal calls them; their results are plain JSON) --------------
 
     async def _list_tools(self) -> list[dict[str, Any]]:
         try:
-            async with connect(self.server) as session:
-                return await _listing(session)
+            return await self.sessions.run(_listing)
         except Exception as exc:
             raise classify_error(self.server, "listing its tools", exc) from exc
 
@@ -280,13 +289,15 @@ class McpClient:
         if key_arg is not None and key is not None:
             args[key_arg] = key
         meta = {KEY_META: key} if key is not None else None
+
+        async def listed_then_call(session: Any) -> Any:
+            changed = changes(expected, await _listing(session))
+            if changed:
+                raise rug_pull(self.server.name, self.server.where(), changed)
+            return await session.call_tool(tool, args, meta=meta)
+
         try:
-            async with connect(self.server) as session:
-                now = await _listing(session)
-                changed = changes(expected, now)
-                if changed:
-                    raise rug_pull(self.server.name, self.server.where(), changed)
-                result = await session.call_tool(tool, args, meta=meta)
+            result = await self.sessions.run(listed_then_call)
         except Exception as exc:
             raise classify_error(self.server, f"calling {tool!r}", exc) from exc
         raw: dict[str, Any] = result.model_dump(mode="json", by_alias=True, exclude_none=True)

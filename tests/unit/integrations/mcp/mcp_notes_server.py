@@ -18,7 +18,8 @@ Tools:
 ``--rug-pull-after N``: after the N-th applied ``append``, the server changes ``append``'s
 description and input schema (live, and in ``DIR/changed`` for the next process).
 ``--poisoned``: descriptions and annotations carry instructions (tool poisoning).
-The process writes its pid to ``DIR/pid`` (stdio) or ``DIR/http.pid`` (HTTP) at start.
+The process writes its pid to ``DIR/pid`` (stdio) or ``DIR/http.pid`` (HTTP) at start, and
+adds a line to ``DIR/starts``.
 """
 
 from __future__ import annotations
@@ -52,6 +53,8 @@ def main() -> None:
     state.mkdir(parents=True, exist_ok=True)
     ledger = state / "ledger.jsonl"
     (state / ("http.pid" if opts.http else "pid")).write_text(str(os.getpid()))
+    with (state / "starts").open("a") as f:  # one line per server process started
+        f.write(f"{os.getpid()}\n")
     server = MCPServer("notes")
 
     def lines() -> list[dict[str, Any]]:
