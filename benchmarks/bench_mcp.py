@@ -83,8 +83,6 @@ def main() -> None:
     for r in rows:
         cells = [r["transport"], r["session"], r["median_s"], r["max_s"], r["replay_s"]]
         print("| " + " | ".join(str(c) for c in cells) + " |")
-            f"| {r['transport']} | {r['session']} | {r['median_s']} | {r['max_s']} | {r['replay_s']} |"
-        )
     print(f"each key applied once at the HTTP server: {applied_once}")
     if opts.json:
         Path(opts.json).write_text(json.dumps(rows, indent=2))
