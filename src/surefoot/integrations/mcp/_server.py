@@ -18,6 +18,7 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
+from ...codec import register
 from ...errors import ConfigError, MissingExtraError, SurefootError
 
 __all__ = ["McpProtocolError", "McpServer", "McpTransportError", "connect", "redact"]
@@ -33,6 +34,7 @@ def redact(text: str) -> str:
     return _USERINFO.sub("***@", text)
 
 
+@register  # journalled errors replay as themselves
 class McpTransportError(SurefootError, ConnectionError):
     """The MCP server could not be reached, or the connection closed during a request.
 
@@ -41,6 +43,7 @@ class McpTransportError(SurefootError, ConnectionError):
     """
 
 
+@register
 class McpProtocolError(SurefootError):
     """The MCP server refused a request with a JSON-RPC error (not retried).
 

@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ...codec import register
 from ...errors import ConfigError, SurefootError
 from ...guard import Arg, CapabilityPolicy, ToolPolicy
 
@@ -41,6 +42,7 @@ KINDS = ("effect", "read", "unkeyed")
 _COMPARED = ("description", "inputSchema", "outputSchema", "annotations", "title")
 
 
+@register  # a journalled rug pull replays as itself, so workflow code catches it alike
 class ToolListChangedError(SurefootError):
     """The server's tools changed under a running run (a "rug pull"); nothing was called.
 
@@ -49,6 +51,9 @@ class ToolListChangedError(SurefootError):
         changed: tool name -> what changed (``added``, ``removed``, ``description``,
             ``inputSchema``, ...).
     """
+
+    server: str = ""
+    changed: dict[str, list[str]]
 
     def __init__(self, message: str, server: str, changed: Mapping[str, list[str]]) -> None:
         super().__init__(message)

@@ -103,3 +103,38 @@ def test_a_declaration_naming_an_unlisted_tool_is_a_config_error(
     with pytest.raises(RunFailedError, match=r"name tools it does not list: \['apend'\]"):
         app.start(flow, run_id="r").result(timeout=60)
     app.close()
+
+
+def test_a_caught_rug_pull_replays_as_the_same_error(tmp_path: Path) -> None:
+    """A workflow that catches the rug pull and goes on: after a crash further on, the
+    replayed step raises ``ToolListChangedError`` again (with its attributes), so the same
+    ``except`` takes the same path and nothing is sent."""
+    state = tmp_path / "state"
+    app = _app(tmp_path)
+    notes = McpClient(
+        app,
+        McpServer.stdio("notes", sys.executable, stdio_args(state)),
+        tools={"append": McpTool(args={"text": "any"})},
+    )
+    caught: list[Any] = []
+
+    @app.workflow
+    async def flow() -> str:
+        tools = await notes.tools()
+        (state / "changed").write_text("1")  # a redeploy between the listing and the call
+        try:
+            await tools.call("append", {"text": trusted("x")})
+        except ToolListChangedError as exc:
+            caught.append((exc.server, sorted(exc.changed)))
+        await tools.call("count")  # the crash is here, once
+        return "went on"
+
+    app.crash = CrashPlan("before_step", step="3")
+    with pytest.raises(SimulatedCrash):
+        app.start(flow, run_id="r").result(timeout=60)
+    app.crash = None
+    with pytest.raises(RunFailedError, match="rug pull"):  # count, too, meets the change
+        app.resume("r").result(timeout=60)
+    assert caught == [("notes", ["append"])] * 2
+    assert ledger(state) == []
+    app.close()
