@@ -9,9 +9,14 @@ import os
 import signal
 import subprocess
 import sys
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+
+from surefoot import storage
 
 pytest.importorskip("mcp")
 HERE = Path(__file__).parent
@@ -39,10 +44,22 @@ def _run(db: str, url: str, texts: str, crash: str | None = None) -> subprocess.
 
 
 @pytest.fixture
-def server(tmp_path: Path) -> HttpServer:
+def pg_db(pg_url: str) -> Iterator[str]:
+    """A PostgreSQL schema of this test only (dropped after)."""
+    url = f"{pg_url}?schema=sf_t_{uuid.uuid4().hex[:12]}"
+    yield url
+    st: Any = storage.open(url)
+    st.db.drop_schema()
+    st.close()
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[HttpServer]:
     s = HttpServer(tmp_path / "state").start()
-    yield s  # type: ignore[misc]
-    s.kill()
+    try:
+        yield s
+    finally:
+        s.kill()
 
 
 @pytest.mark.parametrize(
@@ -94,3 +111,19 @@ def test_sigkill_during_a_call_and_resumed(tmp_path: Path, server: HttpServer, t
     requests = received(server.state)
     assert requests[KEYS[0]] == 1 and requests[KEYS[2]] == 1  # completed calls: never resent
     assert requests[KEYS[1]] == 2  # in flight at the kill: sent again, applied once
+
+
+@pytest.mark.services
+def test_sigkill_after_applying_on_postgresql(pg_db: str, server: HttpServer) -> None:
+    """The same on a PostgreSQL journal: killed while the server holds an applied call."""
+    first = _run(pg_db, server.url, "a,hold-after,c")
+    wait_until(lambda: applied(server.state).get(KEYS[1]) == 1, "the second call applied")
+    os.kill(first.pid, signal.SIGKILL)
+    first.communicate(timeout=30)
+    (server.state / "release").write_text("1")
+    second = _run(pg_db, server.url, "a,hold-after,c")
+    out, err = second.communicate(timeout=120)
+    assert second.returncode == 0, err
+    assert json.loads(out) == [1, 2, 3, 3]
+    assert applied(server.state) == dict.fromkeys(KEYS, 1)
+    assert received(server.state) == {KEYS[0]: 1, KEYS[1]: 2, KEYS[2]: 1}
