@@ -13,6 +13,7 @@ same session and refuses to call when they differ from the run's listing
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -43,6 +44,7 @@ DEFAULT_RETRY = RetryPolicy(max_attempts=4, backoff=Backoff(0.2, 2.0))
 to 2 s, full jitter); a JSON-RPC error, a rug pull or a tool error (``isError``) are not."""
 
 _PAGES = 100
+_RUNS_KEPT = 4096  # executions whose listing a second tools() call returns
 
 
 @dataclass(frozen=True)
@@ -222,6 +224,7 @@ class McpClient:
         self.policy_version = policy_version
         self.sessions = Sessions(server, keep_open=keep_open)
         self._listings: dict[str, list[dict[str, Any]]] = {}
+        self._per_run: OrderedDict[tuple[str, int], McpTools] = OrderedDict()
         base = f"mcp.{server.name}"
         self._list_step = app.step(name=f"{base}.list_tools", retry=retry)(self._list_tools)
         self._read_step = app.step(name=f"{base}.read", retry=retry)(self._read)
@@ -230,17 +233,31 @@ class McpClient:
 
     async def tools(self) -> McpTools:
         """The server's tools for this run: listed once and journalled (a step), so a
-        replay, on any worker, sees the same listing. Call it once per run and keep it.
+        replay, on any worker, sees the same listing. A second call in the same execution
+        of the run returns the same listing without a step (a run never follows a server
+        that changed under it: its calls refuse the change instead).
 
         Raises:
             ConfigError: a declaration names a tool or argument the listing does not have.
         """
+        try:
+            rc = current_run()
+            here: tuple[str, int] | None = (rc.run_id, rc.epoch)
+        except ConfigError:  # outside a run: a plain call
+            here = None
+        if here is not None and here in self._per_run:
+            return self._per_run[here]
         listing = await self._list_step()
         self._listings[fingerprint(listing)] = listing
         policy = derive_policy(
             self.server.name, listing, self.declared, version=self.policy_version
         )
-        return McpTools(self, listing, policy)
+        tools = McpTools(self, listing, policy)
+        if here is not None:  # per execution (a resumed run has a new epoch and replays)
+            self._per_run[here] = tools
+            while len(self._per_run) > _RUNS_KEPT:
+                self._per_run.popitem(last=False)
+        return tools
 
     def close(self) -> None:
         """Close the sessions kept open (``keep_open=True``); a no-op otherwise."""

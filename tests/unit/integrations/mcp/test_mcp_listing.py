@@ -138,3 +138,34 @@ def test_a_caught_rug_pull_replays_as_the_same_error(tmp_path: Path) -> None:
     assert caught == [("notes", ["append"])] * 2
     assert ledger(state) == []
     app.close()
+
+
+def test_a_second_listing_in_the_same_run_is_the_first(tmp_path: Path) -> None:
+    """Calling tools() again later in the run does not list again (no step), so a server
+    changed in between is not followed: the next call is refused as a rug pull."""
+    state = tmp_path / "state"
+    app = _app(tmp_path)
+    notes = McpClient(
+        app,
+        McpServer.stdio("notes", sys.executable, stdio_args(state)),
+        tools={"append": McpTool(args={"text": "any"})},
+    )
+
+    @app.workflow
+    async def flow() -> str:
+        first = await notes.tools()
+        await first.call("append", {"text": trusted("one")})
+        (state / "changed").write_text("1")
+        again = await notes.tools()
+        assert again.fingerprint == first.fingerprint
+        try:
+            await again.call("append", {"text": trusted("two")})
+        except ToolListChangedError as exc:
+            return str(sorted(exc.changed))
+        return "followed"
+
+    assert app.start(flow, run_id="r").result(timeout=60) == "['append']"
+    names = [s.name for s in app.show("r").steps]
+    assert names == ["mcp.notes.list_tools", "mcp.notes.call", "mcp.notes.call"]
+    assert [x["text"] for x in ledger(state)] == ["one"]
+    app.close()
