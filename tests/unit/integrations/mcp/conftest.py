@@ -6,9 +6,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
-pytest.importorskip("mcp")
-
 from mcp_servers import HttpServer
 
 

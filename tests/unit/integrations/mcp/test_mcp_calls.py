@@ -11,6 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+pytest.importorskip("mcp")  # the servers these tests start are the SDK's
+
 from mcp_servers import (
     HttpServer,
     applied,

@@ -9,6 +9,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytest.importorskip("mcp")  # the example's server is the SDK's
+
 DOC = Path(__file__).resolve().parents[4] / "docs" / "mcp.md"
 
 

@@ -10,6 +10,10 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+pytest.importorskip("mcp")  # the servers these tests start are the SDK's
+
 from mcp_servers import applied, ledger, stdio_args, wait_until
 
 from surefoot import durable
