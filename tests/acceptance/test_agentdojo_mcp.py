@@ -26,3 +26,5 @@ def test_banking_through_mcp_matches_the_direct_run() -> None:
     alone = figures["mcp, schemas alone"]
     assert alone["injection tasks won"] == 0
     assert alone["user tasks kept"] <= figures["mcp"]["user tasks kept"]
+    # and with no control (every argument accepts anything) the attacks do win through MCP
+    assert figures["mcp, every argument any"]["injection tasks won"] > 0

@@ -92,6 +92,21 @@ def declarations(suite: str) -> dict[str, McpTool]:
     }
 
 
+def _declared(name: str, suite: Any, how: str) -> dict[str, McpTool]:
+    if how == "lab":
+        return declarations(name)
+    if how == "schemas":
+        return {}
+    if how == "any":
+        return {
+            f.name: McpTool(
+                args=dict.fromkeys(f.parameters.model_json_schema().get("properties", {}), "any")
+            )
+            for f in suite.tools
+        }
+    raise ValueError(f"declared must be 'lab', 'schemas' or 'any', got {how!r}")
+
+
 @dataclass(frozen=True)
 class PairResult:
     """One pair (or a user task alone) run through MCP."""
@@ -178,22 +193,23 @@ def run_pairs(
     envs: Callable[[str, str | None], Any],
     plans: Callable[[str], tuple[Any, Callable[[Any], Sequence[Any]]]],
     *,
-    declared: bool = True,
+    declared: str = "lab",
 ) -> list[PairResult]:
     """Run each ``(user task, injection task or None)`` through MCP, as a durable run.
 
     Args:
         envs: the environment a pair starts from (injected or clean).
         plans: injection task id -> (the task, its calls as a function of the environment).
-        declared: use the lab's declarations; False: the policy derived from the MCP
-            schemas alone (every argument accepts untainted values only).
+        declared: ``lab``: the lab's declarations; ``schemas``: the policy derived from the
+            MCP schemas alone (every argument accepts untainted values only); ``any``: every
+            argument accepts anything (no control: what the attacks do through MCP).
     """
     box: dict[str, Any] = {}
     app = durable.App("sqlite://", poll=0.01)
     client = McpClient(
         app,
         McpServer.custom(f"agentdojo-{name}", lambda: mcp_server(suite, box)),
-        tools=declarations(name) if declared else {},
+        tools=_declared(name, suite, declared),
     )
 
     @app.workflow(name="agentdojo_pair")
@@ -257,7 +273,8 @@ def compare(
     ]
     rows = {"direct": direct}
     rows["mcp"] = run_pairs(name, suite, pairs, env, plan)
-    rows["mcp, schemas alone"] = run_pairs(name, suite, pairs, env, plan, declared=False)
+    rows["mcp, schemas alone"] = run_pairs(name, suite, pairs, env, plan, declared="schemas")
+    rows["mcp, every argument any"] = run_pairs(name, suite, pairs, env, plan, declared="any")
 
     def figures(rs: list[PairResult]) -> dict[str, Any]:
         won = sorted({r.injection_task for r in rs if r.injection_task and r.security})
