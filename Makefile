@@ -22,7 +22,7 @@ $(VENV)/.run-installed: pyproject.toml lab/pyproject.toml | $(BIN)/python
 	touch $@
 
 $(VENV)/.dev-installed: pyproject.toml lab/pyproject.toml | $(BIN)/python
-	$(BIN)/pip install --quiet -e '.[cli,postgres,redis,temporal,ui,otel,pydantic-ai,openai-agents]' \
+	$(BIN)/pip install --quiet -e '.[cli,postgres,redis,temporal,ui,otel,pydantic-ai,openai-agents,mcp]' \
 	  -e './lab[dbos,agentdojo]' --group dev
 	touch $@ $(VENV)/.run-installed
 

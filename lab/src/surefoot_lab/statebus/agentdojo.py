@@ -161,6 +161,12 @@ def injection_calls(name: str, tid: str, task: Any) -> tuple[Callable[[Any], lis
 _CLEAN: dict[str, Any] = {}
 
 
+def clean_environment(name: str, suite: Any) -> Any:
+    """``suite``'s default environment without injections (kept for :func:`injection_calls`)."""
+    _CLEAN[name] = suite.load_and_inject_default_environment({})
+    return _CLEAN[name]
+
+
 def injection_candidates(suite: Any) -> dict[str, tuple[str, ...]]:
     """User task -> the injection vectors its ground truth reads (AgentDojo's own check)."""
     from agentdojo.attacks.baseline_attacks import DirectAttack

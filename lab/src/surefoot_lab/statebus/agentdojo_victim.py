@@ -46,7 +46,7 @@ from surefoot.guard import (
     trusted,
 )
 
-__all__ = ["Outcome", "Provenance", "run_victim"]
+__all__ = ["Outcome", "Provenance", "run_victim", "verdict"]
 
 _RANK = {"user": 0, "record": 1, "correspondent": 2, "document": 3}
 _USER = trusted("").label
@@ -276,6 +276,12 @@ def run_victim(
     if injection is not None:
         out.security = _verdict(injection[0], shown, pre, env, traces)
     return out
+
+
+def verdict(task: Any, output: str, pre: Any, post: Any, traces: list[Any]) -> bool:
+    """AgentDojo's own judgement of ``task`` (utility of a user task, security of an
+    injection task) on the post-environment and the calls made."""
+    return _verdict(task, output, pre, post, traces)
 
 
 def _verdict(task: Any, output: str, pre: Any, post: Any, traces: list[Any]) -> bool:
