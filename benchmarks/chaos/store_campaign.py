@@ -31,6 +31,7 @@ import argparse
 import json
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -344,6 +345,7 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--interval", type=float, default=0.5, help="seconds between faults")
     ap.add_argument("--json", help="write the report here too")
+    ap.add_argument("--keep", help="copy the histories (hist-*.jsonl) into this folder")
     ap.add_argument("--plant", choices=["drop-expect"], help="plant a bug the checks must find")
     ap.add_argument("--worker", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--url", help=argparse.SUPPRESS)
@@ -371,6 +373,10 @@ def main() -> int:
             nemesis.stop_all()
         state = final_reads(url, workdir)
         verdict = judge(workdir, state)
+        if args.keep:
+            Path(args.keep).mkdir(parents=True, exist_ok=True)
+            for f in workdir.glob("hist-*.jsonl"):
+                shutil.copy(f, args.keep)
         cleanup(args.backend, url)
     anomalies = sum(sum(k.values()) for k in verdict["anomalies"].values())
     twice = verdict["unknown"]["applied-twice-or-torn"]
