@@ -101,6 +101,9 @@ chaos: $(VENV)/.dev-installed
 	  $(BIN)/python benchmarks/chaos/store_campaign.py --backend $$b --seconds $(CHAOS_SECONDS) \
 	    --workers 4 || exit 1; \
 	done
+	for b in sqlite postgres; do \
+	  $(BIN)/python benchmarks/chaos/paused_holders.py --backend $$b --skews 0,-30,30 || exit 1; \
+	done
 
 # The two wheels: surefoot (the product) and surefoot_lab (the lab, which requires it).
 dist: | $(BIN)/python

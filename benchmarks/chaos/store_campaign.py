@@ -351,6 +351,9 @@ def main() -> int:
     ap.add_argument("--url", help=argparse.SUPPRESS)
     ap.add_argument("--dir", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    # A SIGTERM (make's, timeout's) ends the run through its finally blocks, so the
+    # processes it started are stopped too.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     if args.worker is not None:
         worker(args.url, Path(args.dir), args.worker, args.seed, args.plant)
         return 0
