@@ -104,6 +104,7 @@ chaos: $(VENV)/.dev-installed
 	for b in sqlite postgres; do \
 	  $(BIN)/python benchmarks/chaos/paused_holders.py --backend $$b --skews 0,-30,30 || exit 1; \
 	done
+	$(BIN)/python benchmarks/chaos/disk_faults.py
 
 # The two wheels: surefoot (the product) and surefoot_lab (the lab, which requires it).
 dist: | $(BIN)/python
