@@ -47,7 +47,7 @@ def assert_safe(results: list[dict]) -> None:
     assert (
         journal["step_epochs"] == [journal["epoch"]] and journal["stale_epoch"] < journal["epoch"]
     )
-    assert journal["stale_stopped"] and journal["effects_applied"] == 1
+    assert journal["stale_stopped"] and journal["live"] and journal["effects_applied"] == 1
     assert len(journal["effect_keys"]) == 1  # the stale effect (if any) carried the old key
     # the key ran twice (documented takeover) but carried one key, applied once, one answer
     assert key["effect_keys"] == ["K"] and key["effects_applied"] == 1
