@@ -105,6 +105,8 @@ chaos: $(VENV)/.dev-installed
 	  $(BIN)/python benchmarks/chaos/paused_holders.py --backend $$b --skews 0,-30,30 || exit 1; \
 	done
 	$(BIN)/python benchmarks/chaos/disk_faults.py
+	$(BIN)/python benchmarks/chaos/claim_simulation.py --seeds 500
+	$(BIN)/python benchmarks/chaos/claim_simulation.py --seeds 100 --plant unfenced
 
 # The two wheels: surefoot (the product) and surefoot_lab (the lab, which requires it).
 dist: | $(BIN)/python
