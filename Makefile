@@ -102,7 +102,9 @@ chaos: $(VENV)/.dev-installed
 	    --workers 4 || exit 1; \
 	done
 	for b in sqlite postgres; do \
-	  $(BIN)/python benchmarks/chaos/paused_holders.py --backend $$b --skews 0,-30,30 || exit 1; \
+	  $(BIN)/python benchmarks/chaos/paused_holders.py --backend $$b --skews 0,-30 || exit 1; \
+	  $(BIN)/python benchmarks/chaos/paused_holders.py --backend $$b --skews 30 --clock python \
+	    || exit 1; \
 	done
 	$(BIN)/python benchmarks/chaos/disk_faults.py
 	$(BIN)/python benchmarks/chaos/claim_simulation.py --seeds 500

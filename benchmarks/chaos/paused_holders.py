@@ -47,6 +47,9 @@ def libfaketime() -> str | None:
     return None
 
 
+CLOCK = {"how": "libfaketime"}  # or "python": see skewed_clock/sitecustomize.py
+
+
 def skewed(skew: int) -> dict[str, str]:
     """The environment that runs a process with its clocks moved ``skew`` seconds.
 
@@ -57,6 +60,9 @@ def skewed(skew: int) -> dict[str, str]:
     ``time.sleep`` fail with EINVAL (its ``clock_nanosleep`` wrapper), so it is not set."""
     if not skew:
         return {}
+    if CLOCK["how"] == "python":
+        path = os.pathsep.join([str(HERE / "skewed_clock"), str(HERE)])
+        return {"SUREFOOT_SKEW": str(skew), "PYTHONPATH": path}
     lib = libfaketime()
     if lib is None:
         raise SystemExit("libfaketime is not installed (apt-get install -y faketime)")
@@ -64,7 +70,7 @@ def skewed(skew: int) -> dict[str, str]:
 
 
 def start(cmd: list[str], env: dict[str, str], skew: int = 0) -> subprocess.Popen[str]:
-    full = {**os.environ, **env, **skewed(skew)}
+    full = {**os.environ, **env, **skewed(skew)}  # (the skew's PYTHONPATH includes HERE)
     return subprocess.Popen(cmd, env=full, stdout=subprocess.PIPE, text=True)
 
 
@@ -321,10 +327,18 @@ def main() -> int:
     ap.add_argument("--scenario", default="all", choices=["all", *SCENARIOS])
     ap.add_argument("--skews", default="0,-30,30", help="seconds, comma-separated")
     ap.add_argument("--json", help="write the results here too")
+    ap.add_argument(
+        "--clock",
+        choices=["libfaketime", "python"],
+        default="libfaketime",
+        help="how to skew: libfaketime (every clock call; its timed waits hang) or python "
+        "(time.time only)",
+    )
     args = ap.parse_args()
     # A SIGTERM (make's, timeout's) ends the run through its finally blocks, so the
     # processes it started are stopped too.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    CLOCK["how"] = args.clock
     scenarios = list(SCENARIOS) if args.scenario == "all" else [args.scenario]
     results = []
     for skew in (int(s) for s in args.skews.split(",")):
