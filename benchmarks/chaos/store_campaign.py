@@ -121,10 +121,14 @@ def worker(url: str, workdir: Path, index: int, seed: int, plant: str | None) ->
                 stream = Stream(url, STREAM)
                 consumer = stream.consumer(GROUP, visibility_timeout=2.0, max_attempts=1000)
             roll = rnd.random()
+            if plant == "drop-expect":  # every worker races compare-and-sets on one key
+                roll, keys = 0.2, REGISTERS[:1]
+            else:
+                keys = REGISTERS
             if roll < 0.15:
                 record_read(c, store, rnd.choice(REGISTERS))
             elif roll < 0.30:
-                key = rnd.choice(REGISTERS)
+                key = rnd.choice(keys)
                 seen = record_read(c, store, key).value["version"]
                 record_write(c, store, key, unique, expect=seen)
             elif roll < 0.38:

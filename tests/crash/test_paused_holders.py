@@ -42,6 +42,14 @@ def holders(backend: str, skew: int, tmp_path: Path) -> list[dict]:
 
 
 def assert_safe(results: list[dict]) -> None:
+    try:
+        check_safe(results)
+    except AssertionError as exc:
+        exc.add_note(json.dumps(results, indent=1, default=str))
+        raise
+
+
+def check_safe(results: list[dict]) -> None:
     journal, key, lock = results
     # no journal write from the stale epoch landed; the stale holder stopped by itself
     assert (
