@@ -209,6 +209,84 @@ def copy_pair(src_dir: Path, dest: Path) -> Path:
     return dest / "x.db"
 
 
+def synced_sizes(trace: Path) -> dict[str, int]:
+    """From an strace log of openat / pwrite64 / write / fsync / fdatasync: how many bytes
+    of each file had been written before its last sync (the rest a power loss may drop)."""
+    import re
+
+    names: dict[tuple[str, int], str] = {}
+    written: dict[str, int] = {}
+    synced: dict[str, int] = {}
+    for line in trace.read_text(errors="replace").splitlines():
+        pid, _, call = line.partition(" ")
+        if m := re.match(r'openat\([^,]+, "([^"]+)".*\)\s*= (\d+)$', call):
+            names[(pid, int(m[2]))] = m[1]
+            written.setdefault(m[1], 0)
+        elif m := re.match(r"pwrite64\((\d+), .*, (\d+), (\d+)\)\s*= (\d+)$", call):
+            name = names.get((pid, int(m[1])))
+            if name is not None:
+                written[name] = max(written[name], int(m[3]) + int(m[4]))
+        elif m := re.match(r"f(?:data)?sync\((\d+)\)\s*= 0$", call):
+            name = names.get((pid, int(m[1])))
+            if name is not None:
+                synced[name] = written[name]
+    return {n: synced.get(n, 0) for n in written}
+
+
+def power_loss(tmp: Path, mode: str, n: int, seed: int) -> dict[str, Any]:
+    """A power cut emulated: the writer (``synchronous=mode``) is SIGKILLed at a seeded
+    moment; then, on a copy, the ``-wal`` keeps only the bytes written before its last
+    fsync/fdatasync (as strace saw them), as if the cache had been lost with the power.
+    Weaker than a file system that drops unsynced writes (LazyFS): unsynced bytes are
+    dropped from the end only, never reordered, and the database file (written by
+    checkpoints, which sync) is kept whole."""
+    db = tmp / f"power-{mode}-{seed}.db"
+    log, trace = db.with_suffix(".log"), db.with_suffix(".strace")
+    cmd = ["strace", "-f", "-qq", "-s", "0", "-o", str(trace)]
+    cmd += ["-e", "trace=openat,pwrite64,fsync,fdatasync"]
+    cmd += [sys.executable, "-c", WRITER, f"sqlite:///{db}?synchronous={mode}", str(n), str(log)]
+    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    rnd = random.Random(seed)
+    deadline = time.monotonic() + 60
+    want = rnd.randrange(n // 3, n)
+    while time.monotonic() < deadline and p.poll() is None:  # cut after ~want acks
+        if log.exists() and log.read_text().count("ack ") >= want:
+            break
+        time.sleep(0.01)
+    # Kill the writer, not strace: strace then writes out the whole trace and exits (a
+    # killed strace would lose the end of its log, and with it the last syncs).
+    children = Path(f"/proc/{p.pid}/task/{p.pid}/children")
+    kids = children.read_text().split() if children.exists() else []
+    for kid in kids:
+        os.kill(int(kid), signal.SIGKILL)
+    if not kids:
+        p.send_signal(signal.SIGKILL)
+    p.wait()
+    acked = [int(x.split()[1]) for x in log.read_text().splitlines() if x.startswith("ack ")]
+    sizes = synced_sizes(trace)
+    cut = tmp / f"after-power-{mode}-{seed}"
+    cut.mkdir()
+    copy = cut / "x.db"
+    shutil.copy(db, copy)
+    wal = Path(f"{db}-wal")
+    dropped = 0
+    if wal.exists():
+        keep = sizes.get(str(wal), 0)
+        data = wal.read_bytes()
+        dropped = max(0, len(data) - keep)
+        Path(f"{copy}-wal").write_bytes(data[:keep])
+    data = present(copy)
+    lost = [i for i in acked if data.get(f"k{i}") != i]
+    return {
+        "fault": f"power loss, synchronous={mode}",
+        "acked": len(acked),
+        "acked_lost": len(lost),
+        "wal_bytes_dropped": dropped,
+        "error": data.get("__error__"),
+        "ok": not lost if mode == "FULL" else "__error__" not in data,
+    }
+
+
 def sync_speed(tmp: Path, n: int) -> dict[str, Any]:
     """Versioned writes per second with synchronous=FULL and NORMAL, interleaved rounds."""
     from surefoot.statebus import Store
@@ -232,7 +310,7 @@ def main() -> int:
     ap.add_argument("--trials", type=int, default=20)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--speed-writes", type=int, default=500)
-    ap.add_argument("--only", choices=["eio", "enospc", "corruption", "speed"])
+    ap.add_argument("--only", choices=["eio", "enospc", "corruption", "power", "speed"])
     ap.add_argument("--json")
     args = ap.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
@@ -247,6 +325,10 @@ def main() -> int:
             results.append(enospc(tmp, args.writes))
         if args.only in (None, "corruption"):
             results.append(corruption(tmp, args.writes, args.trials, args.seed))
+        if args.only in (None, "power"):
+            for mode in ("FULL", "NORMAL"):
+                for seed in range(args.seed, args.seed + 5):
+                    results.append(power_loss(tmp, mode, args.writes, seed))
         if args.only in (None, "speed"):
             results.append(
                 {"fault": "none: synchronous speed", **sync_speed(tmp, args.speed_writes)}
