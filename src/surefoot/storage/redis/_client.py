@@ -45,9 +45,14 @@ def _connected(conn: Any) -> None:
     """redis-py's connect hook: the usual handshake, then the server's id for this
     connection (one round trip per connection), to close it on the server after a lost
     answer (see ``RedisDB.call``)."""
+    from redis.exceptions import ResponseError  # redis-py is loaded by now
+
     conn.on_connect()
     conn.send_command("CLIENT", "ID", check_health=False)
-    conn.surefoot_client_id = int(conn.read_response())
+    try:
+        conn.surefoot_client_id = int(conn.read_response())
+    except ResponseError:  # not permitted (ACL): a lost answer then stays OutcomeUnknownError
+        conn.surefoot_client_id = 0
 
 
 #: URL query options read by surefoot (others are passed to redis-py's ``from_url``).
