@@ -301,3 +301,48 @@ def test_a_write_held_in_a_blackhole_returns_once_healed(
         finally:
             store.close()
             direct.close()
+
+
+def test_postgres_write_cut_before_it_landed_is_sent_again_once(pg_schema_url: str) -> None:
+    """The other outcome: a write waiting on a lock has its backend terminated, so it never
+    landed. surefoot sees the old session gone, does not find the write, sends it again,
+    and it lands once when the lock is released."""
+    import threading
+    import time
+
+    import psycopg
+
+    from surefoot.statebus import Store
+
+    tag = f"sf_amb_{uuid.uuid4().hex[:8]}"
+    url = f"{pg_schema_url}&application_name={tag}"
+    schema = pg_schema_url.split("schema=")[1].split("&")[0]
+    store = Store(url)
+    locker = psycopg.connect(pg_schema_url.split("?")[0])
+    try:
+        store.write("warm", 0)
+        locker.execute(f"SELECT 1 FROM {schema}.sf_state_ns FOR UPDATE")  # writers wait
+        done: list[Any] = []
+        t = threading.Thread(target=lambda: done.append(store.write("cut", "v", expect=0)))
+        t.start()
+        with psycopg.connect(pg_schema_url.split("?")[0], autocommit=True) as admin:
+            waiting: list[Any] = []
+            for _ in range(100):
+                waiting = admin.execute(
+                    "SELECT pid FROM pg_stat_activity WHERE application_name = %s "
+                    "AND wait_event_type = 'Lock'",
+                    (tag,),
+                ).fetchall()
+                if waiting:
+                    break
+                time.sleep(0.05)
+            assert waiting, "the write never waited on the lock"
+            admin.execute("SELECT pg_terminate_backend(%s)", (waiting[0][0],))
+        time.sleep(0.5)
+        locker.commit()  # the lock goes; the write sent again lands
+        t.join(20)
+        assert not t.is_alive() and done and done[0].version == 1
+        assert versions(store, "cut") == ["v"]
+    finally:
+        locker.close()
+        store.close()
