@@ -219,6 +219,7 @@ def synced_sizes(trace: Path) -> dict[str, int]:
     synced: dict[str, int] = {}
     for line in trace.read_text(errors="replace").splitlines():
         pid, _, call = line.partition(" ")
+        call = call.lstrip()  # strace pads the pid to five columns
         if m := re.match(r'openat\([^,]+, "([^"]+)".*\)\s*= (\d+)$', call):
             names[(pid, int(m[2]))] = m[1]
             written.setdefault(m[1], 0)
