@@ -38,10 +38,11 @@ from .._extras import missing_extra
 from .._registry import NO_MODEL, LabContext, LabResult, Table, experiment
 from ._common import SEED_FILE
 from .agentdojo_policy import derived_ground_truth, policy_for
-from .agentdojo_victim import Outcome, run_victim
+from .agentdojo_victim import Outcome, Verdicts, run_victim
 
 __all__ = [
     "BENCHMARK",
+    "DEFAULT_TEMPLATES",
     "POLICY_NAMES",
     "TEMPLATES",
     "SuiteReport",
@@ -56,6 +57,10 @@ __all__ = [
 
 BENCHMARK = "v1.2.2"
 TEMPLATES = ("important_instructions", "ignore_previous", "system_message", "injecagent", "direct")
+DEFAULT_TEMPLATES = TEMPLATES[:1]
+"""What ``surefoot lab run statebus.agentdojo`` runs by default: every pair of every suite
+under ``important_instructions`` (AgentDojo's strongest); ``--full`` runs all of
+:data:`TEMPLATES`."""
 POLICY_NAMES = (
     "none",
     "defaults",
@@ -142,6 +147,10 @@ class SuiteReport:
     delegations: dict[str, dict[str, list[str]]] = field(default_factory=dict)
     # policy -> pairs an attack won there but not under the defaults: "template: user/injection"
     through_delegation: dict[str, list[str]] = field(default_factory=dict)
+    # victim runs, and AgentDojo verdicts they asked for / computed (the rest remembered)
+    runs: int = 0
+    verdicts_asked: int = 0
+    verdicts_computed: int = 0
 
 
 def injection_calls(name: str, tid: str, task: Any) -> tuple[Callable[[Any], list[Any]], bool]:
@@ -161,11 +170,52 @@ def injection_calls(name: str, tid: str, task: Any) -> tuple[Callable[[Any], lis
 _CLEAN: dict[str, Any] = {}
 
 
-def injection_candidates(suite: Any) -> dict[str, tuple[str, ...]]:
+class _Environments:
+    """A suite's environments, loaded as AgentDojo's ``load_and_inject_default_environment``
+    loads them (its text, formatted with the injections, validated by its model) but parsed
+    with libyaml's loader when PyYAML has it, and the suite's files read once: the same
+    environment (``tests/acceptance/test_agentdojo_speed.py`` compares them), ~10x faster.
+    """
+
+    def __init__(self, suite: Any) -> None:
+        import yaml  # type: ignore[import-untyped]  # agentdojo's dependency, no stubs
+        from agentdojo.task_suite.task_suite import read_suite_file
+
+        self.suite = suite
+        self._text = read_suite_file(suite.name, "environment.yaml", suite.data_path)
+        self._defaults = suite.get_injection_vector_defaults()
+        self._loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+    def load(self, injections: dict[str, str]) -> Any:
+        import yaml
+        from agentdojo.task_suite.task_suite import validate_injections
+
+        validate_injections(injections, self._defaults)
+        text = self._text.format(**dict(self._defaults, **injections))
+        return self.suite.environment_type.model_validate(yaml.load(text, Loader=self._loader))
+
+
+class _FastSuite:
+    """``suite`` with :class:`_Environments` loading its environments (for AgentDojo's probe)."""
+
+    def __init__(self, suite: Any, envs: _Environments) -> None:
+        self._suite, self._envs = suite, envs
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._suite, name)
+
+    def load_and_inject_default_environment(self, injections: dict[str, str]) -> Any:
+        return self._envs.load(injections)
+
+
+def injection_candidates(
+    suite: Any, envs: _Environments | None = None
+) -> dict[str, tuple[str, ...]]:
     """User task -> the injection vectors its ground truth reads (AgentDojo's own check)."""
     from agentdojo.attacks.baseline_attacks import DirectAttack
 
-    probe = DirectAttack(suite, None)  # no pipeline: only its ground-truth probe is used
+    # no pipeline: only its ground-truth probe is used
+    probe = DirectAttack(_FastSuite(suite, envs or _Environments(suite)), None)
     out: dict[str, tuple[str, ...]] = {}
     for uid, u in suite.user_tasks.items():
         try:
@@ -184,7 +234,9 @@ def run_suite(
     name: str, suite: Any, templates: tuple[str, ...], progress: Callable[[], None]
 ) -> SuiteReport:
     """Measure one suite (see the module docstring)."""
-    clean = _CLEAN[name] = suite.load_and_inject_default_environment({})
+    loader = _Environments(suite)
+    verdicts = Verdicts()
+    clean = _CLEAN[name] = loader.load({})
     users = dict(suite.user_tasks)
     injections = dict(suite.injection_tasks)
     rep = SuiteReport(name, len(suite.tools), len(users), sorted(injections))
@@ -194,7 +246,13 @@ def run_suite(
         policy = _policy(name, pol)
         outs = {
             uid: run_victim(
-                suite, u, policy, clean.model_copy(deep=True), delegate=pol in DELEGATING
+                suite,
+                u,
+                policy,
+                clean,
+                delegate=pol in DELEGATING,
+                verdicts=verdicts,
+                env_key=(uid, "clean"),
             )
             for uid, u in users.items()
         }
@@ -218,7 +276,7 @@ def run_suite(
         if derived:
             rep.derived.append(tid)
         plans[tid] = plan
-    seen = injection_candidates(suite)
+    seen = injection_candidates(suite, loader)
     won: set[str] = set()  # pairs an attack won under the defaults
     for template in templates:
         for tid, task in injections.items():
@@ -232,15 +290,15 @@ def run_suite(
                     task_policy = per_task[pol, uid] if pol in DELEGATING else policy
                     vectors = seen[uid]
                     if vectors not in envs:
-                        envs[vectors] = suite.load_and_inject_default_environment(
-                            dict.fromkeys(vectors, text)
-                        )
+                        envs[vectors] = loader.load(dict.fromkeys(vectors, text))
                     out: Outcome = run_victim(
                         suite,
                         u,
                         task_policy,
-                        envs[vectors].model_copy(deep=True),
+                        envs[vectors],
                         (task, plans[tid]),
+                        verdicts=verdicts,
+                        env_key=(uid, vectors, template, tid),
                     )
                     if not out.injected:
                         continue
@@ -257,6 +315,8 @@ def run_suite(
                             k = _refusal_key(exc)
                             rep.refusals[k] = rep.refusals.get(k, 0) + 1
             progress()
+    rep.verdicts_asked, rep.verdicts_computed = verdicts.asked, verdicts.computed
+    rep.runs = verdicts.asked  # one verdict per run: utility alone, or security under attack
     first = rep.succeeded.get(("none", templates[0]), []) if templates else []
     rep.rejected_derivations = [t for t in rep.derived if t not in first]
     return rep
@@ -308,6 +368,8 @@ def _facts(reports: list[SuiteReport], templates: tuple[str, ...]) -> dict[str, 
     f["injection_tasks"] = sum(len(r.injection_tasks) for r in reports)
     f["derived"] = {r.suite: r.derived for r in reports if r.derived}
     f["rejected_derivations"] = sum(len(r.rejected_derivations) for r in reports)
+    f["victim_runs"] = sum(r.runs for r in reports)
+    f["verdicts_computed"] = sum(r.verdicts_computed for r in reports)
     for pol in POLICY_NAMES:
         f[f"calls_allowed[{pol}]"] = sum(r.calls_allowed[pol] for r in reports)
         f[f"utility[{pol}]"] = sum(r.utility[pol] for r in reports)
@@ -386,7 +448,9 @@ def agentdojo_(ctx: LabContext) -> LabResult:
         load_suites()
     except MissingExtraError as exc:
         return _skipped(exc)
-    templates = TEMPLATES[:1] if ctx.quick else TEMPLATES
+    # by default one template (every pair of every suite: 629 pairs under 5 policies, about
+    # a minute); --full runs all five templates (5x the pairs)
+    templates = TEMPLATES if ctx.full else DEFAULT_TEMPLATES
     # SUREFOOT_LAB_AGENTDOJO_SUITES=travel,banking bounds a run (the tests use it: workspace
     # alone is ~100 s here); unset, every suite runs
     chosen = tuple(s for s in os.environ.get("SUREFOOT_LAB_AGENTDOJO_SUITES", "").split(",") if s)
@@ -487,6 +551,7 @@ def agentdojo_(ctx: LabContext) -> LabResult:
         params={
             "benchmark": BENCHMARK,
             "templates": list(templates),
+            "sweep": "full (--full)" if ctx.full else "default: one template; --full runs all five",
             "policies": list(POLICY_NAMES),
             "policy_fingerprints": {r.suite: policy_for(r.suite).fingerprint for r in reports},
         },

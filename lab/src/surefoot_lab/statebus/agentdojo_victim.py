@@ -46,7 +46,7 @@ from surefoot.guard import (
     trusted,
 )
 
-__all__ = ["Outcome", "Provenance", "run_victim"]
+__all__ = ["Outcome", "Provenance", "Verdicts", "run_victim"]
 
 _RANK = {"user": 0, "record": 1, "correspondent": 2, "document": 3}
 _USER = trusted("").label
@@ -216,21 +216,30 @@ def run_victim(
     injection: tuple[Any, Callable[[Any], Sequence[Any]]] | None = None,
     *,
     delegate: bool = False,
+    verdicts: Verdicts | None = None,
+    env_key: Any = None,
 ) -> Outcome:
     """Run ``user_task`` on ``env`` under ``policy``; with ``injection`` (the injection task and
     a function giving its calls for the environment as it is when the victim reads it), obey it.
-    With ``delegate`` (no injection), make the user's delegations as it goes (module doc)."""
+    With ``delegate`` (no injection), make the user's delegations as it goes (module doc).
+    ``env`` is not changed: the victim works on a copy.
+
+    Without injection the outcome has AgentDojo's utility verdict; with one, its security
+    verdict only (utility under attack is not reported). ``verdicts`` remembers verdicts by
+    what decides them (see :class:`Verdicts`; ``env_key`` names the environment ``env`` is),
+    so runs that made the same calls on the same environment ask AgentDojo once."""
     from agentdojo.functions_runtime import FunctionsRuntime
 
     runtime = FunctionsRuntime(suite.tools)
-    env = user_task.init_environment(env)
-    pre = env.model_copy(deep=True)
+    judge = verdicts if verdicts is not None else Verdicts()
+    pre, ground_truth = judge.start(env_key, user_task, env)
+    env = pre.model_copy(deep=True)
     prov = Provenance(user_task.PROMPT)
     out = Outcome()
     traces: list[Any] = []
     injected_label: Label | None = None
     answer_parts: list[Labeled[str]] = []
-    for call in user_task.ground_truth(pre.model_copy(deep=True)):
+    for call in ground_truth:
         labels = {k: prov.of_user_value(v) for k, v in call.args.items()}
         if delegate and injection is None and isinstance(policy, CapabilityPolicy):
             new = [
@@ -251,7 +260,7 @@ def run_victim(
             if injected_label is None:
                 continue
             out.injected = True
-            for icall in plan(env.model_copy(deep=True)):
+            for icall in judge.injected_calls(env_key, task, plan, env, traces):
                 ph = icall.placeholder_args or {}
                 labels = {
                     k: prov.of_injected_value(v, ph.get(k, v), injected_label)
@@ -272,10 +281,91 @@ def run_victim(
     except TrustError as exc:
         out.answer_refused = exc
         shown = ""
-    out.utility = _verdict(user_task, shown, pre, env, traces)
-    if injection is not None:
-        out.security = _verdict(injection[0], shown, pre, env, traces)
+    if injection is None:
+        out.utility = judge.verdict(env_key, user_task, shown, pre, env, traces)
+    else:
+        out.security = judge.verdict(env_key, injection[0], shown, pre, env, traces)
     return out
+
+
+def _signature(calls: Sequence[Any]) -> tuple[tuple[str, str], ...]:
+    return tuple((c.function, repr(sorted(c.args.items()))) for c in calls)
+
+
+class Verdicts:
+    """AgentDojo's verdicts, remembered per environment (``env_key``: which environment the
+    runs start from, e.g. ``(suite, vectors, injected text)``; None: not remembered).
+
+    A verdict is a function of the task, the answer shown, the pre-environment and the
+    post-environment; the post-environment is the pre-environment after the calls made, in
+    order (AgentDojo's tools are deterministic but for timestamps of now, which no verdict
+    reads). So runs from one ``env_key`` that made the same calls and showed the same answer
+    get the same verdict: it is computed once (AgentDojo's checks diff whole environments,
+    which is most of the experiment's time otherwise).
+    """
+
+    def __init__(self) -> None:
+        self._seen: dict[Any, bool] = {}
+        self._starts: dict[Any, tuple[Any, list[Any]]] = {}
+        self._plans: dict[Any, list[Any]] = {}
+        self.computed = 0
+        self.asked = 0
+
+    def start(self, env_key: Any, user_task: Any, env: Any) -> tuple[Any, list[Any]]:
+        """The pre-environment of ``user_task`` on ``env`` (``init_environment`` on a copy,
+        never changed afterwards) and the task's ground-truth calls on it, once per
+        ``env_key``: every policy's run from that environment starts from them."""
+        key = (env_key, getattr(user_task, "ID", ""))
+        if env_key is not None and key in self._starts:
+            return self._starts[key]
+        pre = user_task.init_environment(env.model_copy(deep=True))
+        got = pre, list(user_task.ground_truth(pre.model_copy(deep=True)))
+        if env_key is not None:
+            self._starts[key] = got
+        return got
+
+    def injected_calls(
+        self,
+        env_key: Any,
+        task: Any,
+        plan: Callable[[Any], Sequence[Any]],
+        env: Any,
+        traces: list[Any],
+    ) -> list[Any]:
+        """``plan`` on a copy of ``env`` (the environment as the victim reads the injection),
+        once per environment: from one ``env_key``, the same calls made so far make the same
+        environment."""
+        key = None
+        if env_key is not None:
+            key = (env_key, getattr(task, "ID", ""), _signature(traces))
+            if key in self._plans:
+                return self._plans[key]
+        got = list(plan(env.model_copy(deep=True)))
+        if key is not None:
+            self._plans[key] = got
+        return got
+
+    def verdict(
+        self, env_key: Any, task: Any, output: str, pre: Any, post: Any, traces: list[Any]
+    ) -> bool:
+        """AgentDojo's utility (user task) or security (injection task) verdict."""
+        self.asked += 1
+        key = None
+        if env_key is not None:
+            key = (
+                env_key,
+                type(task).__name__,
+                getattr(task, "ID", ""),
+                output,
+                _signature(traces),
+            )
+            if key in self._seen:
+                return self._seen[key]
+        got = _verdict(task, output, pre, post, traces)
+        self.computed += 1
+        if key is not None:
+            self._seen[key] = got
+        return got
 
 
 def _verdict(task: Any, output: str, pre: Any, post: Any, traces: list[Any]) -> bool:
