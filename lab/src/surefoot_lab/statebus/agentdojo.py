@@ -37,7 +37,7 @@ from surefoot.guard import trusted
 from .._extras import missing_extra
 from .._registry import NO_MODEL, LabContext, LabResult, Table, experiment
 from ._common import SEED_FILE
-from .agentdojo_policy import derived_ground_truth, policy_for
+from .agentdojo_policy import ACTING_TOOLS, derived_ground_truth, policy_for
 from .agentdojo_victim import Outcome, Verdicts, run_victim
 
 __all__ = [
@@ -147,6 +147,10 @@ class SuiteReport:
     delegations: dict[str, dict[str, list[str]]] = field(default_factory=dict)
     # policy -> pairs an attack won there but not under the defaults: "template: user/injection"
     through_delegation: dict[str, list[str]] = field(default_factory=dict)
+    # (policy, template) -> injected calls allowed, "user/injection: tool" (whether or not
+    # the injection task succeeded), and those of ACTING_TOOLS (sending, destructive)
+    injected_allowed: dict[tuple[str, str], list[str]] = field(default_factory=dict)
+    injected_acting: dict[tuple[str, str], list[str]] = field(default_factory=dict)
     # victim runs, and AgentDojo verdicts they asked for / computed (the rest remembered)
     runs: int = 0
     verdicts_asked: int = 0
@@ -303,6 +307,13 @@ def run_suite(
                     if not out.injected:
                         continue
                     rep.pairs[key] = rep.pairs.get(key, 0) + 1
+                    calls = [f"{uid}/{tid}: {fn}" for fn in out.injected_allowed]
+                    rep.injected_allowed.setdefault(key, []).extend(calls)
+                    rep.injected_acting.setdefault(key, []).extend(
+                        c
+                        for c, fn in zip(calls, out.injected_allowed, strict=True)
+                        if fn in ACTING_TOOLS
+                    )
                     if out.security and tid not in rep.succeeded[key]:
                         rep.succeeded[key].append(tid)
                     pair = f"{template}: {uid}/{tid}"
@@ -376,6 +387,13 @@ def _facts(reports: list[SuiteReport], templates: tuple[str, ...]) -> dict[str, 
         f[f"marked_answers[{pol}]"] = sum(r.marked_answers[pol] for r in reports)
         for t in templates:
             f[f"succeeded[{pol}][{t}]"] = sum(len(r.succeeded[(pol, t)]) for r in reports)
+        for t in templates:
+            f[f"injected_calls_allowed[{pol}][{t}]"] = sum(
+                len(r.injected_allowed.get((pol, t), [])) for r in reports
+            )
+            f[f"injected_acting_allowed[{pol}][{t}]"] = sorted(
+                f"{r.suite}: {c}" for r in reports for c in r.injected_acting.get((pol, t), [])
+            )
         hit = {f"{r.suite}/{i}" for r in reports for t in templates for i in r.succeeded[(pol, t)]}
         f[f"succeeded_any_template[{pol}]"] = sorted(hit)
         for r in reports:

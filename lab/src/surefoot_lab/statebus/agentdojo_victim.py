@@ -30,7 +30,8 @@ answer sink. AgentDojo's own utility and security functions judge the post-envir
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import fnmatch
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,9 +43,12 @@ from surefoot.guard import (
     Label,
     Labeled,
     document_of,
+    item_of,
     label_output,
     trusted,
 )
+
+from .agentdojo_plans import inputs_for
 
 __all__ = ["Outcome", "Provenance", "Verdicts", "run_victim"]
 
@@ -72,11 +76,21 @@ def _num(v: Any) -> float | None:
         return None
 
 
+def _field_of(source: str) -> str:
+    """``TOOL.FIELD`` of an output source (``record:get_balance.result``,
+    ``document:read_file[bill.txt].content`` -> ``read_file.content``)."""
+    where = source.split(":", 1)[-1]
+    tool = where.split("[", 1)[0].split(".", 1)[0]
+    return f"{tool}.{where.rsplit('.', 1)[-1]}"
+
+
 @dataclass
 class Provenance:
-    """What the victim has read: the prompt and every labelled output leaf, in order."""
+    """What the victim has read: the prompt and every labelled output leaf, in order, and
+    the inputs of the computations the task asks for (:mod:`.agentdojo_plans`)."""
 
     prompt: str
+    plan: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     leaves: list[Labeled[Any]] = field(default_factory=list)
 
     def add(self, tree: Any) -> None:
@@ -90,21 +104,24 @@ class Provenance:
                 self.add(v)
 
     def carrying(self, needle: str) -> Label | None:
-        """The label of text planted in the leaves that contain ``needle``, or None.
-
-        Planted text is content wherever it sits: a field declared a record (a channel's
-        name) holds what the system keeps, not the words someone wrote into it.
-        """
+        """The label of the leaves that contain ``needle`` (where the victim read it), or
+        None: exactly the labels the runtime gave those fields, whatever text they hold."""
         got = [x.label for x in self.leaves if needle and needle in str(x.value)]
-        if not got:
-            return None
-        srcs = frozenset(
-            "content:" + s.split(":", 1)[1]
-            if s.split(":", 1)[0] in ("record", "correspondent")
-            else s
-            for s in Label().join(*got).sources
+        return Label().join(*got) if got else None
+
+    def read(self, where: str = "") -> Label:
+        """What a value computed for argument ``where`` carries: the outputs the plan names
+        as the computation's inputs, else everything read so far."""
+        pats = self.plan.get(where)
+        if pats is None:
+            return Label().join(*(x.label for x in self.leaves))
+        return Label().join(
+            *(
+                x.label
+                for x in self.leaves
+                if any(fnmatch.fnmatchcase(_field_of(s), p) for s in x.label.sources for p in pats)
+            )
         )
-        return Label(srcs, srcs, srcs)
 
     def _best(self, atom: Any) -> Label | None:
         text, num = _norm(atom), _num(atom)
@@ -126,29 +143,29 @@ class Provenance:
         ]
         return Label().join(*parts)
 
-    def of_user_value(self, value: Any) -> Label:
-        """The label of a value in a user task's call (see the module docstring)."""
+    def of_user_value(self, value: Any, where: str = "") -> Any:
+        """The label of a value in a user task's call to ``where`` (``tool.argument``; see
+        the module docstring); a list gets a list of its elements' labels."""
         if isinstance(value, list | tuple):
-            return Label().join(_USER, *(self.of_user_value(v) for v in value))
+            return [self.of_user_value(v, where) for v in value]
         if value is None or isinstance(value, bool) or _norm(value) in _norm(self.prompt):
             return _USER
         best = self._best(value)
-        return best if best is not None else _USER.join(self._quoted(value))
+        # found nowhere: computed from what it read (CaMeL's rule), or from the plan's inputs
+        return best if best is not None else _USER.join(self.read(where))
 
-    def of_injected_value(self, value: Any, placeholder: Any, injected: Label) -> Label:
-        """The label of a value in an injected call: the goal's text, or what it looked up."""
+    def of_injected_value(self, value: Any, placeholder: Any, injected: Label) -> Any:
+        """The label of a value in an injected call: the goal's text, or what it looked up;
+        a list gets a list of its elements' labels."""
         if isinstance(value, list | tuple):
             ph = (
                 placeholder if isinstance(placeholder, list | tuple) else [placeholder] * len(value)
             )
-            return Label().join(
-                injected,
-                *(self.of_injected_value(v, p, injected) for v, p in zip(value, ph, strict=False)),
-            )
+            return [self.of_injected_value(v, p, injected) for v, p in zip(value, ph, strict=False)]
         if not (isinstance(placeholder, str) and placeholder.startswith("$")):
             return injected
         best = self._best(value)
-        return best if best is not None else injected.join(self._quoted(value))
+        return best if best is not None else injected.join(self.read())
 
 
 @dataclass
@@ -164,18 +181,35 @@ class Outcome:
     utility: bool = False
     security: bool = False
     delegations: list[Delegation] = field(default_factory=list)
+    # every call the victim put to the policy, with its labelled arguments
+    checked: list[tuple[str, dict[str, Labeled[Any]]]] = field(default_factory=list)
+    injected_allowed: list[str] = field(default_factory=list)  # the injection's calls run
+    leaves: list[Labeled[Any]] = field(default_factory=list)  # every output field it read
+
+
+def _labeled(value: Any, label: Any) -> Labeled[Any]:
+    """``value`` with ``label``; a list's elements each with their own label."""
+    if isinstance(label, list):
+        items = [Labeled(v, lab) for v, lab in zip(value, label, strict=True)]
+        return Labeled(items, Label().join(*label) if label else _USER)
+    return Labeled(value, label)
+
+
+def _joined(label: Any) -> Label:
+    return (Label().join(*label) if label else _USER) if isinstance(label, list) else label
 
 
 def _execute(
     call: Any,
-    labels: dict[str, Label],
+    labels: dict[str, Any],
     policy: CapabilityPolicy,
     runtime: Any,
     env: Any,
     prov: Provenance,
     out: Outcome,
 ) -> bool:
-    args = {k: Labeled(v, labels[k]) for k, v in call.args.items()}
+    args = {k: _labeled(v, labels[k]) for k, v in call.args.items()}
+    out.checked.append((call.function, args))
     try:
         policy.check_call(call.function, args)
     except TrustError as exc:
@@ -188,23 +222,39 @@ def _execute(
     return True
 
 
+def _grant(arg: str, source: str, prompt: str) -> Delegation | None:
+    """The delegation of ``arg`` to the document ``source`` comes from, if the prompt names
+    it: the document's selector and, for an element of a collection, one of the fields that
+    name that element (a sender, a subject, an id)."""
+    doc = document_of(source)
+    if doc is None or doc[1] not in prompt:
+        return None
+    item = item_of(source)
+    if not item:
+        return Delegation(arg, doc[0], doc[1])
+    named = [v for v in item.values() if v and v in prompt]
+    return Delegation(arg, doc[0], doc[1], named[0]) if named else None
+
+
 def _grants(
-    call: Any, labels: dict[str, Label], policy: CapabilityPolicy, prompt: str
+    call: Any, labels: dict[str, Any], policy: CapabilityPolicy, prompt: str
 ) -> list[Delegation]:
     """The delegations a planner would make for ``call``: refused arguments whose only
-    refused sources are documents the prompt names, where the argument is delegable."""
+    refused sources are documents (or messages of a collection) the prompt names, where the
+    argument is delegable."""
     spec = policy.tools.get(call.function)
     if spec is None:
         return []
     out: list[Delegation] = []
-    for name, label in labels.items():
+    for name, raw in labels.items():
         arg = spec.args.get(name)
         if arg is None or not arg.delegable:
             continue
+        label = _joined(raw)
         bad = [s for s in sorted(label.sources) if not arg.accepts_source(s, label)]
-        docs = [document_of(s) for s in bad]
-        if bad and all(d is not None and d[1] in prompt for d in docs):
-            out += [Delegation(f"{call.function}.{name}", d[0], d[1]) for d in docs if d]
+        grants = [_grant(f"{call.function}.{name}", s, prompt) for s in bad]
+        if bad and all(g is not None for g in grants):
+            out += [g for g in dict.fromkeys(grants) if g is not None]
     return out
 
 
@@ -234,13 +284,13 @@ def run_victim(
     judge = verdicts if verdicts is not None else Verdicts()
     pre, ground_truth = judge.start(env_key, user_task, env)
     env = pre.model_copy(deep=True)
-    prov = Provenance(user_task.PROMPT)
+    prov = Provenance(user_task.PROMPT, inputs_for(suite.name, user_task.ID))
     out = Outcome()
     traces: list[Any] = []
     injected_label: Label | None = None
     answer_parts: list[Labeled[str]] = []
     for call in ground_truth:
-        labels = {k: prov.of_user_value(v) for k, v in call.args.items()}
+        labels = {k: prov.of_user_value(v, f"{call.function}.{k}") for k, v in call.args.items()}
         if delegate and injection is None and isinstance(policy, CapabilityPolicy):
             new = [
                 d
@@ -268,6 +318,7 @@ def run_victim(
                 }
                 if _execute(icall, labels, policy, runtime, env, prov, out):
                     traces.append(icall)
+                    out.injected_allowed.append(icall.function)
             if task.GROUND_TRUTH_OUTPUT:
                 answer_parts.append(Labeled(task.GROUND_TRUTH_OUTPUT, injected_label))
     text = user_task.GROUND_TRUTH_OUTPUT
@@ -281,6 +332,7 @@ def run_victim(
     except TrustError as exc:
         out.answer_refused = exc
         shown = ""
+    out.leaves = prov.leaves
     if injection is None:
         out.utility = judge.verdict(env_key, user_task, shown, pre, env, traces)
     else:
