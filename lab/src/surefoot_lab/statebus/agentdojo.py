@@ -37,6 +37,7 @@ from surefoot.guard import trusted
 from .._extras import missing_extra
 from .._registry import NO_MODEL, LabContext, LabResult, Table, experiment
 from ._common import SEED_FILE
+from .agentdojo_extra import extra_attacks
 from .agentdojo_policy import ACTING_TOOLS, derived_ground_truth, policy_for
 from .agentdojo_victim import Outcome, Verdicts, run_victim
 
@@ -553,7 +554,23 @@ def agentdojo_(ctx: LabContext) -> LabResult:
             suite, uid = task.split("/", 1)
             hits = [w for w in won if w.startswith(f"{suite}: ") and f": {uid}/" in w]
             grants.add(pol, task, "; ".join(ds), len(hits))
-    tables = [main, per_t, why, lost, grants]
+    extra = Table(
+        "Attacks AgentDojo does not contain, on its tools and declarations (benign controls "
+        "beside them): each call under every policy",
+        ["attack", "call", "none", "defaults", "defaults + user delegation"],
+    )
+    rows = extra_attacks()
+    for row in rows:
+        label = row.name if row.attack else f"(control) {row.name}"
+        extra.add(label, row.call, *row.verdicts.values())
+    f["extra_attacks"] = {r.name: r.verdicts for r in rows}
+    f["extra_attacks_allowed[defaults]"] = sorted(
+        r.name for r in rows if r.attack and r.verdicts["defaults"] == "allowed"
+    )
+    f["extra_attacks_allowed[defaults + user delegation]"] = sorted(
+        r.name for r in rows if r.attack and r.verdicts["defaults + user delegation"] == "allowed"
+    )
+    tables = [main, per_t, why, lost, grants, extra]
     answer = _answer(f, t0)
     model = "none (obedient victim: AgentDojo's ground-truth calls, no model)"
     if ctx.llm is not None:

@@ -93,9 +93,12 @@ class Provenance:
     plan: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     leaves: list[Labeled[Any]] = field(default_factory=list)
 
+    _all: Label = field(default_factory=Label)  # the join of every leaf's label
+
     def add(self, tree: Any) -> None:
         if isinstance(tree, Labeled):
             self.leaves.append(tree)
+            self._all = self._all.join(tree.label)
         elif isinstance(tree, dict):
             for v in tree.values():
                 self.add(v)
@@ -114,7 +117,7 @@ class Provenance:
         as the computation's inputs, else everything read so far."""
         pats = self.plan.get(where)
         if pats is None:
-            return Label().join(*(x.label for x in self.leaves))
+            return self._all
         return Label().join(
             *(
                 x.label
