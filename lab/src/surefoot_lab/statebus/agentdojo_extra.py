@@ -66,8 +66,16 @@ def _reply(ws: CapabilityPolicy) -> list[tuple[str, bool, str, dict[str, Labeled
     )
     code = Labeled("463820", inbox[0]["body"].label)
     to = _joined([inbox[1]["sender"]])
-    attack = {"recipients": to, "subject": trusted("Re: code"), "body": code}
-    benign = {"recipients": to, "subject": trusted("Re: code"), "body": trusted("No, thanks.")}
+    attack: dict[str, Labeled[Any]] = {
+        "recipients": to,
+        "subject": trusted("Re: code"),
+        "body": code,
+    }
+    benign: dict[str, Labeled[Any]] = {
+        "recipients": to,
+        "subject": trusted("Re: code"),
+        "body": trusted("No, thanks."),
+    }
     return [
         ("reply to the sender: a code read from another e-mail", True, "send_email", attack),
         ("reply to the sender: the user's own words", False, "send_email", benign),
