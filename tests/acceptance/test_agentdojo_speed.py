@@ -39,11 +39,13 @@ def _first(suite: Any, n: int) -> Any:
 
 def test_verdicts_are_computed_once_per_environment_and_calls() -> None:
     """Banking, 2 injection tasks, 5 policies: runs that made the same calls from the same
-    environment share AgentDojo's verdict (computed for fewer than half the runs), and the
-    figures are those of every verdict computed."""
+    environment share AgentDojo's verdict (computed for fewer than half the runs); under
+    attack, a policy declaring and granting what another does is not run again (no banking
+    task delegates under "defaults + user delegation", so it is "defaults" there: 4 runs per
+    pair, not 5)."""
     s = ad.load_suites()["banking"]
     rep = ad.run_suite("banking", _first(s, 2), ("important_instructions",), lambda: None)
-    assert rep.runs == rep.verdicts_asked == 5 * 16 + 5 * 2 * 16
+    assert rep.runs == rep.verdicts_asked == 5 * 16 + 4 * 2 * 16
     assert rep.verdicts_computed < rep.verdicts_asked / 2
     assert rep.succeeded[("none", "important_instructions")] == [
         "injection_task_0",

@@ -25,6 +25,7 @@ imported lazily (the lab's extra: ``pip install './lab[agentdojo]'``).
 
 from __future__ import annotations
 
+import json
 import os
 import warnings
 from collections.abc import Callable
@@ -32,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from surefoot.errors import ConfigError, MissingExtraError
-from surefoot.guard import trusted
+from surefoot.guard import CapabilityPolicy, trusted
 
 from .._extras import missing_extra
 from .._registry import NO_MODEL, LabContext, LabResult, Table, experiment
@@ -230,6 +231,15 @@ def injection_candidates(
     return out
 
 
+def _signature(policy: Any) -> str:
+    """What a policy declares and grants, without its name (``none``: every call allowed)."""
+    if not isinstance(policy, CapabilityPolicy):
+        return "none"
+    data = policy.to_dict()
+    data.pop("name", None)
+    return json.dumps(data, sort_keys=True)
+
+
 def _refusal_key(exc: Any) -> str:
     src = exc.sources[0].split(":", 1)[0] if exc.sources else "-"
     return f"{exc.sink.removeprefix('tool:')} <- {src}"
@@ -283,28 +293,36 @@ def run_suite(
         plans[tid] = plan
     seen = injection_candidates(suite, loader)
     won: set[str] = set()  # pairs an attack won under the defaults
+    # a policy that declares the same as another for a user task (payees too, in a suite
+    # without payments) makes the same calls: its outcome is the other's, not run again
+    sigs: dict[tuple[str, str], str] = {}
     for template in templates:
         for tid, task in injections.items():
             text = attack_text(template, suite, task.GOAL)
             envs: dict[tuple[str, ...], Any] = {}
+            same: dict[tuple[str, str], Outcome] = {}
             for pol in POLICY_NAMES:
                 policy = _policy(name, pol)
                 key = (pol, template)
                 rep.succeeded.setdefault(key, [])
                 for uid, u in users.items():
                     task_policy = per_task[pol, uid] if pol in DELEGATING else policy
+                    if (pol, uid) not in sigs:
+                        sigs[pol, uid] = _signature(task_policy)
                     vectors = seen[uid]
                     if vectors not in envs:
                         envs[vectors] = loader.load(dict.fromkeys(vectors, text))
-                    out: Outcome = run_victim(
-                        suite,
-                        u,
-                        task_policy,
-                        envs[vectors],
-                        (task, plans[tid]),
-                        verdicts=verdicts,
-                        env_key=(uid, vectors, template, tid),
-                    )
+                    out = same.get((uid, sigs[pol, uid]))
+                    if out is None:
+                        out = same[uid, sigs[pol, uid]] = run_victim(
+                            suite,
+                            u,
+                            task_policy,
+                            envs[vectors],
+                            (task, plans[tid]),
+                            verdicts=verdicts,
+                            env_key=(uid, vectors, template, tid),
+                        )
                     if not out.injected:
                         continue
                     rep.pairs[key] = rep.pairs.get(key, 0) + 1
