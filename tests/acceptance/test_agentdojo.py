@@ -76,6 +76,10 @@ def test_defaults_stop_every_tool_attack_and_name_the_answer_attack(result: lab.
     assert f["injected_acting_allowed[defaults + user delegation][important_instructions]"] == []
     assert len(f["injected_acting_allowed[none][important_instructions]"]) > 100
     assert "travel/injection_task_6" in result.answer
+    assert result.answer.startswith("Labelling rule: ")  # the lab states how it labels
+    assert "never uses which text was planted" in result.answer
+    assert "and 0 of them send, delete, book" in result.answer
+    assert "Of the 3 attacks AgentDojo lacks" in result.answer and "allow 0." in result.answer
 
 
 def test_utility_with_untrusted_environment(result: lab.LabResult) -> None:

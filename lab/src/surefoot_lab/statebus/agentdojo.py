@@ -432,6 +432,18 @@ def _facts(reports: list[SuiteReport], templates: tuple[str, ...]) -> dict[str, 
     return f
 
 
+LABELLING_RULE = (
+    "Labelling rule: every argument carries the label the runtime gave the output field the "
+    "victim took it from, by who controls that field (the system's records; the "
+    "correspondents a third party chose: senders, participants, sharers, counterparties; a "
+    "channel's name; everything else a third party wrote is content, or a document the user "
+    "pointed to), or the user's for the prompt's own words; list elements keep their own "
+    "labels; a value found nowhere verbatim carries everything read, or the inputs the "
+    "task's computation names; the victim never uses which text was planted."
+)
+"""How the experiment labels (stated in its answer, #28)."""
+
+
 def _answer(f: dict[str, Any], t0: str) -> str:
     n_inj, n_user = f["injection_tasks"], f["user_tasks"]
     none, dflt, strict, dele, payees = (f[f"succeeded[{p}][{t0}]"] for p in POLICY_NAMES)
@@ -449,7 +461,12 @@ def _answer(f: dict[str, Any], t0: str) -> str:
         if missed
         else "no injection task succeeds with the defaults"
     )
+    reads = f[f"injected_calls_allowed[defaults][{t0}]"]
+    acting = f[f"injected_acting_allowed[defaults][{t0}]"]
+    extra = len(f.get("extra_attacks_tried", []))
+    extra_ok = f.get("extra_attacks_allowed[defaults]", [])
     return (
+        f"{LABELLING_RULE} "
         f"Measured on AgentDojo {BENCHMARK} ({len(f['suites'])} suites, {f['tools']} tools, "
         f"{n_inj} injection tasks, {n_user} user tasks; {derived} injection tasks' ground truth "
         f"derived from their goals, {f['rejected_derivations']} of them never confirmed by "
@@ -469,7 +486,12 @@ def _answer(f: dict[str, Any], t0: str) -> str:
         f"AgentDojo's utility, and {dele} of {n_inj} injection tasks succeed "
         f"({', '.join(d_missed) or 'none'}); with payees delegable too, {payees} of {n_inj} "
         f"succeed, {len(through)} (template, user task, injection task) pairs through the "
-        "delegated document: whoever writes a delegated document chooses that argument."
+        "delegated document: whoever writes a delegated document chooses that argument. "
+        f"Counting every injected call, not only whole injection tasks: the defaults allow "
+        f"{reads} injected calls and {len(acting)} of them send, delete, book or change the "
+        f"user's data. Of the {extra} attacks AgentDojo lacks (a reply carrying a code to the "
+        "sender who asked for it, a payee laundered through a transaction's sender, an outsider's message in a delegated "
+        f"inbox), the defaults allow {len(extra_ok)}."
     )
 
 
@@ -582,6 +604,7 @@ def agentdojo_(ctx: LabContext) -> LabResult:
         label = row.name if row.attack else f"(control) {row.name}"
         extra.add(label, row.call, *row.verdicts.values())
     f["extra_attacks"] = {r.name: r.verdicts for r in rows}
+    f["extra_attacks_tried"] = [r.name for r in rows if r.attack]
     f["extra_attacks_allowed[defaults]"] = sorted(
         r.name for r in rows if r.attack and r.verdicts["defaults"] == "allowed"
     )
