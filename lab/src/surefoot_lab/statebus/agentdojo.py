@@ -490,8 +490,8 @@ def _answer(f: dict[str, Any], t0: str) -> str:
         f"Counting every injected call, not only whole injection tasks: the defaults allow "
         f"{reads} injected calls and {len(acting)} of them send, delete, book or change the "
         f"user's data. Of the {extra} attacks AgentDojo lacks (a reply carrying a code to the "
-        "sender who asked for it, a payee laundered through a transaction's sender, an outsider's message in a delegated "
-        f"inbox), the defaults allow {len(extra_ok)}."
+        "sender who asked for it, a payee laundered through a transaction's sender, an "
+        f"outsider's message in a delegated inbox), the defaults allow {len(extra_ok)}."
     )
 
 
