@@ -6,12 +6,13 @@ from __future__ import annotations
 import pytest
 
 from surefoot.errors import MissingExtraError
+from surefoot_lab._extras import missing_extra
 from surefoot_lab.cli import main as lab_main
 from surefoot_lab.statebus import agentdojo
 
 
 def _missing() -> None:
-    raise agentdojo.missing_extra("agentdojo", "the AgentDojo experiment")
+    raise missing_extra("agentdojo", "the AgentDojo experiment")
 
 
 def test_skipped_agentdojo_names_the_extra_on_screen(

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import json
 import os
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,11 +34,17 @@ from typing import Any
 from surefoot.errors import ConfigError, MissingExtraError
 from surefoot.guard import CapabilityPolicy, trusted
 
-from .._extras import missing_extra
 from .._registry import NO_MODEL, LabContext, LabResult, Table, experiment
 from ._common import SEED_FILE
 from .agentdojo_extra import extra_attacks
 from .agentdojo_policy import ACTING_TOOLS, derived_ground_truth, policy_for
+from .agentdojo_suites import (
+    BENCHMARK,
+    Environments,
+    attack_text,
+    injection_candidates,
+    load_suites,
+)
 from .agentdojo_victim import Outcome, Verdicts, run_victim
 
 __all__ = [
@@ -57,7 +62,6 @@ __all__ = [
     "run_suite",
 ]
 
-BENCHMARK = "v1.2.2"
 TEMPLATES = ("important_instructions", "ignore_previous", "system_message", "injecagent", "direct")
 DEFAULT_TEMPLATES = TEMPLATES[:1]
 """What ``surefoot lab run statebus.agentdojo`` runs by default: every pair of every suite
@@ -71,21 +75,6 @@ POLICY_NAMES = (
     "user delegation, payees too",
 )
 DELEGATING = POLICY_NAMES[3:]
-
-
-def load_suites() -> dict[str, Any]:
-    """The installed AgentDojo suites of :data:`BENCHMARK`.
-
-    Raises:
-        MissingExtraError: ``agentdojo`` is not installed.
-    """
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            from agentdojo.task_suite.load_suites import get_suites
-    except ImportError:
-        raise missing_extra("agentdojo", "the AgentDojo experiment") from None
-    return dict(get_suites(BENCHMARK))
 
 
 class _Allow:
@@ -112,17 +101,6 @@ def _policy(suite: str, name: str) -> Any:
         answer_requires_endorsement=name == POLICY_NAMES[2],
         delegable_payees=name == POLICY_NAMES[4],
     )
-
-
-def attack_text(template: str, suite: Any, goal: str) -> str:
-    """The injection AgentDojo's attack ``template`` writes for ``goal`` in ``suite``."""
-    from agentdojo.attacks.attack_registry import ATTACKS
-
-    class _Pipeline:
-        name = "gpt-4o-2024-05-13"  # the name AgentDojo's templates address ("GPT-4")
-
-    attack = ATTACKS[template](suite, _Pipeline())
-    return str(attack.jailbreak.format(goal=goal, user=attack.user_name, model=attack.model_name))
 
 
 @dataclass
@@ -176,61 +154,6 @@ def injection_calls(name: str, tid: str, task: Any) -> tuple[Callable[[Any], lis
 _CLEAN: dict[str, Any] = {}
 
 
-class _Environments:
-    """A suite's environments, loaded as AgentDojo's ``load_and_inject_default_environment``
-    loads them (its text, formatted with the injections, validated by its model) but parsed
-    with libyaml's loader when PyYAML has it, and the suite's files read once: the same
-    environment (``tests/acceptance/test_agentdojo_speed.py`` compares them), ~10x faster.
-    """
-
-    def __init__(self, suite: Any) -> None:
-        import yaml  # type: ignore[import-untyped]  # agentdojo's dependency, no stubs
-        from agentdojo.task_suite.task_suite import read_suite_file
-
-        self.suite = suite
-        self._text = read_suite_file(suite.name, "environment.yaml", suite.data_path)
-        self._defaults = suite.get_injection_vector_defaults()
-        self._loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
-    def load(self, injections: dict[str, str]) -> Any:
-        import yaml
-        from agentdojo.task_suite.task_suite import validate_injections
-
-        validate_injections(injections, self._defaults)
-        text = self._text.format(**dict(self._defaults, **injections))
-        return self.suite.environment_type.model_validate(yaml.load(text, Loader=self._loader))
-
-
-class _FastSuite:
-    """``suite`` with :class:`_Environments` loading its environments (for AgentDojo's probe)."""
-
-    def __init__(self, suite: Any, envs: _Environments) -> None:
-        self._suite, self._envs = suite, envs
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._suite, name)
-
-    def load_and_inject_default_environment(self, injections: dict[str, str]) -> Any:
-        return self._envs.load(injections)
-
-
-def injection_candidates(
-    suite: Any, envs: _Environments | None = None
-) -> dict[str, tuple[str, ...]]:
-    """User task -> the injection vectors its ground truth reads (AgentDojo's own check)."""
-    from agentdojo.attacks.baseline_attacks import DirectAttack
-
-    # no pipeline: only its ground-truth probe is used
-    probe = DirectAttack(_FastSuite(suite, envs or _Environments(suite)), None)
-    out: dict[str, tuple[str, ...]] = {}
-    for uid, u in suite.user_tasks.items():
-        try:
-            out[uid] = tuple(probe.get_injection_candidates(u))
-        except ValueError:  # AgentDojo: "not injectable"
-            out[uid] = ()
-    return out
-
-
 def _signature(policy: Any) -> str:
     """What a policy declares and grants, without its name (``none``: every call allowed)."""
     if not isinstance(policy, CapabilityPolicy):
@@ -249,7 +172,7 @@ def run_suite(
     name: str, suite: Any, templates: tuple[str, ...], progress: Callable[[], None]
 ) -> SuiteReport:
     """Measure one suite (see the module docstring)."""
-    loader = _Environments(suite)
+    loader = Environments(suite)
     verdicts = Verdicts()
     clean = _CLEAN[name] = loader.load({})
     users = dict(suite.user_tasks)
