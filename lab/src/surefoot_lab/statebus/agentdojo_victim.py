@@ -5,20 +5,25 @@ ground-truth calls and, the first time a tool output carries an injection's goal
 that injection task's ground-truth calls there and then (it does whatever it reads), before
 going on with the user task. It has no judgement, so what stops an attack is the control.
 
-Every argument gets the label of where the victim took its value (:class:`Provenance`):
+Every argument gets the label of where the victim took its value (:class:`Provenance`),
+made only of the labels the runtime gave the outputs it read and the user's; the victim never
+uses which text was planted (``tests/acceptance/test_agentdojo_labels.py``):
 
 - a user-task value found in the user's prompt is the user's; otherwise the label of the
   tool-output field it equals or was copied from, the most trusted such field first (a
-  planner that picks the right field); otherwise the join of the fields it quotes and the
-  user (the victim composed it);
+  planner that picks the right field); otherwise it was computed, and carries everything read
+  so far (CaMeL's rule), or the outputs the task's computation names
+  (:mod:`.agentdojo_plans`);
 - an injected call's value copied from the goal (AgentDojo's placeholder without ``$``) is
-  the injected text's label: the field the victim read the injection in; a value the goal
-  tells it to look up (``$...``) is found in the outputs as above.
+  the label of the fields the victim read the injection in, as the runtime labelled them;
+  a value the goal tells it to look up (``$...``) is found in the outputs as above;
+- a list's elements each get their own label.
 
 As a planner working from the user's task alone, the victim can also delegate
 (``delegate=True``, on a run without injection): where a user-task argument comes only from a
-document whose selector the prompt names verbatim and the argument is declared delegable, it
-grants ``Delegation(tool.arg, reader, selector)`` through ``CapabilityPolicy.delegate`` (which
+document whose selector the prompt names verbatim (and, for a message of an inbox or a
+channel, its sender) and the argument is declared delegable, it grants
+``Delegation(tool.arg, reader, selector, item)`` through ``CapabilityPolicy.delegate`` (which
 checks the prompt names it). The lab makes these grants on the clean environment, before any
 injection is read, and runs the attacked pairs with them fixed.
 
