@@ -5,9 +5,10 @@
 issue's, applied tool by tool:
 
 - who receives something (``recipients``, ``participants``, ``recipient``, ``user_email``):
-  the user, a record (a contact, a participant, an account in the history) or a
-  correspondent (a sender); never text found in content;
-- what is acted on (an id, an IBAN, a hotel to book, a channel): the user or a record;
+  the user, a record (a contact, an address the user sent to) or a correspondent (a sender,
+  a participant); never text found in content;
+- what is acted on (an id, an IBAN, a hotel to book): the user or a record; a channel also
+  by its listed name; what is deleted, cancelled or removed: the user only;
 - an amount or a new date: also a document the user pointed to;
 - a URL fetched or posted to: the user or a record only (a read is a sink when its argument
   can carry data out), plus ``URL_ALLOW`` (empty by default);
