@@ -22,9 +22,10 @@ from typing import Any
 
 from surefoot import durable
 from surefoot.errors import TrustError
-from surefoot.guard import Label, Labeled, trusted
+from surefoot.guard import Label, Labeled, label_output, trusted
 from surefoot.integrations.mcp import McpClient, McpServer, McpTool
 
+from .agentdojo_plans import inputs_for
 from .agentdojo_policy import policy_for
 from .agentdojo_victim import Outcome, Provenance, verdict
 
@@ -129,7 +130,7 @@ async def _victim(
     """The obedient victim of ``agentdojo_victim.run_victim``, its calls made through MCP."""
     env = box["env"] = user_task.init_environment(box["env"])
     pre = env.model_copy(deep=True)
-    prov = Provenance(user_task.PROMPT)
+    prov = Provenance(user_task.PROMPT, inputs_for(suite.name, user_task.ID))
     out = Outcome()
     traces: list[Any] = []
     user = trusted("").label
@@ -143,12 +144,15 @@ async def _victim(
             return False
         out.allowed.append(call.function)
         if not got.is_error and got.structured is not None:
-            prov.add(got.structured["result"])
+            # the labels a deployed runtime assigns: who controls each output field
+            prov.add(
+                label_output(tools.policy.tools[call.function], got.structured["result"], args)
+            )
         return True
 
     answer_parts: list[Labeled[str]] = []
     for call in user_task.ground_truth(pre.model_copy(deep=True)):
-        labels = {k: prov.of_user_value(v) for k, v in call.args.items()}
+        labels = {k: prov.of_user_value(v, f"{call.function}.{k}") for k, v in call.args.items()}
         if await execute(call, labels):
             traces.append(call)
         else:
