@@ -157,3 +157,28 @@ def test_outside_a_run_the_runner_refuses_and_the_key_too(tmp_path: Path) -> Non
     with pytest.raises(ConfigError, match="outside a tool call"):
         idempotency_key()
     app.close()
+
+
+def test_an_approval_that_is_not_a_bool_is_refused_and_the_run_keeps_waiting(
+    tmp_path: Path,
+) -> None:
+    # approved="no" is truthy: taken as it came, it was sent, approve() said True, and the run
+    # then failed reading it back as a bool. It is refused before anything is sent.
+    CALLS.clear()
+    call = function_call("pay", {"payee": "ann", "cents": 5}, call_id="a")
+    model = ScriptedModel([[call], [assistant_message("paid")]])
+    app, bank = _app(tmp_path, model, effects=["pay"], approvals=["pay"])
+    handle = app.start(bank, "pay ann", run_id="r4")
+    digest = approval_digest("pay", call.arguments, "a")
+    deadline = time.monotonic() + 30
+    while handle.status() != "sleeping" and time.monotonic() < deadline:
+        time.sleep(0.05)
+    for bad in ({"approved": "no"}, {"approved": 1}, {"by": 7}, {"reason": None}):
+        with pytest.raises(ConfigError, match="approve") as err:
+            approve(app, "r4", digest, **bad)
+        assert repr(next(iter(bad.values()))) in str(err.value)
+    assert pending_approvals(app, "r4") == [digest]  # nothing was sent
+    approve(app, "r4", digest, approved=False, by="alice")
+    assert handle.result(timeout=30) == "paid (2 requests)"
+    assert CALLS == []
+    app.close()

@@ -116,8 +116,16 @@ def approve(
     """Send the decision on the call named by ``digest`` (from ``pending_approvals``).
 
     Raises ConfigError when the run does not wait for that call now (a mistyped digest, or
-    a call already decided): an approval names exactly one call, and is never kept for later.
+    a call already decided): an approval names exactly one call, and is never kept for later;
+    and when ``approved`` is not a bool (``"no"`` is truthy) or ``by``/``reason`` not text.
     """
+    if not isinstance(approved, bool):
+        raise ConfigError(
+            f"approve(approved=...) takes True or False, got {approved!r}; nothing was sent"
+        )
+    for field, value in (("by", by), ("reason", reason)):
+        if not isinstance(value, str):
+            raise ConfigError(f"approve({field}=...) takes text, got {value!r}; nothing was sent")
     pending = pending_approvals(app, run_id)
     if digest not in pending:
         waits = ", ".join(pending) or "no approval"
