@@ -84,6 +84,8 @@ def test_bad_requests_are_clear_and_leak_no_url(db: str) -> None:
     assert r.status_code == 404 and "nope" in r.text and "sqlite" not in r.text
     r = client.get("/events/r1", headers={"Last-Event-ID": "x1"})
     assert r.status_code == 400 and "'x1'" in r.text
+    r = client.get("/events/r1?after=999")  # past the end: was a 200 claiming last_offset 999
+    assert r.status_code == 400 and "999" in r.text and "last_offset" not in r.text
 
 
 def test_the_inspector_wants_its_token_for_streams_too(db: str) -> None:

@@ -58,7 +58,12 @@ def _marker(ev: StreamEvent) -> str | None:
     help="Resume after this offset (the last one you saw).",
 )
 @click.option("--no-follow", is_flag=True, help="Print what is stored now, then stop.")
-@click.option("--timeout", default=None, type=float, help="Stop after this many seconds.")
+@click.option(
+    "--timeout",
+    default=None,
+    type=click.FloatRange(min=0),
+    help="Stop after this many seconds.",
+)
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per event.")
 def follow(
     run_id: str, db: str, after: int, no_follow: bool, timeout: float | None, as_json: bool

@@ -69,3 +69,20 @@ def test_follow_an_unknown_run_is_one_clear_line(
     assert info.value.code == 1
     err = capsys.readouterr().err
     assert "nope" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [(["--after", "99"], "99"), (["--timeout", "-1"], "-1")],
+)
+def test_follow_an_offset_past_the_end_or_a_negative_timeout_is_one_clear_line(
+    db: str, capsys: pytest.CaptureFixture[str], args: list[str], needle: str
+) -> None:
+    # --after 99 on a stream of 7 printed nothing and "last offset 99", an offset no event
+    # has; --timeout -1 was taken as given
+    with pytest.raises(SystemExit) as info:
+        main(["runs", "follow", "r1", "--db", db, *args])
+    assert info.value.code in (1, 2)
+    out, err = capsys.readouterr()
+    assert needle in err and "Traceback" not in err and out == ""
+    assert "last offset 99" not in err
