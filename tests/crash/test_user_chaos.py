@@ -122,3 +122,24 @@ def test_a_step_completed_twice_is_found_in_the_logs(tmp_path: Path) -> None:
     done = steps_done(sorted(tmp_path.glob("*.log")), {"r1"})
     assert done[("r1", "2")] == 2 and done[("r1", "3")] == 1
     assert ("other", "2") not in done
+
+
+@pytest.mark.parametrize(
+    ("given", "needle"),
+    [({"inputs": [4, [1, 2, 3]]}, "[1, 2, 3]"), ({"runs": 2}, "no arguments")],
+)
+def test_an_input_the_workflow_cannot_take_is_refused_before_anything_runs(
+    tmp_path: Path, app_on_path: str, given: dict[str, object], needle: str
+) -> None:
+    # triage(n) given [1, 2, 3], or nothing: every run was enqueued, workers started and
+    # SIGKILLed, and the report said only "failed"; now one line names the input first
+    from surefoot.durable import App
+    from surefoot.errors import ConfigError
+
+    db = f"sqlite:///{tmp_path / 'c.db'}"
+    with pytest.raises(ConfigError, match="triage") as err:
+        run_chaos(app_on_path, "triage", db=db, workdir=tmp_path, **given)  # type: ignore[arg-type]
+    assert needle in str(err.value)
+    if (tmp_path / "c.db").exists():
+        with App(db) as app:
+            assert app.list_runs() == []  # nothing was enqueued
