@@ -182,3 +182,22 @@ def test_an_approval_that_is_not_a_bool_is_refused_and_the_run_keeps_waiting(
     assert handle.result(timeout=30) == "paid (2 requests)"
     assert CALLS == []
     app.close()
+
+
+def test_a_runner_given_bad_tool_names_or_made_twice_says_so(tmp_path: Path) -> None:
+    # effects="pay" was taken letter by letter: pay ran with no intent row and no key
+    app = durable.App(f"sqlite:///{tmp_path / 'runs.db'}")
+    for kw, needle in (
+        ({"effects": "pay"}, "'pay'"),
+        ({"approvals": "pay"}, "'pay'"),
+        ({"effects": ["pay", 3]}, "3"),
+    ):
+        with pytest.raises(ConfigError, match="tool names") as err:
+            DurableRunner(app, **kw)  # type: ignore[arg-type]
+        assert needle in str(err.value)
+    runner = DurableRunner(app, effects=["pay"], approvals=None)
+    assert runner.effects == {"pay"} and runner.approvals == frozenset()
+    # a second runner on the same app said "step name ... is registered twice; pass name="
+    with pytest.raises(ConfigError, match="one DurableRunner per App"):
+        DurableRunner(app, effects=["balance"])
+    app.close()

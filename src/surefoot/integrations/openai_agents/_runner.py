@@ -141,6 +141,21 @@ def approve(
     )
 
 
+def _tool_names(what: str, names: Iterable[str] | None) -> frozenset[str]:
+    """``names`` as a set of tool names (None: none); a bare string would be its letters."""
+    if names is None:
+        return frozenset()
+    if isinstance(names, str):
+        raise ConfigError(
+            f"{what}= takes a list of tool names, got the text {names!r}; pass [{names!r}]"
+        )
+    out = list(names)
+    bad = [n for n in out if not isinstance(n, str)]
+    if bad:
+        raise ConfigError(f"{what}= takes a list of tool names (text), got {bad[0]!r} in it")
+    return frozenset(out)
+
+
 class DurableRunner:
     """Runs OpenAI Agents SDK agents as durable surefoot runs on ``app``.
 
@@ -157,17 +172,26 @@ class DurableRunner:
         self,
         app: durable.App,
         *,
-        effects: Iterable[str] = (),
-        approvals: Iterable[str] = (),
+        effects: Iterable[str] | None = (),
+        approvals: Iterable[str] | None = (),
         model_retry: Any = None,
         tool_retry: Any = None,
     ) -> None:
         _sdk()  # the extra is installed, or a clear error now
         self.app = app
-        self.effects = frozenset(effects)
-        self.approvals = frozenset(approvals)
+        self.effects = _tool_names("effects", effects)
+        self.approvals = _tool_names("approvals", approvals)
         self._types = _Types()
-        self._model_step = app.step(name=MODEL_STEP, retry=model_retry)(_model_request)
+        try:
+            self._model_step = app.step(name=MODEL_STEP, retry=model_retry)(_model_request)
+        except ConfigError as exc:
+            if "registered twice" not in str(exc):
+                raise
+            raise ConfigError(
+                "this App has a DurableRunner already (its steps are registered): make one "
+                "DurableRunner per App and pass every agent to its run(); effects= and "
+                "approvals= name the tools of all of them"
+            ) from None
         self._tool_step = app.step(name=TOOL_STEP, retry=tool_retry)(_tool_call)
         self._effect_step = app.step(
             name=EFFECT_STEP, effect=True, idempotent=True, retry=tool_retry
