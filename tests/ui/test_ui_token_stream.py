@@ -252,3 +252,18 @@ def test_the_inspector_shows_a_run_of_an_app_with_a_payload_codec(tmp_path: Path
     frames = client.get("/events/z1").text
     assert '"data":"secret-free text"' in frames
     source.close()
+
+
+def test_the_standalone_app_on_a_wrong_url_fails_when_made_not_at_each_client(
+    tmp_path: Path,
+) -> None:
+    # TokenStreamApp("sqlite:///missing.db") was accepted; every client then got a 400
+    # naming the server's own journal URL. A wrong URL is the deployer's error, at start.
+    need_ui_extra()
+    from surefoot.ui import TokenStreamApp
+
+    missing = tmp_path / "missing.db"
+    for url in (f"sqlite:///{missing}", "bogus"):
+        with pytest.raises(ConfigError):
+            TokenStreamApp(url)
+    assert not missing.exists()
