@@ -143,3 +143,31 @@ def test_an_input_the_workflow_cannot_take_is_refused_before_anything_runs(
     if (tmp_path / "c.db").exists():
         with App(db) as app:
             assert app.list_runs() == []  # nothing was enqueued
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--json", "/nonexistent-dir/report.json"], "/nonexistent-dir/report.json"),
+        (["--kill-every", "0.5:0.1"], "--kill-every '0.5:0.1'"),
+    ],
+)
+def test_a_report_path_or_kill_window_that_cannot_work_is_refused_first(
+    tmp_path: Path,
+    app_on_path: str,
+    capsys: pytest.CaptureFixture[str],
+    args: list[str],
+    needle: str,
+) -> None:
+    # --json into a missing folder ran the whole chaos, then died with a traceback and no
+    # report written; --kill-every 0.5:0.1 was blamed on "kill_every (low, high)"
+    from surefoot.cli import main
+
+    db = tmp_path / "c.db"
+    with pytest.raises(SystemExit) as info:
+        main(["chaos", "--app", app_on_path, "--workflow", "triage", "--db", f"sqlite:///{db}",
+              "--input", "1", *args])  # fmt: skip
+    assert info.value.code in (1, 2)
+    err = capsys.readouterr().err
+    assert needle in err and "Traceback" not in err
+    assert not db.exists()  # refused before anything was enqueued
