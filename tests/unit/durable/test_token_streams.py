@@ -177,6 +177,11 @@ def test_pruning_a_run_deletes_its_stream(app: App) -> None:
         (lambda: emit(5), "needs text"),
         (lambda: Batching(0), "max_events"),
         (lambda: Batching(5, -1), "max_delay"),
+        # NaN and inf were taken: a batch's wait was then never (or always) over
+        (lambda: Batching(5, float("nan")), "max_delay"),
+        (lambda: Batching(5, float("inf")), "max_delay"),
+        # a stream_batching that is not a Batching was taken, to fail at the first emit
+        (lambda: App("memory://", stream_batching="fast"), "stream_batching"),
     ],
 )
 def test_bad_input_is_refused_by_name(call: Any, needle: str) -> None:
