@@ -20,7 +20,7 @@ from rich.markup import escape
 
 from ..durable import StreamEvent
 from ..errors import ConfigError
-from ._runs import _app
+from ._runs import open_app
 
 __all__ = ["follow", "printable"]
 
@@ -101,7 +101,7 @@ def _follow(
 ) -> None:
     err = Console(stderr=True, highlight=False, soft_wrap=True)
     last = after
-    with _app(db, app_ref) as app:
+    with open_app(db, app_ref) as app:
         stream = app.handle(run_id).stream(after=after, follow=not no_follow, timeout=timeout)
         open_line = False
         try:

@@ -125,6 +125,11 @@ def _app(db: str, app_ref: str | None) -> Iterator[durable.App]:
         app.close()
 
 
+# for the commands of other modules that read runs the same way (--db, optional --app)
+load_app = _load
+open_app = _app
+
+
 def _plain(v: Any) -> Any:
     """Values as JSON can hold them (results may be any codec value)."""
     if dataclasses.is_dataclass(v) and not isinstance(v, type):

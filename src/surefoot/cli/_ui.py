@@ -8,8 +8,7 @@ import click
 
 from .. import storage
 from ..errors import ConfigError
-from ._runs import _load as load_app
-from ._runs import must_exist
+from ._runs import load_app, must_exist
 
 __all__ = ["ui"]
 
