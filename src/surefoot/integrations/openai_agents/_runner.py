@@ -209,6 +209,14 @@ class DurableRunner:
         config = dataclasses.replace(config, model_provider=_Provider(self, provider))
         return await agents.Runner.run(self._wrap(agent), input, run_config=config, **kwargs)
 
+    def run_streamed(self, agent: Any, input: Any, **kwargs: Any) -> Any:
+        """Refused for now: each model response is journalled whole, so use ``run``."""
+        raise ConfigError(
+            "a durable OpenAI Agents run does not stream through run_streamed yet: use "
+            "await runner.run(...) (each model response is journalled whole; durable.emit "
+            "publishes progress to the run's token stream)"
+        )
+
     # -- wrapping -------------------------------------------------------------------------
 
     def _wrap(self, agent: Any, seen: dict[int, Any] | None = None) -> Any:
