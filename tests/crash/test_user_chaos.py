@@ -122,3 +122,52 @@ def test_a_step_completed_twice_is_found_in_the_logs(tmp_path: Path) -> None:
     done = steps_done(sorted(tmp_path.glob("*.log")), {"r1"})
     assert done[("r1", "2")] == 2 and done[("r1", "3")] == 1
     assert ("other", "2") not in done
+
+
+@pytest.mark.parametrize(
+    ("given", "needle"),
+    [({"inputs": [4, [1, 2, 3]]}, "[1, 2, 3]"), ({"runs": 2}, "no arguments")],
+)
+def test_an_input_the_workflow_cannot_take_is_refused_before_anything_runs(
+    tmp_path: Path, app_on_path: str, given: dict[str, object], needle: str
+) -> None:
+    # triage(n) given [1, 2, 3], or nothing: every run was enqueued, workers started and
+    # SIGKILLed, and the report said only "failed"; now one line names the input first
+    from surefoot.durable import App
+    from surefoot.errors import ConfigError
+
+    db = f"sqlite:///{tmp_path / 'c.db'}"
+    with pytest.raises(ConfigError, match="triage") as err:
+        run_chaos(app_on_path, "triage", db=db, workdir=tmp_path, **given)  # type: ignore[arg-type]
+    assert needle in str(err.value)
+    if (tmp_path / "c.db").exists():
+        with App(db) as app:
+            assert app.list_runs() == []  # nothing was enqueued
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--json", "/nonexistent-dir/report.json"], "/nonexistent-dir/report.json"),
+        (["--kill-every", "0.5:0.1"], "--kill-every '0.5:0.1'"),
+    ],
+)
+def test_a_report_path_or_kill_window_that_cannot_work_is_refused_first(
+    tmp_path: Path,
+    app_on_path: str,
+    capsys: pytest.CaptureFixture[str],
+    args: list[str],
+    needle: str,
+) -> None:
+    # --json into a missing folder ran the whole chaos, then died with a traceback and no
+    # report written; --kill-every 0.5:0.1 was blamed on "kill_every (low, high)"
+    from surefoot.cli import main
+
+    db = tmp_path / "c.db"
+    with pytest.raises(SystemExit) as info:
+        main(["chaos", "--app", app_on_path, "--workflow", "triage", "--db", f"sqlite:///{db}",
+              "--input", "1", *args])  # fmt: skip
+    assert info.value.code in (1, 2)
+    err = capsys.readouterr().err
+    assert needle in err and "Traceback" not in err
+    assert not db.exists()  # refused before anything was enqueued

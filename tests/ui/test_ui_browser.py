@@ -196,3 +196,32 @@ def test_a_resumed_runs_story_in_the_browser(tmp_path: Path, page: Any, shots: P
         assert [c.inner_text() for c in chips.all()] == ["503", "429", "ok"]
         assert errors == []
         story.screenshot(path=str(shots / "run-waterfall.png"))
+
+
+def test_a_run_with_long_unbroken_step_names_fits_the_window(tmp_path: Path, page: Any) -> None:
+    # an agent run's steps are named like signal:approve:<24 hex> with keys like
+    # run:1.12.3.3.1: the steps table grew wider than a 1300 px window, cutting its buttons
+    from ui_support import serve_inspector
+
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    app = App(db)
+    name = "signal:approve:" + "7467ea5a3d19d19cd09e76e7" * 2
+
+    @app.step(name=name, effect=True)
+    def wait_for_it(key: str) -> str:
+        return "x" * 80
+
+    @app.workflow
+    def wf() -> str:
+        return wait_for_it()
+
+    app.start(wf, run_id="long-names").result(timeout=10)
+    app.close()
+    with serve_inspector(db, f"sqlite:///{tmp_path / 'team.db'}", {}) as live:
+        page.set_viewport_size({"width": 1300, "height": 900})
+        page.goto(f"{live.url}/run?id=long-names")
+        assert page.get_by_text(name).count() >= 1
+        wide = page.evaluate(
+            "() => [document.documentElement.scrollWidth, document.documentElement.clientWidth]"
+        )
+        assert wide[0] <= wide[1], wide

@@ -134,3 +134,31 @@ def test_a_frozen_workers_takeover_and_its_refused_late_write(demo: dict[str, An
     assert "Taken over at" in said and "its lease had expired" in said
     assert "Step 2 summarize, where epoch 1 stopped, ran again under epoch 2" in said
     assert story.count('<line class="wf-fenced"') == 1 and "1 late write refused" in said
+
+
+def test_an_execution_bar_starts_at_its_claim_not_at_its_audit_row(tmp_path: Path) -> None:
+    # the claim's audit row may be written after the run's steps (an in-process start writes
+    # it at the end); the bar was drawn from the row's time, after the step it ran
+    import time
+
+    from surefoot.ui._story import story
+
+    app = App(f"sqlite:///{tmp_path / 'runs.db'}")
+
+    @app.step
+    def work() -> str:
+        time.sleep(0.05)
+        return "ok"
+
+    @app.workflow
+    def wf() -> str:
+        return work()
+
+    app.start(wf, run_id="r1").result(timeout=10)
+    detail = app.show("r1")
+    (step,) = detail.steps
+    claim = next(a for a in detail.audit if a.action == "claimed")
+    (epoch,) = story(detail, now=time.time()).epochs
+    assert epoch.start == claim.detail["claimed_at"] <= step.started_at
+    assert epoch.end >= step.finished_at
+    app.close()

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ui_support import make_client, need_ui_extra
+from ui_support import BASE, make_client, need_ui_extra
 
 from surefoot.durable import App, emit, step_texts
 from surefoot.errors import ConfigError
@@ -84,6 +84,8 @@ def test_bad_requests_are_clear_and_leak_no_url(db: str) -> None:
     assert r.status_code == 404 and "nope" in r.text and "sqlite" not in r.text
     r = client.get("/events/r1", headers={"Last-Event-ID": "x1"})
     assert r.status_code == 400 and "'x1'" in r.text
+    r = client.get("/events/r1?after=999")  # past the end: was a 200 claiming last_offset 999
+    assert r.status_code == 400 and "999" in r.text and "last_offset" not in r.text
 
 
 def test_the_inspector_wants_its_token_for_streams_too(db: str) -> None:
@@ -217,3 +219,51 @@ def test_a_quiet_stream_sends_keep_alive_comments(live: tuple[str, App, threadin
     assert frames[0] == b"retry: 1000\n\n"
     assert sum(f.startswith(b"id: ") for f in frames) == 6  # start + the 5 tokens before the gate
     assert not gate.is_set()
+
+
+def test_the_inspector_shows_a_run_of_an_app_with_a_payload_codec(tmp_path: Path) -> None:
+    # its values and events are stored through the codec; the inspector opened the journal
+    # with none, so the run page and /events refused it ("give it the codec...")
+    need_ui_extra()
+    from starlette.testclient import TestClient
+
+    from surefoot.durable import ZlibCodec
+    from surefoot.ui import Inspector, create_app, loopback_hosts
+
+    db = f"sqlite:///{tmp_path / 'z.db'}"
+    zipped = App(db, payload_codec=ZlibCodec())
+
+    @zipped.step
+    def say() -> str:
+        emit("secret-free text")
+        return "secret-free text"
+
+    @zipped.workflow
+    def wf() -> str:
+        return say()
+
+    assert zipped.start(wf, run_id="z1").result(timeout=10) == "secret-free text"
+    plain = make_client(db)
+    assert "codec" in plain.get("/run?id=z1").text  # without it: refused, saying why
+    source = Inspector(db, app=zipped)
+    client = TestClient(create_app(source, allowed_hosts=loopback_hosts(8765)), base_url=BASE)
+    page = client.get("/run?id=z1")
+    assert page.status_code == 200 and "secret-free text" in page.text
+    frames = client.get("/events/z1").text
+    assert '"data":"secret-free text"' in frames
+    source.close()
+
+
+def test_the_standalone_app_on_a_wrong_url_fails_when_made_not_at_each_client(
+    tmp_path: Path,
+) -> None:
+    # TokenStreamApp("sqlite:///missing.db") was accepted; every client then got a 400
+    # naming the server's own journal URL. A wrong URL is the deployer's error, at start.
+    need_ui_extra()
+    from surefoot.ui import TokenStreamApp
+
+    missing = tmp_path / "missing.db"
+    for url in (f"sqlite:///{missing}", "bogus"):
+        with pytest.raises(ConfigError):
+            TokenStreamApp(url)
+    assert not missing.exists()

@@ -119,6 +119,15 @@ def chaos(
         raise ConfigError(
             f"--kill-every {kill_every!r} is not LOW:HIGH seconds, e.g. 0.3:1.5"
         ) from None
+    if not 0 < window[0] <= window[1]:
+        raise ConfigError(
+            f"--kill-every {kill_every!r} needs 0 < LOW <= HIGH seconds, e.g. 0.3:1.5"
+        )
+    if json_path is not None and (json_path.is_dir() or not json_path.parent.is_dir()):
+        raise ConfigError(
+            f"--json {str(json_path)!r} cannot be written: its folder does not exist (or it "
+            "is a folder); give a file path in an existing folder"
+        )
     from ..testing import run_chaos
 
     click.echo(

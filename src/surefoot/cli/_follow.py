@@ -18,8 +18,9 @@ import click
 from rich.console import Console
 from rich.markup import escape
 
-from ..durable import App, StreamEvent
-from ._runs import must_exist
+from ..durable import StreamEvent
+from ..errors import ConfigError
+from ._runs import open_app
 
 __all__ = ["follow", "printable"]
 
@@ -58,16 +59,49 @@ def _marker(ev: StreamEvent) -> str | None:
     help="Resume after this offset (the last one you saw).",
 )
 @click.option("--no-follow", is_flag=True, help="Print what is stored now, then stop.")
-@click.option("--timeout", default=None, type=float, help="Stop after this many seconds.")
+@click.option(
+    "--timeout",
+    default=None,
+    type=click.FloatRange(min=0),
+    help="Stop after this many seconds.",
+)
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per event.")
+@click.option(
+    "--app",
+    "app_ref",
+    default=None,
+    help="The App ('module:app') whose payload codec the events were stored with.",
+)
 def follow(
-    run_id: str, db: str, after: int, no_follow: bool, timeout: float | None, as_json: bool
+    run_id: str,
+    db: str,
+    after: int,
+    no_follow: bool,
+    timeout: float | None,
+    as_json: bool,
+    app_ref: str | None,
 ) -> None:
     """Print RUN_ID's token stream as its steps emit it, until the run ends."""
+    try:
+        _follow(run_id, db, after, no_follow, timeout, as_json, app_ref)
+    except ConfigError as exc:
+        if app_ref is None and "payload codec" in str(exc):
+            raise ConfigError(f"{exc}: pass --app module:app, the App made with it") from None
+        raise
+
+
+def _follow(
+    run_id: str,
+    db: str,
+    after: int,
+    no_follow: bool,
+    timeout: float | None,
+    as_json: bool,
+    app_ref: str | None,
+) -> None:
     err = Console(stderr=True, highlight=False, soft_wrap=True)
     last = after
-    must_exist(db)
-    with App(db) as app:
+    with open_app(db, app_ref) as app:
         stream = app.handle(run_id).stream(after=after, follow=not no_follow, timeout=timeout)
         open_line = False
         try:

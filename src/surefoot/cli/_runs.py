@@ -125,6 +125,11 @@ def _app(db: str, app_ref: str | None) -> Iterator[durable.App]:
         app.close()
 
 
+# for the commands of other modules that read runs the same way (--db, optional --app)
+load_app = _load
+open_app = _app
+
+
 def _plain(v: Any) -> Any:
     """Values as JSON can hold them (results may be any codec value)."""
     if dataclasses.is_dataclass(v) and not isinstance(v, type):
@@ -399,7 +404,13 @@ def _report(app: durable.App, run_id: str, what: str, as_json: bool) -> None:
 @click.argument("run_id")
 @_db_option
 @_app_option
-@click.option("--timeout", default=60.0, show_default=True, help="Seconds to wait for the end.")
+@click.option(
+    "--timeout",
+    default=60.0,
+    show_default=True,
+    type=click.FloatRange(min=0),
+    help="Seconds to wait for the end.",
+)
 @_json_option
 def resume(db: str, app_ref: str | None, run_id: str, timeout: float, as_json: bool) -> None:
     """Run an unfinished run here now (needs --app), waiting up to --timeout for its end.
@@ -457,7 +468,13 @@ def cancel(db: str, app_ref: str | None, run_id: str, reason: str, as_json: bool
 @_app_option
 @click.option("--reason", default="", help="What was fixed (kept in the audit log).")
 @click.option("--wait", "wait_", is_flag=True, help="Execute it here now (needs --app).")
-@click.option("--timeout", default=60.0, show_default=True, help="Seconds to wait with --wait.")
+@click.option(
+    "--timeout",
+    default=60.0,
+    show_default=True,
+    type=click.FloatRange(min=0),
+    help="Seconds to wait with --wait.",
+)
 @_json_option
 def retry(
     db: str,
@@ -516,7 +533,13 @@ def resolve(
 @_app_option
 @click.option("--new-id", default=None, help="The new run's id (default: RUN-fork-xxxx).")
 @click.option("--wait", "wait_", is_flag=True, help="Execute it here now (needs --app).")
-@click.option("--timeout", default=60.0, show_default=True, help="Seconds to wait with --wait.")
+@click.option(
+    "--timeout",
+    default=60.0,
+    show_default=True,
+    type=click.FloatRange(min=0),
+    help="Seconds to wait with --wait.",
+)
 @_json_option
 def fork(
     db: str,

@@ -8,7 +8,7 @@ import click
 
 from .. import storage
 from ..errors import ConfigError
-from ._runs import must_exist
+from ._runs import load_app, must_exist
 
 __all__ = ["ui"]
 
@@ -25,6 +25,12 @@ def _store_must_exist(store: str) -> None:
 
 @click.command("ui")
 @click.option("--db", required=True, help="Journal URL, e.g. sqlite:///runs.db.")
+@click.option(
+    "--app",
+    "app_ref",
+    default=None,
+    help="Your App ('module:app'), to read runs stored through its payload codec.",
+)
 @click.option("--store", default=None, help="Statebus storage URL for shared state and streams.")
 @click.option("--namespace", default="default", show_default=True, help="Store namespace.")
 @click.option(
@@ -52,6 +58,7 @@ def _store_must_exist(store: str) -> None:
 )
 def ui(
     db: str,
+    app_ref: str | None,
     store: str | None,
     namespace: str,
     streams: tuple[str, ...],
@@ -71,7 +78,8 @@ def ui(
     must_exist(db)
     if store is not None:
         _store_must_exist(store)
-    source = inspector.Inspector(db, store=store, namespace=namespace, streams=streams)
+    app = None if app_ref is None else load_app(db, app_ref)
+    source = inspector.Inspector(db, store=store, namespace=namespace, streams=streams, app=app)
     try:
         inspector.serve(
             source,

@@ -138,6 +138,11 @@ class App:
         self._storage: storage.Storage | None = None
         self._journal: Journal | None = None
         self._open_lock = threading.Lock()
+        if stream_batching is not None and not isinstance(stream_batching, Batching):
+            raise ConfigError(
+                f"stream_batching must be a durable.Batching(max_events=, max_delay=) or "
+                f"None, got {stream_batching!r}"
+            )
         self.tokens = TokenHub(
             self._open_stream,
             stream_batching or Batching(),

@@ -9,7 +9,7 @@ from typing import Any, Protocol
 
 from .. import codec
 from ..clock import Clock
-from ..errors import RunFailedError, TimeoutError_, UnknownRunError
+from ..errors import ConfigError, RunFailedError, TimeoutError_, UnknownRunError
 from ..storage.journal import Journal
 from ..storage.runs import ENDED
 from ._follow import RunStream, check_after
@@ -182,7 +182,8 @@ class RunHandle:
 
         Raises:
             UnknownRunError: no such run (or it was pruned).
-            ConfigError: a bad ``after``, or a journal that keeps no token streams.
+            ConfigError: a bad ``after`` (or one past the stream's last offset), a negative
+                ``timeout``, or a journal that keeps no token streams.
         """
         app = self.app
         run_id = self.run_id
@@ -193,11 +194,22 @@ class RunHandle:
 
         if status() is None:
             raise UnknownRunError(run_id, app.url)
+        if timeout is not None and (
+            isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout < 0
+        ):
+            raise ConfigError(f"timeout must be seconds >= 0 or None, got {timeout!r}")
+        log = app.tokens.log(run_id)
+        start = check_after(after)
+        if start and start > (last := log.last_seq()):
+            raise ConfigError(
+                f"after={start} is past the end of the stream of run {run_id!r} (its last offset "
+                f"is {last}); pass the last offset you read, or 0 for the start"
+            )
         return RunStream(
-            app.tokens.log(run_id),
+            log,
             status,
             run_id,
-            after=check_after(after),
+            after=start,
             follow=follow,
             poll=app.poll or 0.05,
             timeout=timeout,

@@ -35,6 +35,7 @@ Retention: a run's stream is kept while the run lives and deleted when the run i
 from __future__ import annotations
 
 import json
+import math
 import threading
 import time
 from collections.abc import Iterable
@@ -75,8 +76,8 @@ class Batching:
         if isinstance(n, bool) or not isinstance(n, int) or n < 1:
             raise ConfigError(f"max_events must be an int >= 1, got {n!r}")
         d = self.max_delay
-        if isinstance(d, bool) or not isinstance(d, int | float) or d < 0:
-            raise ConfigError(f"max_delay must be a number of seconds >= 0, got {d!r}")
+        if isinstance(d, bool) or not isinstance(d, int | float) or not 0 <= d < math.inf:
+            raise ConfigError(f"max_delay must be a finite number of seconds >= 0, got {d!r}")
 
 
 @dataclass(slots=True)

@@ -18,6 +18,7 @@ It starts and kills only its own processes, by pid, and stops them all before it
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import random
@@ -150,6 +151,26 @@ def _arguments(value: Any) -> tuple[list[Any], dict[str, Any]]:
     return [value], {}
 
 
+def _check_inputs(fn: Any, workflow: str, inputs: list[Any] | None) -> None:
+    """Refuses, before any run is enqueued, an input ``workflow`` cannot be called with
+    (such runs can only fail, and the report would say no more than "failed")."""
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):  # pragma: no cover - a builtin without a signature
+        return
+    for i, value in enumerate(inputs if inputs is not None else [[]]):
+        args, kwargs = _arguments(value)
+        try:
+            signature.bind(*args, **kwargs)
+        except TypeError as exc:
+            given = "no arguments (pass --input or --inputs)" if inputs is None else repr(value)
+            where = "" if inputs is None else f" (input {i + 1})"
+            raise ConfigError(
+                f"{workflow}{signature} cannot take {given}{where}: {exc}; a JSON list is "
+                "its positional arguments, an object its keyword arguments. Nothing was run"
+            ) from None
+
+
 def run_chaos(
     app_ref: str,
     workflow: str,
@@ -195,6 +216,7 @@ def run_chaos(
         raise ConfigError(
             f"{app_ref} has no workflow {workflow!r} (it has: {known}); pass --workflow NAME"
         )
+    _check_inputs(app.registry.resolve(workflow).fn, workflow, inputs)
     rng = random.Random(seed)
     report = ChaosReport(runs=runs, workers=workers, seed=seed)
     tag = f"chaos-{os.getpid()}-{seed}"

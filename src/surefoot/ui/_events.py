@@ -127,7 +127,7 @@ class TokenStreamApp:
 
     Args:
         source: the ``durable.App`` whose runs are streamed, or its journal URL (opened
-            with ``create=False``: a mistyped URL is an error, not a new journal).
+            with ``create=False`` when made: a mistyped URL is an error then, not a new journal).
         max_seconds: a response ends after this long (the client resumes from its last
             id); None holds it until the run ends.
         keepalive: seconds without an event after which a ``: keep-alive`` comment is sent.
@@ -148,6 +148,11 @@ class TokenStreamApp:
         self._owned = isinstance(source, str)  # opened here: closed at lifespan shutdown
         if isinstance(source, str):
             source = durable.App(source, create=False)
+            try:
+                source.journal  # noqa: B018 - opened now: a wrong URL fails at start, not per client
+            except BaseException:
+                source.close()
+                raise
         self.app = source
         self.max_seconds = max_seconds
         self.keepalive = keepalive

@@ -183,6 +183,8 @@ class Inspector:
         namespace: the store namespace to show.
         streams: ``"name"`` or ``"name:group1,group2"``: show only these streams (and
             groups); none shows every stream of the store with every group.
+        app: the team's own ``durable.App`` on ``db`` (``surefoot ui --app``): its
+            payload codec reads what its runs stored; closed with the inspector.
     """
 
     def __init__(
@@ -192,6 +194,7 @@ class Inspector:
         store: str | None = None,
         namespace: str = "default",
         streams: tuple[str, ...] = (),
+        app: durable.App | None = None,
     ) -> None:
         if engine_scheme(db) is not None:
             raise ConfigError(
@@ -204,7 +207,8 @@ class Inspector:
         if self.stream_specs and store is None:
             raise ConfigError("--stream needs --store URL: the storage that holds the streams")
         self.db = storage.redact(db)  # shown on the start line and every page: no secrets
-        self.app = durable.App(db)  # after the checks: a refused option leaves nothing open
+        # after the checks: a refused option leaves nothing open
+        self.app = durable.App(db) if app is None else app
         self.store_url = store
         self.namespace = namespace
 

@@ -144,7 +144,10 @@ def story(d: durable.RunDetail, *, now: float) -> Story:
     for a in audit:
         dd = _detail(a)
         if a.action in ("claimed", "taken_over") and isinstance(dd.get("epoch"), int):
-            claimed.setdefault(dd["epoch"], (a.at, str(dd.get("worker", a.actor))))
+            # the claim's own time: its audit row may be written later (after the steps)
+            at = dd.get("claimed_at")
+            t0 = float(at) if isinstance(at, int | float) and not isinstance(at, bool) else a.at
+            claimed.setdefault(dd["epoch"], (t0, str(dd.get("worker", a.actor))))
         elif a.action == "created" and created is None:
             created = (a.at, a.actor)
     if 1 not in claimed and created is not None and r.epoch >= 1:

@@ -206,3 +206,16 @@ def test_fake_provider_on_a_port_in_use_says_so_in_one_line(
     assert code == 2 and "listening" not in out
     assert "Invalid value for '--port'" in err and str(port) in err and "in use" in err, err
     assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("command", [["resume", "r1"], ["retry", "r1"], ["fork", "r1", "1"]])
+def test_a_negative_timeout_is_refused_naming_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], command: list[str]
+) -> None:
+    # --timeout -5 was taken: the command then gave up at once and reported the run's status
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    App(db).close()
+    with pytest.raises(SystemExit) as info:
+        main(["runs", *command, "--db", db, "--timeout", "-5"])
+    assert info.value.code == 2
+    assert "-5" in capsys.readouterr().err

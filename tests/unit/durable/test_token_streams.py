@@ -177,6 +177,11 @@ def test_pruning_a_run_deletes_its_stream(app: App) -> None:
         (lambda: emit(5), "needs text"),
         (lambda: Batching(0), "max_events"),
         (lambda: Batching(5, -1), "max_delay"),
+        # NaN and inf were taken: a batch's wait was then never (or always) over
+        (lambda: Batching(5, float("nan")), "max_delay"),
+        (lambda: Batching(5, float("inf")), "max_delay"),
+        # a stream_batching that is not a Batching was taken, to fail at the first emit
+        (lambda: App("memory://", stream_batching="fast"), "stream_batching"),
     ],
 )
 def test_bad_input_is_refused_by_name(call: Any, needle: str) -> None:
@@ -191,6 +196,14 @@ def test_a_bad_offset_is_refused_by_name(app: App) -> None:
     for bad in (-1, "abc", 1.5, True):
         with pytest.raises(ConfigError, match="after must be an offset"):
             h.stream(after=bad)
+    last = list(h.stream())[-1].offset
+    # an offset past the stream's end is no offset a reader was given: refused, naming it
+    # and the real end (it used to read nothing and report the bad offset as the last one)
+    with pytest.raises(ConfigError, match=rf"after={last + 5}.* last offset is {last}\b"):
+        h.stream(after=last + 5)
+    assert list(h.stream(after=last)) == []
+    with pytest.raises(ConfigError, match="timeout"):
+        h.stream(timeout=-1)
 
 
 def test_data_json_cannot_hold_is_refused_inside_the_step(app: App) -> None:

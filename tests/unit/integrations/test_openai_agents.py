@@ -161,3 +161,58 @@ def test_outside_a_run_the_runner_refuses_and_the_key_too(tmp_path: Path) -> Non
     with pytest.raises(ConfigError, match="outside a tool call"):
         idempotency_key()
     app.close()
+
+
+def test_an_approval_that_is_not_a_bool_is_refused_and_the_run_keeps_waiting(
+    tmp_path: Path,
+) -> None:
+    # approved="no" is truthy: taken as it came, it was sent, approve() said True, and the run
+    # then failed reading it back as a bool. It is refused before anything is sent.
+    CALLS.clear()
+    call = function_call("pay", {"payee": "ann", "cents": 5}, call_id="a")
+    model = ScriptedModel([[call], [assistant_message("paid")]])
+    app, bank = _app(tmp_path, model, effects=["pay"], approvals=["pay"])
+    handle = app.start(bank, "pay ann", run_id="r4")
+    digest = approval_digest("pay", call.arguments, "a")
+    deadline = time.monotonic() + 30
+    while handle.status() != "sleeping" and time.monotonic() < deadline:
+        time.sleep(0.05)
+    for bad in ({"approved": "no"}, {"approved": 1}, {"by": 7}, {"reason": None}):
+        with pytest.raises(ConfigError, match="approve") as err:
+            approve(app, "r4", digest, **bad)
+        assert repr(next(iter(bad.values()))) in str(err.value)
+    assert pending_approvals(app, "r4") == [digest]  # nothing was sent
+    approve(app, "r4", digest, approved=False, by="alice")
+    assert handle.result(timeout=30) == "paid (2 requests)"
+    assert CALLS == []
+    app.close()
+
+
+def test_a_runner_given_bad_tool_names_or_made_twice_says_so(tmp_path: Path) -> None:
+    # effects="pay" was taken letter by letter: pay ran with no intent row and no key
+    app = durable.App(f"sqlite:///{tmp_path / 'runs.db'}")
+    for kw, needle in (
+        ({"effects": "pay"}, "'pay'"),
+        ({"approvals": "pay"}, "'pay'"),
+        ({"effects": ["pay", 3]}, "3"),
+    ):
+        with pytest.raises(ConfigError, match="tool names") as err:
+            DurableRunner(app, **kw)  # type: ignore[arg-type]
+        assert needle in str(err.value)
+    runner = DurableRunner(app, effects=["pay"], approvals=None)
+    assert runner.effects == {"pay"} and runner.approvals == frozenset()
+    # a second runner on the same app said "step name ... is registered twice; pass name="
+    with pytest.raises(ConfigError, match="one DurableRunner per App"):
+        DurableRunner(app, effects=["balance"])
+    app.close()
+
+
+def test_run_streamed_on_the_runner_is_refused_saying_what_to_use(tmp_path: Path) -> None:
+    # runner.run_streamed(...) was an AttributeError ('DurableRunner' object has no
+    # attribute 'run_streamed'); docs/integrations.md says streaming is refused for now
+    app = durable.App(f"sqlite:///{tmp_path / 'runs.db'}")
+    runner = DurableRunner(app)
+    agent = Agent(name="bank", model=ScriptedModel([[assistant_message("hi")]]))
+    with pytest.raises(ConfigError, match=r"runner\.run\("):
+        runner.run_streamed(agent, "hi")
+    app.close()

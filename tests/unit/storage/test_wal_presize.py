@@ -130,3 +130,12 @@ def test_sigkill_of_a_presized_journal_loses_no_acknowledged_step(tmp_path: Path
         app.close()
     assert acked >= 1_500
     assert [i for i in range(acked + 1) if i + 1 not in done] == []  # step i is at pos i+1
+
+
+def test_a_presize_past_any_use_is_refused_before_a_file_is_made(tmp_path: Path) -> None:
+    # ?wal_presize=99999999999 raised a bare MemoryError (the zeros were built in memory)
+    # and left a new, half-made journal file behind
+    path = tmp_path / "big.db"
+    with pytest.raises(ConfigError, match="99999999999"):
+        storage.open(f"sqlite:///{path}?wal_presize=99999999999")
+    assert not path.exists()

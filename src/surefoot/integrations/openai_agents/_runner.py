@@ -116,8 +116,16 @@ def approve(
     """Send the decision on the call named by ``digest`` (from ``pending_approvals``).
 
     Raises ConfigError when the run does not wait for that call now (a mistyped digest, or
-    a call already decided): an approval names exactly one call, and is never kept for later.
+    a call already decided): an approval names exactly one call, and is never kept for later;
+    and when ``approved`` is not a bool (``"no"`` is truthy) or ``by``/``reason`` not text.
     """
+    if not isinstance(approved, bool):
+        raise ConfigError(
+            f"approve(approved=...) takes True or False, got {approved!r}; nothing was sent"
+        )
+    for field, value in (("by", by), ("reason", reason)):
+        if not isinstance(value, str):
+            raise ConfigError(f"approve({field}=...) takes text, got {value!r}; nothing was sent")
     pending = pending_approvals(app, run_id)
     if digest not in pending:
         waits = ", ".join(pending) or "no approval"
@@ -131,6 +139,21 @@ def approve(
             run_id, APPROVAL_PREFIX + digest, payload, signal_id=f"{APPROVAL_PREFIX}{digest}"
         )
     )
+
+
+def _tool_names(what: str, names: Iterable[str] | None) -> frozenset[str]:
+    """``names`` as a set of tool names (None: none); a bare string would be its letters."""
+    if names is None:
+        return frozenset()
+    if isinstance(names, str):
+        raise ConfigError(
+            f"{what}= takes a list of tool names, got the text {names!r}; pass [{names!r}]"
+        )
+    out = list(names)
+    bad = [n for n in out if not isinstance(n, str)]
+    if bad:
+        raise ConfigError(f"{what}= takes a list of tool names (text), got {bad[0]!r} in it")
+    return frozenset(out)
 
 
 class DurableRunner:
@@ -149,17 +172,26 @@ class DurableRunner:
         self,
         app: durable.App,
         *,
-        effects: Iterable[str] = (),
-        approvals: Iterable[str] = (),
+        effects: Iterable[str] | None = (),
+        approvals: Iterable[str] | None = (),
         model_retry: Any = None,
         tool_retry: Any = None,
     ) -> None:
         _sdk()  # the extra is installed, or a clear error now
         self.app = app
-        self.effects = frozenset(effects)
-        self.approvals = frozenset(approvals)
+        self.effects = _tool_names("effects", effects)
+        self.approvals = _tool_names("approvals", approvals)
         self._types = _Types()
-        self._model_step = app.step(name=MODEL_STEP, retry=model_retry)(_model_request)
+        try:
+            self._model_step = app.step(name=MODEL_STEP, retry=model_retry)(_model_request)
+        except ConfigError as exc:
+            if "registered twice" not in str(exc):
+                raise
+            raise ConfigError(
+                "this App has a DurableRunner already (its steps are registered): make one "
+                "DurableRunner per App and pass every agent to its run(); effects= and "
+                "approvals= name the tools of all of them"
+            ) from None
         self._tool_step = app.step(name=TOOL_STEP, retry=tool_retry)(_tool_call)
         self._effect_step = app.step(
             name=EFFECT_STEP, effect=True, idempotent=True, retry=tool_retry
@@ -176,6 +208,14 @@ class DurableRunner:
         provider = config.model_provider
         config = dataclasses.replace(config, model_provider=_Provider(self, provider))
         return await agents.Runner.run(self._wrap(agent), input, run_config=config, **kwargs)
+
+    def run_streamed(self, agent: Any, input: Any, **kwargs: Any) -> Any:
+        """Refused for now: each model response is journalled whole, so use ``run``."""
+        raise ConfigError(
+            "a durable OpenAI Agents run does not stream through run_streamed yet: use "
+            "await runner.run(...) (each model response is journalled whole; durable.emit "
+            "publishes progress to the run's token stream)"
+        )
 
     # -- wrapping -------------------------------------------------------------------------
 

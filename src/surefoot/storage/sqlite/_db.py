@@ -33,6 +33,8 @@ _SYNC = {"OFF", "NORMAL", "FULL", "EXTRA"}
 # The files SQLite keeps beside a database; opening a file can create them.
 _SIDECARS = ("-wal", "-shm", "-journal")
 WAL_PRESIZE = 1_000  # frames: SQLite's wal_autocheckpoint, where a -wal stops growing
+WAL_PRESIZE_MAX = 100_000  # frames (~400 MB at 4 KiB pages): more is no use, and the zeros
+# are built in memory
 _WAL_HEADER = 32  # bytes of the -wal's header, and of each frame's
 _FRAME_HEADER = 24
 # This process's id, kept by a fork hook: every write asks whether its thread's connection
@@ -103,6 +105,11 @@ class SQLiteDB:
         self.max_value_bytes = max_value_bytes
         if wal_presize < 0:
             raise ConfigError(f"wal_presize must be >= 0 frames, got {wal_presize!r}")
+        if wal_presize > WAL_PRESIZE_MAX:
+            raise ConfigError(
+                f"wal_presize must be at most {WAL_PRESIZE_MAX} frames (a -wal stops growing "
+                f"at its checkpoint, {WAL_PRESIZE} frames by default), got {wal_presize!r}"
+            )
         self.wal_presize = wal_presize
         self.commits = 0
         self.presized = 0
