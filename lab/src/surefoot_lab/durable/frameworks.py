@@ -30,6 +30,9 @@ __all__ = ["kill_runs"]
 
 ENDED = frozenset({*TERMINAL, "needs_attention"})
 APP = "surefoot_lab.agent.pydantic_ai_trip:app"
+PROGRESS = 6
+"""Ledger events (model requests, tool calls) between two kills: the runs move on between
+kills however slowly restarted workers start (else kills can outpace a loaded machine)."""
 FUNCTION_MODEL = "PydanticAI FunctionModel (a scripted model, not a real LLM)"
 
 
@@ -47,7 +50,8 @@ def kill_runs(
 ) -> dict[str, Any]:
     """``runs`` agent runs enqueued on a fresh SQLite journal, ``workers`` worker processes
     SIGKILLed at seeded random moments (at most ``max_kills``; each hits a worker drawn
-    among those whose process wrote one of the ledger's last 20 events, so it is mid-run)
+    among those whose process wrote one of the ledger's last 20 events, so it is mid-run, and
+    only after ``PROGRESS`` more ledger events since the previous kill)
     and restarted under their ids until every run ended or ``time_limit`` seconds passed;
     what the ledger counted."""
     from ..agent.pydantic_ai_trip import MODEL_REQUESTS, build, read_ledger
@@ -75,7 +79,7 @@ def kill_runs(
         wp.env.update(SUREFOOT_LAB_LLM_URL=llm.base_url, SUREFOOT_LAB_LLM_MODEL=llm.model)
     rng = random.Random(seed)
     wids = [f"w{i}" for i in range(workers)]
-    kills = 0
+    kills = at_last_kill = 0
     t0 = time.monotonic()
     ended: list[str] = []
     try:
@@ -86,12 +90,15 @@ def kill_runs(
             ended = [r for r in ids if app.show(r).run.status in ENDED]
             if len(ended) == runs:
                 break
-            working = {e["pid"] for e in read_ledger(ledger)[-20:]}
+            seen = read_ledger(ledger)
+            working = {e["pid"] for e in seen[-20:]}
             live = sorted(w for w in wids if wp.procs[w].pid in working)
-            if kills < max_kills and time.monotonic() >= next_kill and live:
+            progressed = len(seen) >= at_last_kill + PROGRESS
+            if kills < max_kills and time.monotonic() >= next_kill and live and progressed:
                 wid = rng.choice(live)  # a worker calling the model or a tool: mid-run
                 wp.kill(wid)
                 kills += 1
+                at_last_kill = len(seen)
                 wp.start(wid)
                 next_kill = time.monotonic() + rng.uniform(*kill_every)
             time.sleep(0.02)
@@ -148,6 +155,8 @@ def frameworks(ctx: LabContext) -> LabResult:
     full = os.environ.get("SUREFOOT_LAB_FULL") == "1"
     runs = 4 if ctx.quick else (60 if full else 12)
     max_kills, time_limit, delay = (40, 240.0, 0.1) if full else (8, 45.0, 0.1)
+    if ctx.quick:
+        max_kills = 3
     params: dict[str, Any] = {
         "runs": runs,
         "workers": 2,
