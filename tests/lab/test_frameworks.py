@@ -27,5 +27,5 @@ def test_quick_run_survives_kills_with_no_repeat_of_completed_work(tmp_path: Pat
     assert f["effect_requests"] >= f["runs"], f
     # each run's 3 requests were made; only requests in flight at a kill ran twice
     assert f["model_calls"] == 3 * f["runs"] + f["repeated_model_calls"], f
-    assert f["repeated_model_calls"] <= f["kills"] * 2, f  # at most 2 runs per worker at once
+    assert f["repeated_model_calls"] <= f["kills"] * 4, f  # at most 4 runs per worker at once
     assert "FunctionModel" in result.model

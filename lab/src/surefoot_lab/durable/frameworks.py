@@ -33,6 +33,8 @@ APP = "surefoot_lab.agent.pydantic_ai_trip:app"
 PROGRESS = 6
 """Ledger events (model requests, tool calls) between two kills: the runs move on between
 kills however slowly restarted workers start (else kills can outpace a loaded machine)."""
+KILL_WINDOW = 0.5
+"""Kills happen in the first half of the time limit; the second half lets the runs end."""
 FUNCTION_MODEL = "PydanticAI FunctionModel (a scripted model, not a real LLM)"
 
 
@@ -51,7 +53,8 @@ def kill_runs(
     """``runs`` agent runs enqueued on a fresh SQLite journal, ``workers`` worker processes
     SIGKILLed at seeded random moments (at most ``max_kills``; each hits a worker drawn
     among those whose process wrote one of the ledger's last 20 events, so it is mid-run, and
-    only after ``PROGRESS`` more ledger events since the previous kill)
+    only after ``PROGRESS`` more ledger events since the previous kill, in the first
+    ``KILL_WINDOW`` of the time)
     and restarted under their ids until every run ended or ``time_limit`` seconds passed;
     what the ledger counted."""
     from ..agent.pydantic_ai_trip import MODEL_REQUESTS, build, read_ledger
@@ -66,7 +69,7 @@ def kill_runs(
     def argv(wid: str) -> list[str]:
         return [
             sys.executable, "-m", "surefoot", "worker", "--db", db, "--app", APP,
-            "--worker-id", wid, "--lease", "2", "--max-claims", "100", "--concurrency", "2",
+            "--worker-id", wid, "--lease", "2", "--max-claims", "100", "--concurrency", "4",
         ]  # fmt: skip
 
     wp = WorkerProcesses(ChaosConfig(db=db, ledger=str(ledger), worker_cmd=argv), workdir)
@@ -94,7 +97,9 @@ def kill_runs(
             working = {e["pid"] for e in seen[-20:]}
             live = sorted(w for w in wids if wp.procs[w].pid in working)
             progressed = len(seen) >= at_last_kill + PROGRESS
-            if kills < max_kills and time.monotonic() >= next_kill and live and progressed:
+            now = time.monotonic()
+            in_window = now - t0 < KILL_WINDOW * time_limit
+            if kills < max_kills and now >= next_kill and live and progressed and in_window:
                 wid = rng.choice(live)  # a worker calling the model or a tool: mid-run
                 wp.kill(wid)
                 kills += 1
@@ -153,8 +158,8 @@ def kill_runs(
 )
 def frameworks(ctx: LabContext) -> LabResult:
     full = os.environ.get("SUREFOOT_LAB_FULL") == "1"
-    runs = 4 if ctx.quick else (60 if full else 12)
-    max_kills, time_limit, delay = (40, 240.0, 0.1) if full else (8, 45.0, 0.1)
+    runs = 4 if ctx.quick else (60 if full else 8)
+    max_kills, time_limit, delay = (40, 240.0, 0.1) if full else (8, 50.0, 0.1)
     if ctx.quick:
         max_kills = 3
     params: dict[str, Any] = {
