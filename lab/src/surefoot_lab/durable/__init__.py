@@ -13,7 +13,7 @@ kill9), ``operations`` (versions, timers, chaos, saga), ``port`` (the DBOS port)
 from __future__ import annotations
 
 # Import order is registration order, which `surefoot lab list` keeps (alphabetical here).
-from . import crashes, operations, port, scaleout  # noqa: F401 - registers the experiments
+from . import crashes, frameworks, operations, port, scaleout  # noqa: F401 - registers the experiments
 from ._common import SEED_FILE, STRATEGIES
 
 __all__ = ["SEED_FILE", "STRATEGIES"]
