@@ -193,3 +193,32 @@ async def _cut_stream(call: Any) -> Any:
         sequence_number=0,
     )
     raise ConnectionError("the model's stream was cut")
+
+
+@pytest.mark.parametrize(
+    ("events", "reason"),
+    [
+        (["response.output_text.delta", "response.failed"], "reported 'response.failed'"),
+        (["response.output_text.delta"], "ended without response.completed"),
+    ],
+)
+def test_a_stream_that_fails_or_never_completes_fails_the_step(
+    events: list[str], reason: str
+) -> None:
+    """The step fails (and surefoot's retry policy decides), rather than journalling a turn
+    the model never finished."""
+    import asyncio
+    from types import SimpleNamespace
+
+    from surefoot.integrations.openai_agents._streaming import StreamedTurnError, streamed_call
+
+    class Inner:
+        async def stream_response(self, *a: Any, **k: Any) -> Any:
+            for kind in events:
+                yield SimpleNamespace(type=kind, delta="x")
+
+    forwarded: list[Any] = []
+    call = streamed_call(Inner(), (), {}, lambda r: {}, forwarded.append)
+    with pytest.raises(StreamedTurnError, match=reason):
+        asyncio.run(call())
+    assert [e.type for e in forwarded] == ["response.output_text.delta"]

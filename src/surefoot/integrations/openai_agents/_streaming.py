@@ -46,7 +46,8 @@ def streamed_call(
         async for event in inner.stream_response(*args, **kwargs):
             kind = getattr(event, "type", None)
             if kind == TEXT_DELTA:
-                durable.emit(str(event.delta))
+                if event.delta:
+                    durable.emit(str(event.delta))
             elif kind == COMPLETED:
                 final = event.response
                 continue  # rebuilt from the journal for the SDK: live and replay end alike
