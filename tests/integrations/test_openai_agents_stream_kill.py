@@ -4,7 +4,8 @@ Real processes (tests/integrations/agents_stream_app.py): the first streams two 
 model's text deltas and is killed; a reader in this process follows the run's token stream
 across the kill; a new process resumes the run. The reader sees every offset once, the
 killed attempt's tokens, then a ``retry`` marker before the new attempt's tokens, and the
-final attempt's text equals the journalled response's text and the run's answer.
+final attempt's text equals the journalled response's text and the run's answer. On SQLite
+and PostgreSQL.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -49,11 +51,15 @@ def _follow(db: str, events: list[Any]) -> None:
         app.close()
 
 
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
 def test_sigkill_mid_stream_then_resume_marks_the_retry_and_keeps_the_journalled_text(
-    tmp_path: Path,
+    tmp_path: Path, backend: str, request: pytest.FixtureRequest
 ) -> None:
     ledger = tmp_path / "ledger.txt"
-    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    if backend == "sqlite":
+        db = f"sqlite:///{tmp_path / 'runs.db'}"
+    else:
+        db = f"{request.getfixturevalue('pg_url')}?schema=sf_t_{uuid.uuid4().hex[:12]}"
     first = _drive(db, ledger, "stream")
     deadline = time.monotonic() + 60
     while not (ledger.exists() and "paused stream" in ledger.read_text()):
