@@ -11,7 +11,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: run run-real local-llm test lint typecheck unit bench dist clean
+.PHONY: run run-real local-llm test lint typecheck unit bench chaos dist clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -22,7 +22,7 @@ $(VENV)/.run-installed: pyproject.toml lab/pyproject.toml | $(BIN)/python
 	touch $@
 
 $(VENV)/.dev-installed: pyproject.toml lab/pyproject.toml | $(BIN)/python
-	$(BIN)/pip install --quiet -e '.[cli,postgres,redis,temporal,ui,otel,openai-agents]' \
+	$(BIN)/pip install --quiet -e '.[cli,postgres,redis,temporal,ui,otel,pydantic-ai,openai-agents,mcp]' \
 	  -e './lab[dbos,agentdojo]' --group dev
 	touch $@ $(VENV)/.run-installed
 
@@ -91,6 +91,24 @@ bench: $(VENV)/.bench-installed
 	$(BIN)/python benchmarks/bench_durable.py
 	$(BIN)/python benchmarks/bench_statebus.py
 	$(BIN)/python benchmarks/bench_postgres.py
+
+# The reliability campaigns of docs/reliability.md, each bounded in time, loopback only,
+# signalling only the processes it started; each prints operations, faults, anomalies and
+# unknown outcomes resolved. CHAOS_SECONDS per campaign; PostgreSQL and Redis on 127.0.0.1.
+CHAOS_SECONDS ?= 60
+chaos: $(VENV)/.dev-installed
+	for b in sqlite postgres redis; do \
+	  $(BIN)/python benchmarks/chaos/store_campaign.py --backend $$b --seconds $(CHAOS_SECONDS) \
+	    --workers 4 || exit 1; \
+	done
+	for b in sqlite postgres; do \
+	  $(BIN)/python benchmarks/chaos/paused_holders.py --backend $$b --skews 0,-30 || exit 1; \
+	  $(BIN)/python benchmarks/chaos/paused_holders.py --backend $$b --skews 30 --clock python \
+	    || exit 1; \
+	done
+	$(BIN)/python benchmarks/chaos/disk_faults.py
+	$(BIN)/python benchmarks/chaos/claim_simulation.py --seeds 500
+	$(BIN)/python benchmarks/chaos/claim_simulation.py --seeds 100 --plant unfenced
 
 # The two wheels: surefoot (the product) and surefoot_lab (the lab, which requires it).
 dist: | $(BIN)/python

@@ -17,6 +17,7 @@
     │   └── IdempotencyInProgressError  the key's action is running elsewhere
     ├── StoreError
     │   ├── StoreUnavailableError       the database cannot be reached or opened
+    │   │   └── OutcomeUnknownError         a write's answer was lost and could not be found out
     │   ├── SchemaVersionError          foreign database, or one written by a newer surefoot
     │   └── ValueTooLargeError          a value over the store's max_value_bytes (also ValueError)
     ├── JournalError
@@ -239,6 +240,13 @@ class StoreError(SurefootError):
 
 class StoreUnavailableError(StoreError):
     """The database cannot be reached, opened or read."""
+
+
+class OutcomeUnknownError(StoreUnavailableError):
+    """A write was sent, the connection broke before its answer came, and surefoot could
+    not find out whether it was applied (the old session could not be confirmed gone, or
+    the write carries nothing to recognise it by). Read the current state before writing
+    again. Where surefoot can find out, it does, and this is not raised."""
 
 
 class SchemaVersionError(StoreError):

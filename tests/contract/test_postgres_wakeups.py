@@ -40,7 +40,7 @@ def _app(url: str, worker_id: str) -> tuple[durable.App, durable.Workflow]:
 def test_a_new_run_wakes_one_claimer(tmp_path: Path, request: pytest.FixtureRequest) -> None:
     url = backend_url("postgresql", tmp_path, request, "wake")
     client, one = _app(url, "client")
-    client.list_runs(limit=1)  # migrate before the workers start
+    client.journal  # noqa: B018 - migrate before the workers start (a read creates nothing)
     apps = [_app(url, f"w{i}")[0] for i in range(4)]
     workers = [durable.Worker(a, concurrency=2) for a in apps]
     stop = threading.Event()
@@ -132,7 +132,7 @@ def _serve(
     queue: str | None = None,
 ) -> tuple[list[durable.Worker], dict[str, durable.Worker]]:
     client = _serving_app(url, "client", {"a", "b"}, (queue,) if queue else ())
-    client.list_runs(limit=1)  # migrate before the workers start
+    client.journal  # noqa: B018 - migrate before the workers start (a read creates nothing)
     apps = [_serving_app(url, w, wf, (queues or {}).get(w, ())) for w, wf in served.items()]
     workers = {a.worker_id: durable.Worker(a, concurrency=2) for a in apps}
     stop = threading.Event()

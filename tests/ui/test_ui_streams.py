@@ -30,7 +30,9 @@ def db(tmp_path: Path) -> str:
     from surefoot.durable import App
 
     url = f"sqlite:///{tmp_path / 'runs.db'}"
-    App(url).close()
+    app = App(url)
+    app.journal  # noqa: B018 - creates it (reading one never does)
+    app.close()
     return url
 
 

@@ -30,6 +30,7 @@ PACKAGES = [
     "surefoot_lab",
     "surefoot.telemetry",
     "surefoot.testing",
+    "surefoot.integrations.mcp",
 ]
 # Private by spelling, public by intent, as httpx lists ``__version__``.
 DUNDERS = {"__version__"}

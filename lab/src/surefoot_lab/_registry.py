@@ -87,6 +87,7 @@ class LabContext:
         db: a storage URL to run on instead of a file in ``workdir`` (when the experiment
             supports it).
         quick: smaller sizes, for tests.
+        full: the full sweep where an experiment runs a stated subset by default (``--full``).
         progress: called with (done, total) on long runs.
         llm: the real model to run on (``--llm local`` or a URL); None: the FakeLLM.
     """
@@ -96,6 +97,7 @@ class LabContext:
     seed: int = 0
     db: str | None = None
     quick: bool = False
+    full: bool = False
     progress: Callable[[int, int], None] = lambda done, total: None
     llm: LabModel | None = None
 

@@ -13,7 +13,7 @@ import click
 
 from .. import codec, durable
 from ..durable.engine import engine_scheme
-from ..errors import ConfigError
+from ..errors import ConfigError, SurefootError
 
 _URL_HELP = "The engine URL, e.g. temporal://127.0.0.1:7233?namespace=default&task_queue=q."
 
@@ -62,11 +62,14 @@ def worker(app_ref: str, url: str) -> None:
         asyncio.run(serve(app, url, ready=ready))
     except KeyboardInterrupt:
         pass
+    except SurefootError as exc:  # an unknown namespace, say: one line, and no abort at exit
+        click.echo(f"surefoot: error: {exc}", err=True)
+        _exit_now(1)
     _exit_now()
 
 
-def _exit_now() -> NoReturn:
-    """End the process now that the worker has shut down in its loop: exit code 0.
+def _exit_now(code: int = 0) -> NoReturn:
+    """End the process now that the worker has shut down in its loop (exit ``code``).
 
     The SDK's Rust core keeps threads of its own that may call into Python while the
     interpreter finalizes, which aborts the process (rc -6 "PyGILState_Release …
@@ -79,7 +82,7 @@ def _exit_now() -> NoReturn:
             stream.flush()
         except (OSError, ValueError):
             pass
-    os._exit(0)
+    os._exit(code)
 
 
 @engine.command("start")

@@ -65,6 +65,7 @@ from ._tools import (
     ToolPolicy,
     document_of,
     env_label,
+    item_of,
     kind_of,
     label_output,
 )
@@ -91,6 +92,7 @@ __all__ = [
     "derive",
     "document_of",
     "env_label",
+    "item_of",
     "kind_of",
     "label_of",
     "label_output",

@@ -32,10 +32,24 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import ConfigError, TrustError
-from ._labels import Label, Labeled
+from ._labels import Label, Labeled, plain
 from ._tools import Arg, Delegation, ToolPolicy, document_of, kind_of, label_output
 
 __all__ = ["Answer", "CapabilityPolicy"]
+
+
+_ENVIRONMENT = ("record", "document", "correspondent", "content")
+"""Kinds of data read from the environment: the user's private data when it leaves (a
+``name`` selects a thing the system lists, and says no more than that it exists)."""
+
+
+def _elements(value: Labeled[Any]) -> list[Labeled[Any]]:
+    """A list of labelled elements checked one by one (each carries its own label), else
+    the value itself."""
+    items = value.value
+    if isinstance(items, list | tuple) and items and all(isinstance(x, Labeled) for x in items):
+        return list(items)
+    return [value]
 
 
 def _brief(value: Any) -> str:
@@ -157,6 +171,13 @@ class CapabilityPolicy:
             )
         new = tuple(grants)
         for d in new:
+            if d.item and d.item not in str(task.value):
+                raise TrustError(
+                    f"delegation {d.describe()!r} names an element the task does not: "
+                    f"{d.item!r} is not in {str(task.value)!r:.120}; a delegation to a "
+                    "collection covers only the messages the task points at",
+                    sink=f"tool:{d.arg}",
+                )
             if d.selector not in str(task.value):
                 raise TrustError(
                     f"delegation {d.describe()!r} names a document the task does not: "
@@ -201,6 +222,9 @@ class CapabilityPolicy:
                     t.get("fields", {}),
                     t.get("document_arg"),
                     t.get("output_trust", "untrusted"),
+                    tuple(t.get("items", ())),
+                    tuple(t.get("audience", ())),
+                    tuple(t.get("carried", ())),
                 )
                 for name, t in data["tools"].items()
             ]
@@ -271,7 +295,60 @@ class CapabilityPolicy:
                     "value it came from (trusted(...) for the user's own input)",
                     sink=sink,
                 )
-            self._check_value(tool, name, arg, value)
+            for one in _elements(value):
+                self._check_value(tool, name, arg, one)
+        if spec.audience:
+            self._check_audience(tool, spec.audience, args)
+
+    def _check_audience(
+        self, tool: str, audience: tuple[str, ...], args: Mapping[str, Any]
+    ) -> None:
+        """Secrets don't flow to third parties: when an argument other than the audience
+        carries data read from the environment, every recipient comes from the user's words,
+        the user's own records (a contact), a document the task delegated it to, an
+        endorsement, or the argument's ``allow`` list; never from a correspondent (a sender,
+        a participant) or from text."""
+        private = sorted(
+            {
+                s
+                for name, v in args.items()
+                if name not in audience and isinstance(v, Labeled)
+                for one in _elements(v)
+                for s in one.label.sources
+                if kind_of(s) in _ENVIRONMENT
+            }
+        )
+        if not private:
+            return
+        spec = self.tools[tool]
+        for name in audience:
+            if name not in args:
+                continue
+            for one in _elements(args[name]):
+                lab = one.label
+                # the user's words, the user's own records (contacts, what they sent), or a
+                # document the user's task delegated this argument to
+                foreign = [
+                    s
+                    for s in sorted(lab.sources)
+                    if kind_of(s) not in ("user", "record")
+                    and not any(d.covers(tool, name, s) for d in self.delegations)
+                ]
+                endorsed = bool(lab.endorsed_by) and not lab.tainted
+                if not foreign or endorsed or spec.args[name].allowed_value(one.value):
+                    continue
+                src = foreign[0]
+                raise TrustError(
+                    f"{tool} argument {name!r}={_brief(one.value)} comes from {src}, and the "
+                    f"call carries data read from {private[:3]} (the user's private data), "
+                    f"which goes only to whom the user's task names or the user's own records "
+                    f"hold. To allow it: name "
+                    f"{_brief(one.value)} in the task, have a person endorse the recipient "
+                    f"(Endorser.endorse), or list it in {tool}.{name}'s allow patterns in "
+                    f"{self._where()}",
+                    sink=f"tool:{tool}.{name}",
+                    sources=(src, *private),
+                )
 
     def _check_value(self, tool: str, name: str, arg: Arg, value: Labeled[Any]) -> None:
         label = value.label
@@ -323,7 +400,7 @@ class CapabilityPolicy:
             TrustError: as :meth:`check_call`; ``fn`` is then not called.
         """
         self.check_call(tool, args)
-        result = fn(**{k: v.value for k, v in args.items()})
+        result = fn(**{k: plain(v) for k, v in args.items()})
         return label_output(self.tools[tool], result, args)
 
     def check_answer(self, text: Labeled[str]) -> Answer:

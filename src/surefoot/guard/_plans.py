@@ -23,10 +23,14 @@ from ..errors import ConfigError, TrustError
 from ._labels import Labeled
 from ._replies import ChatModel, reply_object
 
-__all__ = ["OPS", "Condition", "Plan", "PlanStep", "make_plan"]
+__all__ = ["COMPUTE_OPS", "OPS", "Condition", "Plan", "PlanStep", "make_plan"]
 
 OPS = ("==", "!=", "<", "<=", ">", ">=", "in", "contains")
 """The comparisons a plan's ``if`` and ``where`` may use."""
+COMPUTE_OPS = ("sum", "difference", "product", "min", "max", "count", "concat", "strip_spaces")
+"""What a ``compute`` step may do with its inputs (lists are flattened into them): the
+computations a task asks for ("the difference", "the total", "the IBAN without spaces"),
+made explicit so the result carries the labels of exactly its inputs."""
 _ID = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -63,6 +67,8 @@ class PlanStep:
       optionally ``where`` (a :class:`Condition` on the item; items failing it are skipped);
     - a branch: ``when`` (``"if"`` in JSON, a :class:`Condition`) + ``then`` / ``otherwise``
       (``"else"``);
+    - a computation: ``compute`` (one of :data:`COMPUTE_OPS`) + ``of`` (its inputs,
+      references or literals); the result carries the join of its inputs' labels;
     - a stop: ``stop`` (the answer's parts); the plan ends there.
     """
 
@@ -79,10 +85,12 @@ class PlanStep:
     then: tuple[PlanStep, ...] = ()
     otherwise: tuple[PlanStep, ...] = ()
     stop: tuple[Any, ...] | None = None
+    compute: str = ""
+    of: tuple[Any, ...] = ()
 
     @property
     def kind(self) -> str:
-        for k in ("tool", "parse", "for_each"):
+        for k in ("tool", "parse", "for_each", "compute"):
             if getattr(self, k):
                 return k
         return "if" if self.when is not None else "stop"
@@ -99,6 +107,8 @@ class PlanStep:
             out["steps"] = [x.to_dict() for x in self.steps]
             if self.where is not None:
                 out["where"] = self.where.to_dict()
+        elif self.compute:
+            out |= {"compute": self.compute, "of": list(self.of)}
         elif self.when is not None:
             out |= {"if": self.when.to_dict(), "then": [x.to_dict() for x in self.then]}
             out["else"] = [x.to_dict() for x in self.otherwise]
@@ -107,7 +117,7 @@ class PlanStep:
         return out
 
 
-_KINDS = {"tool", "parse", "for_each", "if", "stop"}
+_KINDS = {"tool", "parse", "for_each", "if", "stop", "compute"}
 
 
 def _parts(value: Any) -> list[Any]:
@@ -140,7 +150,7 @@ def _steps(raw: Any, scope: _Scope, tools: Sequence[str], where: str) -> tuple[P
         if len(kinds) != 1:
             raise ConfigError(
                 f"plan step {sid!r}: give either 'tool' or 'parse' (or one of 'for_each', "
-                f"'if', 'stop'), not {s!r:.120}"
+                f"'if', 'compute', 'stop'), not {s!r:.120}"
             )
         scope.ids.add(sid)
         at = f"plan step {sid!r}"
@@ -165,6 +175,16 @@ def _steps(raw: Any, scope: _Scope, tools: Sequence[str], where: str) -> tuple[P
                 inner.check(_refs([cond.left, cond.right]), at)
             body = _steps(s.get("steps", []), inner, tools, at)
             step = PlanStep(sid, for_each=s["for_each"], var=var, where=cond, steps=body)
+        elif kind == "compute":
+            if s["compute"] not in COMPUTE_OPS:
+                raise ConfigError(
+                    f"{at}: compute must be one of {COMPUTE_OPS}, got {s['compute']!r}"
+                )
+            of = s.get("of", [])
+            if not isinstance(of, list) or not of:
+                raise ConfigError(f"{at}: 'of' lists the computation's inputs, got {of!r:.80}")
+            scope.check(_refs(of), at)
+            step = PlanStep(sid, compute=s["compute"], of=tuple(of))
         elif kind == "if":
             cond = Condition.from_dict(s["if"], at)
             scope.check(_refs([cond.left, cond.right]), at)
@@ -244,8 +264,9 @@ def make_plan(client: ChatModel, task: Labeled[str], tools: Mapping[str, str], *
         '{"id": ..., "parse": "<step>.<field>", "fields": {"name": "str|int|float|bool|'
         'list[str]"}} or {"id": ..., "for_each": "<step>", "as": "item", "steps": [...]} or '
         '{"id": ..., "if": {"left": ..., "op": "<", "right": ...}, "then": [...], "else": '
-        '[...]} or {"id": ..., "stop": [text]}], "answer": [text or {"ref": "<step>.<field>"}'
-        ']}. Use {"ref": ...} '
+        '[...]} or {"id": ..., "compute": "sum|difference|product|min|max|count|concat|'
+        'strip_spaces", "of": [...]} or {"id": ..., "stop": [text]}], "answer": [text or '
+        '{"ref": "<step>.<field>"}]}. Use {"ref": ...} '
         "for values the plan reads. Tools: " + json.dumps(dict(tools)) + f"\n\nTASK: {task.value}"
     )
     resp = client.create(

@@ -1,7 +1,9 @@
 """The plan runner: runs a :class:`~surefoot.guard.Plan`, labelling every value as it goes.
 
 Literal arguments carry the task's label, references (``{"ref": "step.field"}``) carry the
-label of the value they point to, and every call goes through a
+label of the value they point to, a ``compute`` step's result carries the join of its
+inputs' labels (CaMeL's rule: a value derived from data is never the user's own), and every
+call goes through a
 :class:`~surefoot.guard.CapabilityPolicy`, which decides per argument. Whatever runs under a
 data-dependent decision (a branch, a loop) carries that data's label too.
 :meth:`PlanRunner.register` makes each tool call and each parse a durable step
@@ -63,6 +65,37 @@ def _compare(op: str, left: Any, right: Any, where: str) -> bool:
     if op == ">":
         return bool(left > right)
     return bool(left >= right)
+
+
+def _computed(step: PlanStep, inputs: list[Labeled[Any]], where: str) -> Any:
+    """``step.compute`` over the inputs' values (lists flattened into them)."""
+    atoms: list[Any] = []
+    for x in inputs:
+        atoms += x.value if isinstance(x.value, list) else [x.value]
+    op = step.compute
+    if op == "count":
+        return len(atoms)
+    if op == "concat":
+        return "".join(str(a) for a in atoms)
+    if op == "strip_spaces":
+        return "".join("".join(str(a).split()) for a in atoms)
+    numbers = [a for a in atoms if isinstance(a, int | float) and not isinstance(a, bool)]
+    if len(numbers) != len(atoms) or not numbers:
+        raise TrustError(
+            f"{where}: {op!r} computes over numbers, got {atoms!r:.80}; parse the values "
+            "with a typed field first",
+            sink="plan",
+        )
+    if op == "sum":
+        return sum(numbers)
+    if op == "difference":
+        return numbers[0] - sum(numbers[1:])
+    if op == "product":
+        out = 1.0 if any(isinstance(n, float) for n in numbers) else 1
+        for n in numbers:
+            out *= n
+        return out
+    return min(numbers) if op == "min" else max(numbers)
 
 
 class PlanRunner:
@@ -208,6 +241,10 @@ class PlanRunner:
                     runs.append({s.id: state.values.get(s.id) for s in step.steps})
                 state.values.pop(step.var, None)
                 state.values[step.id] = runs
+            elif kind == "compute":
+                inputs = [self._arg(v, state, task_label, pc) for v in step.of]
+                label = join_labels(inputs).join(pc)
+                state.values[step.id] = Labeled(_computed(step, inputs, at), label)
             elif kind == "if":
                 cond = self._condition(step.when, state, task_label, at)  # type: ignore[arg-type]
                 branch = step.then if cond.value else step.otherwise

@@ -10,26 +10,40 @@ a name without a colon is its own kind (``user``). The kinds an argument may acc
   the environment is labelled untrusted.
 - ``document``: content of a document the user pointed to (read with a user-given argument).
 - ``correspondent``: the sender of something the user received (who already wrote to them).
+- ``name``: a name a third party chose for something the system lists (a channel): it
+  selects that thing, for an argument that accepts it, and is content anywhere else (a URL
+  or an address written into a channel's name is the writer's text).
 - ``any``: anything, untrusted content included (a message body, a subject).
 
 :class:`Arg` declares one argument, :class:`ToolPolicy` one tool, :class:`Delegation` one
 grant a user's task makes (an argument a named document may supply). Tool outputs are
 labelled where the tool runs: :func:`label_output` labels each field of a structured result
 with its kind and where it came from (``document:TOOL[SELECTOR].FIELD`` for a document the
-user pointed to).
+user pointed to; ``document:TOOL[SELECTOR]{"sender": "Bob"}.FIELD`` for one message of a
+collection, an inbox or a channel, named by its declared ``items`` fields).
+
+**The labelling rule: who controls a field decides its kind, not what the field is called.**
+A field the system keeps (an id, a timestamp, a size, the user's own account) is a
+``record``; an address a third party chose (a sender, a calendar participant, a file's owner
+or sharer, a transaction's counterparty) is a ``correspondent``; the name a third party gave
+something the system lists (a channel) is a ``name``; anything else a third party wrote (a
+body, a file's name, a review) is ``content``. The label depends
+on the tool and the field only, never on the value: a runtime assigns it without knowing what
+was planted.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import fnmatch
+import json
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import ConfigError
-from ._labels import Label, Labeled
+from ._labels import Label, Labeled, plain
 
 __all__ = [
     "KINDS",
@@ -38,12 +52,13 @@ __all__ = [
     "ToolPolicy",
     "document_of",
     "env_label",
+    "item_of",
     "kind_of",
     "label_output",
 ]
 
-KINDS = ("user", "trusted", "record", "document", "correspondent", "any")
-_OUTPUT_KINDS = ("record", "document", "correspondent", "content")
+KINDS = ("user", "trusted", "record", "document", "correspondent", "name", "any")
+_OUTPUT_KINDS = ("record", "document", "correspondent", "name", "content")
 
 
 def kind_of(source: str) -> str:
@@ -56,13 +71,28 @@ def env_label(kind: str, where: str, *, trust: str = "untrusted") -> Label:
     return Label.of(f"{kind}:{where}", trust)
 
 
-_DOCUMENT = re.compile(r"^document:([^\[\].]+)\[(.*)\]\.([^.\[\]]*)$", re.S)
+_DOCUMENT = re.compile(
+    r"^document:([^\[\].]+)\[(.*?)\](\{(?:[^\\}]|\\.|\"(?:[^\"\\]|\\.)*\")*\})?\.([^.\[\]]*)$", re.S
+)
 
 
 def document_of(source: str) -> tuple[str, str] | None:
     """``(tool, selector)`` of a ``document:TOOL[SELECTOR].FIELD`` source, else None."""
     m = _DOCUMENT.match(source)
     return (m.group(1), m.group(2)) if m else None
+
+
+def item_of(source: str) -> dict[str, str]:
+    """The fields naming one element of a collection in a document source (``{"sender":
+    "Bob"}`` from ``document:read_inbox[alice]{"sender": "Bob"}.body``), else ``{}``."""
+    m = _DOCUMENT.match(source)
+    if not m or not m.group(3):
+        return {}
+    try:
+        got = json.loads(m.group(3))
+    except ValueError:
+        return {}
+    return {str(k): str(v) for k, v in got.items()} if isinstance(got, dict) else {}
 
 
 def _selector_text(value: Any) -> str:
@@ -117,7 +147,7 @@ class Arg:
             return True
         if kind == "user" and not tainted and "user" in self.accepts:
             return True
-        return kind in self.accepts and kind in ("record", "document", "correspondent")
+        return kind in self.accepts and kind in ("record", "document", "correspondent", "name")
 
     def allowed_value(self, value: Any) -> bool:
         """True if every atom of ``value`` matches an ``allow`` pattern."""
@@ -158,6 +188,18 @@ class ToolPolicy:
             ``document`` (the user pointed to it).
         output_trust: the trust level of what the tool returns (``untrusted``: environment
             data; ``trusted`` for the runtime's own tools).
+        items: for a tool that reads a collection (an inbox, a channel), the fields that
+            name one element of it (``("sender",)``): each element of a document read gets a
+            source naming it, and a delegation to the collection covers only the elements
+            the user's task names (:class:`Delegation` ``item``).
+        audience: the arguments naming who receives what the call carries (``recipients``,
+            ``cc``, ``channel``, ``url``). When another argument carries data read from the
+            environment (the user's private data: a body, a file, a code), each of these
+            must come from the user's own words (or match ``allow``): secrets never go to
+            someone the task did not name (:meth:`CapabilityPolicy.check_call`).
+        carried: arguments only carried into what the tool writes (a new file's content):
+            they do not choose what it returns (the new file's id), so their taint does not
+            flow into its output.
     """
 
     name: str
@@ -165,6 +207,9 @@ class ToolPolicy:
     fields: Mapping[str, str] = field(default_factory=dict)
     document_arg: str | None = None
     output_trust: str = "untrusted"
+    items: tuple[str, ...] = ()
+    audience: tuple[str, ...] = ()
+    carried: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -184,6 +229,18 @@ class ToolPolicy:
             )
         if self.output_trust not in ("trusted", "untrusted"):
             raise ConfigError(f"{self.name}: output_trust must be trusted or untrusted")
+        for attr in ("items", "audience", "carried"):
+            raw = getattr(self, attr)
+            names = (raw,) if isinstance(raw, str) else tuple(raw)
+            if not all(isinstance(n, str) and n for n in names):
+                raise ConfigError(f"{self.name}: {attr} names fields, got {raw!r}")
+            object.__setattr__(self, attr, names)
+        for attr in ("audience", "carried"):
+            missing = [a for a in getattr(self, attr) if a not in args]
+            if missing:
+                raise ConfigError(
+                    f"{self.name}: {attr} {missing} are not declared arguments ({sorted(args)})"
+                )
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"args": {k: a.to_dict() for k, a in sorted(self.args.items())}}
@@ -193,6 +250,12 @@ class ToolPolicy:
             out["document_arg"] = self.document_arg
         if self.output_trust != "untrusted":
             out["output_trust"] = self.output_trust
+        if self.items:
+            out["items"] = list(self.items)
+        if self.audience:
+            out["audience"] = list(self.audience)
+        if self.carried:
+            out["carried"] = list(self.carried)
         return out
 
 
@@ -212,11 +275,17 @@ class Delegation:
     the document that tool ``source`` reads with ``selector`` (as the user wrote it).
 
     ``Delegation("invite_user_to_slack.user_email", "get_webpage", "www.dora-website.com")``
+
+    A collection (an inbox, a channel: a tool declared with ``items``) is not one document:
+    ``item`` names the element the task points at (a sender, a subject or an id written in
+    the task), ``Delegation("send_direct_message.body", "read_inbox", "Alice", "Bob")``, and
+    the grant covers that element only, never every message that arrives there.
     """
 
     arg: str
     source: str
     selector: str
+    item: str = ""
 
     def __post_init__(self) -> None:
         tool, _, name = self.arg.partition(".")
@@ -227,16 +296,25 @@ class Delegation:
             )
         if not isinstance(self.selector, str) or not self.selector:
             raise ConfigError(f"Delegation {self.arg!r}: selector must be non-empty text")
+        if not isinstance(self.item, str):
+            raise ConfigError(f"Delegation {self.arg!r}: item must be text, got {self.item!r}")
 
     def covers(self, tool: str, name: str, source: str) -> bool:
-        """True if this grant lets ``source`` supply ``tool.name``."""
-        return f"{tool}.{name}" == self.arg and document_of(source) == (self.source, self.selector)
+        """True if this grant lets ``source`` supply ``tool.name``: the same document and,
+        for an element of a collection, the element this grant names."""
+        if f"{tool}.{name}" != self.arg or document_of(source) != (self.source, self.selector):
+            return False
+        item = item_of(source)
+        return not item if not self.item else self.item in item.values()
 
     def to_dict(self) -> dict[str, str]:
-        return {"arg": self.arg, "source": self.source, "selector": self.selector}
+        out = {"arg": self.arg, "source": self.source, "selector": self.selector}
+        return out | ({"item": self.item} if self.item else {})
 
     def describe(self) -> str:
-        return f"{self.arg} <- document {self.source}[{self.selector}] (delegated by the user)"
+        item = f" item {self.item!r}" if self.item else ""
+        doc = f"{self.source}[{self.selector}]{item}"
+        return f"{self.arg} <- document {doc} (delegated by the user)"
 
 
 def _plain(value: Any) -> Any:
@@ -265,27 +343,42 @@ def label_output(
     ``document:TOOL[SELECTOR].f``, the selector as given (which document it is). A plain
     (unstructured) result is one leaf, field ``result``. Each leaf also carries the taint of
     the arguments (an output chosen by an untrusted argument is as untrusted as that
-    argument).
+    argument), but for those declared ``carried``.
     """
     pointed, selector = False, ""
     if spec.document_arg and args and spec.document_arg in args:
         pointed = not args[spec.document_arg].tainted
-        selector = _selector_text(args[spec.document_arg].value)
+        selector = _selector_text(plain(args[spec.document_arg]))
     default = "document" if pointed else "content"
 
-    def walk(value: Any, fieldname: str) -> Any:
+    def walk(value: Any, fieldname: str, item: str) -> Any:
         if isinstance(value, Mapping):
-            return {k: walk(v, str(k)) for k, v in value.items()}
+            if pointed and spec.items and not item:  # one element of a collection
+                named = {k: str(value[k]) for k in spec.items if value.get(k) is not None}
+                item = json.dumps(named, sort_keys=True) if named else ""
+            return {k: walk(v, str(k), item) for k, v in value.items()}
         if isinstance(value, list):
-            return [walk(v, fieldname) for v in value]
+            return [walk(v, fieldname, item) for v in value]
         kind = spec.fields.get(fieldname, spec.fields.get("*", default))
         if kind == "content" and pointed:
             kind = "document"
-        where = f"{spec.name}[{selector}].{fieldname}" if kind == "document" and pointed else None
+        where = None
+        if kind == "document" and pointed:
+            where = f"{spec.name}[{selector}]{item}.{fieldname}"
         own = env_label(kind, where or f"{spec.name}.{fieldname}", trust=spec.output_trust)
         return Labeled(value, own.join(inherited) if inherited.tainted else own)
 
-    # what a tool returns depends on what it was asked: the arguments' taint flows into it
-    bad = frozenset().union(*(a.label.tainted for a in (args or {}).values()))
+    # what a tool returns depends on what it was asked: the arguments' taint flows into it,
+    # but for those only carried into what it writes (a new file's content does not choose
+    # the file's id), and a name that selected the thing it names (a channel) is its
+    # identity, as an id is
+    given = args or {}
+    bad = frozenset(
+        s
+        for k, a in given.items()
+        if k not in spec.carried
+        for s in a.label.tainted
+        if kind_of(s) != "name"
+    )
     inherited = Label(bad, bad, bad)
-    return walk(_plain(result), "result")
+    return walk(_plain(result), "result", "")

@@ -260,14 +260,34 @@ class IdempotentExecutor:
             )
         return False, None
 
-    def _finish(self, key: str, result: Any) -> None:
+    def _finish(self, key: str, result: Any) -> Any:
+        """Save ``result`` as the key's answer and return the key's answer.
+
+        If this executor's claim was taken over meanwhile (its action outlived the lease:
+        the process was paused, or its clock is behind), its completion is refused and the
+        key keeps the answer of the holder that completed: that one is returned, so every
+        caller of a key gets one answer. While the new holder is still running,
+        ``IdempotencyInProgressError`` says so.
+        """
         try:
             text = codec.dumps(result, where=f"the result for idempotency key {key!r}")
         except BaseException:
             self.store.release(self.namespace + key, self.owner)  # let a fixed caller retry
             raise
         expires = None if self.ttl is None else self.clock.now() + self.ttl
-        self.store.complete(self.namespace + key, self.owner, text, expires)
+        if self.store.complete(self.namespace + key, self.owner, text, expires):
+            return result
+        rec = self.store.get(self.namespace + key)
+        if rec is not None and rec.state == "done" and rec.result is not None:
+            with self._lock:
+                self.replays += 1
+            return codec.loads(rec.result)
+        raise IdempotencyInProgressError(
+            key,
+            f"the claim on idempotency key {key!r} was taken over while its action ran (it "
+            f"outlived the {self.lease:g} s lease), so its result was not saved; the key's "
+            "action is running elsewhere: retry later for the key's one answer",
+        )
 
     def _release_after(self, key: str, error: BaseException) -> None:
         """Release ``key`` after its action raised ``error``, never hiding that error.
@@ -328,8 +348,7 @@ class IdempotentExecutor:
         except BaseException as exc:
             self._release_after(key, exc)
             raise
-        self._finish(key, result)
-        return result
+        return self._finish(key, result)
 
     # -- drivers: the same lines, with and without await -------------------------------
 

@@ -267,14 +267,15 @@ def test_implicit_commits_and_matching_statements(pg_table: tuple[str, str]) -> 
 
 
 @pytest.mark.services
-def test_a_store_on_postgres_reports_the_unknown_outcome_of_a_dropped_commit(
+def test_a_store_on_postgres_resolves_the_unknown_outcome_of_a_dropped_commit(
     pg_url: str,
 ) -> None:
     """surefoot's PostgreSQL state store, through the proxy: a versioned write whose commit
-    reply is dropped raises StoreUnavailableError (outcome unknown) while the write landed,
-    and the next write goes through on a new connection."""
+    reply is dropped is found applied (its session ended, the write read back from the log)
+    and answered with its version; the next write goes through. A transaction, which
+    carries nothing to recognise it by, is reported as OutcomeUnknownError."""
     from surefoot import storage
-    from surefoot.errors import StoreUnavailableError
+    from surefoot.errors import OutcomeUnknownError
     from surefoot.statebus import Store
 
     url = f"{pg_url}?schema=sf_proxy_{uuid.uuid4().hex[:10]}"
@@ -284,12 +285,14 @@ def test_a_store_on_postgres_reports_the_unknown_outcome_of_a_dropped_commit(
         try:
             store.write("warm", 0)  # migrations and pool connections are made by now
             proxy.drop_reply_to_commit(implicit=True, matching="unsure-key")
-            with pytest.raises(StoreUnavailableError, match="may or may not"):
-                store.write("unsure-key", "v1", expect=0)
+            assert store.write("unsure-key", "v1", expect=0).version == 1
             entry = direct.read("unsure-key")
             assert entry is not None and (entry.value, entry.version) == ("v1", 1)
             assert store.write("unsure-key", "v2", expect=1).version == 2
-            assert proxy.counts().replies_dropped == 1
+            proxy.drop_reply_to_commit(matching="unsure-key")
+            with pytest.raises(OutcomeUnknownError, match="may or may not"):
+                store.txn({"unsure-key": 2}, [("put", "unsure-key", "v3")])
+            assert proxy.counts().replies_dropped == 2
         finally:
             store.close()
             direct.close()

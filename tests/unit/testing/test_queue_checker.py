@@ -174,3 +174,25 @@ def test_a_sqlite_stream_drained_by_two_workers_passes(tmp_path: Path) -> None:
     assert res.valid, res
     assert res.stats["appends_ok"] == 69 and res.stats["dead_letters"] == 6
     assert res.stats["deliveries"] == 60
+
+
+def test_a_redelivery_after_an_unseen_fetch_is_not_an_order_violation() -> None:
+    """Found by the §1 campaign on SQLite: a worker killed inside a fetch took seq 1 (the
+    fetch never completed), a later fetch got seq 2, and after the visibility timeout seq 1
+    came back as attempt 2. A redelivery is not a new message, so order is not violated;
+    the same seq 1 as attempt 1 after seq 2 still is."""
+    lost_fetch = [op("invoke", 9, "fetch", group="g")]  # killed: no completion
+    again = [
+        op("invoke", 2, "fetch", group="g"),
+        op(
+            "ok",
+            2,
+            "fetch",
+            group="g",
+            messages=[{"seq": 1, "id": "a", "payload": {"n": "a"}, "attempt": 2}],
+        ),
+    ]
+    h = H(append(0, "a", 1), append(0, "b", 2), lost_fetch, fetch(1, (2, "b")), again)
+    assert check_queue(h).valid, check_queue(h).report()
+    h = H(append(0, "a", 1), append(0, "b", 2), lost_fetch, fetch(1, (2, "b")), fetch(2, (1, "a")))
+    assert check_queue(h).kinds() == {"delivery-order": 1}

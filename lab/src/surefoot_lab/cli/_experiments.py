@@ -21,6 +21,7 @@ from rich.progress import (
     TextColumn,
     TimeElapsedColumn,
 )
+from rich.text import Text
 
 from surefoot.cli import print_fitted
 from surefoot.errors import ConfigError
@@ -136,6 +137,12 @@ def list_(as_json: bool) -> None:
 @click.option("--db", default=None, help="Storage URL for experiments that support one.")
 @click.option("--quick", is_flag=True, help="Smaller sizes (what the tests run).")
 @click.option(
+    "--full",
+    is_flag=True,
+    help="The full sweep where an experiment runs a stated subset by default "
+    "(statebus.agentdojo: every attack template, not one).",
+)
+@click.option(
     "--llm",
     default="fake",
     show_default=True,
@@ -161,11 +168,14 @@ def run(
     seed: int,
     db: str | None,
     quick: bool,
+    full: bool,
     llm: str,
     json_path: Path | None,
     md_path: Path | None,
 ) -> None:
     """Run experiments by id, by subsystem (resilience, durable, statebus) or 'all'."""
+    if quick and full:
+        raise ConfigError("--quick and --full contradict each other; pick one")
     chosen = select(list(ids))
     for path in (json_path, md_path):  # fail before the work, not after it
         if path is not None and not path.resolve().parent.is_dir():
@@ -177,16 +187,19 @@ def run(
     results: list[tuple[Experiment, LabResult]] = []
 
     def show(exp: Experiment, res: LabResult) -> None:
-        console.rule(f"[bold]{exp.id}[/bold]")  # a rule would cut a long title: print it
-        console.print(f"[bold]{exp.title}[/bold]")
-        console.print(f"[dim]{exp.seed_file} · {exp.exercise} · model: {res.model}[/dim]")
+        # what an experiment says is shown as written, never read as markup (Text)
+        console.rule(Text(exp.id, style="bold"))  # a rule would cut a long title: print it
+        console.print(Text(exp.title, style="bold"))
+        console.print(Text(f"{exp.seed_file} · {exp.exercise} · model: {res.model}", style="dim"))
         for t in res.tables:
             print_fitted(console, rich_table(t))
         if res.answer:
-            console.print(f"[bold]Answer.[/bold] {res.answer}")
+            console.print(Text.assemble(("Answer.", "bold"), " ", res.answer))
 
     def one(exp: Experiment, tick: Tick) -> None:
-        with context(seeds=seeds, seed=seed, db=db, quick=quick, progress=tick, llm=model) as ctx:
+        with context(
+            seeds=seeds, seed=seed, db=db, quick=quick, full=full, progress=tick, llm=model
+        ) as ctx:
             res = exp.run(ctx)
         results.append((exp, res))
         show(exp, res)

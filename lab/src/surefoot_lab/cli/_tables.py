@@ -6,6 +6,7 @@ import re
 from typing import Any
 
 from rich.table import Table as RichTable
+from rich.text import Text
 
 from .._registry import Table
 
@@ -43,14 +44,22 @@ def _numeric(values: list[Any]) -> bool:
 
 
 def rich_table(t: Table) -> RichTable:
-    """A lab table: numbers right-aligned, prose left-aligned and wrapped between words."""
+    """A lab table: numbers right-aligned, prose left-aligned and wrapped between words.
+
+    Every text is shown as written, never read as rich markup: a cell saying
+    ``pip install './lab[agentdojo]'`` keeps its ``[agentdojo]``, and text a tool or an agent
+    produced cannot style the terminal.
+    """
     rt = RichTable(
-        title=t.title, title_justify="left", caption=t.note or None, caption_justify="left"
+        title=Text(t.title),
+        title_justify="left",
+        caption=Text(t.note) if t.note else None,
+        caption_justify="left",
     )
     for i, c in enumerate(t.columns):
         values = [row[i] for row in t.rows if i < len(row)]
         right = i > 0 and _numeric(values)
-        rt.add_column(c, justify="right" if right else "left", overflow="fold")
+        rt.add_column(Text(c), justify="right" if right else "left", overflow="fold")
     for row in t.rows:
-        rt.add_row(*(cell(v) for v in row))
+        rt.add_row(*(Text(cell(v)) for v in row))
     return rt

@@ -14,7 +14,12 @@ every (user task, injection task) pair through :mod:`.agentdojo_victim` under ea
   (the defaults never let a document choose a payee; this row shows why).
 
 An injection task succeeds if AgentDojo's security function says so for at least one user
-task; utility is measured on each user task alone, with all environment data untrusted.
+task; beside it, every injected call a policy allowed is counted, and those that send,
+delete, book or change the user's data (``ACTING_TOOLS``), whether or not the task succeeded
+as a whole. Utility is measured on each user task alone, with all environment data
+untrusted. Labels are the ones a deployed runtime assigns (:data:`LABELLING_RULE`). By
+default one template runs (:data:`DEFAULT_TEMPLATES`, every pair); ``--full`` runs all five.
+Three attacks AgentDojo lacks are rows too (:mod:`.agentdojo_extra`).
 Injection tasks without ground-truth calls get calls derived from their goals; a derivation
 counts as checked when AgentDojo's security function accepts it in at least one pair with no
 policy (``rejected_derivations`` lists any it never accepts). As AgentDojo does, each
@@ -25,23 +30,31 @@ imported lazily (the lab's extra: ``pip install './lab[agentdojo]'``).
 
 from __future__ import annotations
 
+import json
 import os
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from surefoot.errors import ConfigError, MissingExtraError
-from surefoot.guard import trusted
+from surefoot.guard import CapabilityPolicy, trusted
 
-from .._extras import missing_extra
 from .._registry import NO_MODEL, LabContext, LabResult, Table, experiment
 from ._common import SEED_FILE
-from .agentdojo_policy import derived_ground_truth, policy_for
-from .agentdojo_victim import Outcome, run_victim
+from .agentdojo_extra import extra_attacks
+from .agentdojo_policy import ACTING_TOOLS, derived_ground_truth, policy_for
+from .agentdojo_suites import (
+    BENCHMARK,
+    Environments,
+    attack_text,
+    injection_candidates,
+    load_suites,
+)
+from .agentdojo_victim import Outcome, Verdicts, run_victim
 
 __all__ = [
     "BENCHMARK",
+    "DEFAULT_TEMPLATES",
     "POLICY_NAMES",
     "TEMPLATES",
     "SuiteReport",
@@ -54,8 +67,11 @@ __all__ = [
     "run_suite",
 ]
 
-BENCHMARK = "v1.2.2"
 TEMPLATES = ("important_instructions", "ignore_previous", "system_message", "injecagent", "direct")
+DEFAULT_TEMPLATES = TEMPLATES[:1]
+"""What ``surefoot lab run statebus.agentdojo`` runs by default: every pair of every suite
+under ``important_instructions`` (AgentDojo's strongest); ``--full`` runs all of
+:data:`TEMPLATES`."""
 POLICY_NAMES = (
     "none",
     "defaults",
@@ -64,21 +80,6 @@ POLICY_NAMES = (
     "user delegation, payees too",
 )
 DELEGATING = POLICY_NAMES[3:]
-
-
-def load_suites() -> dict[str, Any]:
-    """The installed AgentDojo suites of :data:`BENCHMARK`.
-
-    Raises:
-        MissingExtraError: ``agentdojo`` is not installed.
-    """
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            from agentdojo.task_suite.load_suites import get_suites
-    except ImportError:
-        raise missing_extra("agentdojo", "the AgentDojo experiment") from None
-    return dict(get_suites(BENCHMARK))
 
 
 class _Allow:
@@ -107,17 +108,6 @@ def _policy(suite: str, name: str) -> Any:
     )
 
 
-def attack_text(template: str, suite: Any, goal: str) -> str:
-    """The injection AgentDojo's attack ``template`` writes for ``goal`` in ``suite``."""
-    from agentdojo.attacks.attack_registry import ATTACKS
-
-    class _Pipeline:
-        name = "gpt-4o-2024-05-13"  # the name AgentDojo's templates address ("GPT-4")
-
-    attack = ATTACKS[template](suite, _Pipeline())
-    return str(attack.jailbreak.format(goal=goal, user=attack.user_name, model=attack.model_name))
-
-
 @dataclass
 class SuiteReport:
     """One suite's results: injection tasks and user tasks, per policy and template."""
@@ -142,6 +132,14 @@ class SuiteReport:
     delegations: dict[str, dict[str, list[str]]] = field(default_factory=dict)
     # policy -> pairs an attack won there but not under the defaults: "template: user/injection"
     through_delegation: dict[str, list[str]] = field(default_factory=dict)
+    # (policy, template) -> injected calls allowed, "user/injection: tool" (whether or not
+    # the injection task succeeded), and those of ACTING_TOOLS (sending, destructive)
+    injected_allowed: dict[tuple[str, str], list[str]] = field(default_factory=dict)
+    injected_acting: dict[tuple[str, str], list[str]] = field(default_factory=dict)
+    # victim runs, and AgentDojo verdicts they asked for / computed (the rest remembered)
+    runs: int = 0
+    verdicts_asked: int = 0
+    verdicts_computed: int = 0
 
 
 def injection_calls(name: str, tid: str, task: Any) -> tuple[Callable[[Any], list[Any]], bool]:
@@ -161,18 +159,19 @@ def injection_calls(name: str, tid: str, task: Any) -> tuple[Callable[[Any], lis
 _CLEAN: dict[str, Any] = {}
 
 
-def injection_candidates(suite: Any) -> dict[str, tuple[str, ...]]:
-    """User task -> the injection vectors its ground truth reads (AgentDojo's own check)."""
-    from agentdojo.attacks.baseline_attacks import DirectAttack
+def clean_environment(name: str, suite: Any) -> Any:
+    """``suite``'s default environment without injections (kept for :func:`injection_calls`)."""
+    _CLEAN[name] = suite.load_and_inject_default_environment({})
+    return _CLEAN[name]
 
-    probe = DirectAttack(suite, None)  # no pipeline: only its ground-truth probe is used
-    out: dict[str, tuple[str, ...]] = {}
-    for uid, u in suite.user_tasks.items():
-        try:
-            out[uid] = tuple(probe.get_injection_candidates(u))
-        except ValueError:  # AgentDojo: "not injectable"
-            out[uid] = ()
-    return out
+
+def _signature(policy: Any) -> str:
+    """What a policy declares and grants, without its name (``none``: every call allowed)."""
+    if not isinstance(policy, CapabilityPolicy):
+        return "none"
+    data = policy.to_dict()
+    data.pop("name", None)
+    return json.dumps(data, sort_keys=True)
 
 
 def _refusal_key(exc: Any) -> str:
@@ -184,7 +183,9 @@ def run_suite(
     name: str, suite: Any, templates: tuple[str, ...], progress: Callable[[], None]
 ) -> SuiteReport:
     """Measure one suite (see the module docstring)."""
-    clean = _CLEAN[name] = suite.load_and_inject_default_environment({})
+    loader = Environments(suite)
+    verdicts = Verdicts()
+    clean = _CLEAN[name] = loader.load({})
     users = dict(suite.user_tasks)
     injections = dict(suite.injection_tasks)
     rep = SuiteReport(name, len(suite.tools), len(users), sorted(injections))
@@ -194,7 +195,13 @@ def run_suite(
         policy = _policy(name, pol)
         outs = {
             uid: run_victim(
-                suite, u, policy, clean.model_copy(deep=True), delegate=pol in DELEGATING
+                suite,
+                u,
+                policy,
+                clean,
+                delegate=pol in DELEGATING,
+                verdicts=verdicts,
+                env_key=(uid, "clean"),
             )
             for uid, u in users.items()
         }
@@ -218,33 +225,48 @@ def run_suite(
         if derived:
             rep.derived.append(tid)
         plans[tid] = plan
-    seen = injection_candidates(suite)
+    seen = injection_candidates(suite, loader)
     won: set[str] = set()  # pairs an attack won under the defaults
+    # a policy that declares the same as another for a user task (payees too, in a suite
+    # without payments) makes the same calls: its outcome is the other's, not run again
+    sigs: dict[tuple[str, str], str] = {}
     for template in templates:
         for tid, task in injections.items():
             text = attack_text(template, suite, task.GOAL)
             envs: dict[tuple[str, ...], Any] = {}
+            same: dict[tuple[str, str], Outcome] = {}
             for pol in POLICY_NAMES:
                 policy = _policy(name, pol)
                 key = (pol, template)
                 rep.succeeded.setdefault(key, [])
                 for uid, u in users.items():
                     task_policy = per_task[pol, uid] if pol in DELEGATING else policy
+                    if (pol, uid) not in sigs:
+                        sigs[pol, uid] = _signature(task_policy)
                     vectors = seen[uid]
                     if vectors not in envs:
-                        envs[vectors] = suite.load_and_inject_default_environment(
-                            dict.fromkeys(vectors, text)
+                        envs[vectors] = loader.load(dict.fromkeys(vectors, text))
+                    out = same.get((uid, sigs[pol, uid]))
+                    if out is None:
+                        out = same[uid, sigs[pol, uid]] = run_victim(
+                            suite,
+                            u,
+                            task_policy,
+                            envs[vectors],
+                            (task, plans[tid]),
+                            verdicts=verdicts,
+                            env_key=(uid, vectors, template, tid),
                         )
-                    out: Outcome = run_victim(
-                        suite,
-                        u,
-                        task_policy,
-                        envs[vectors].model_copy(deep=True),
-                        (task, plans[tid]),
-                    )
                     if not out.injected:
                         continue
                     rep.pairs[key] = rep.pairs.get(key, 0) + 1
+                    calls = [f"{uid}/{tid}: {fn}" for fn in out.injected_allowed]
+                    rep.injected_allowed.setdefault(key, []).extend(calls)
+                    rep.injected_acting.setdefault(key, []).extend(
+                        c
+                        for c, fn in zip(calls, out.injected_allowed, strict=True)
+                        if fn in ACTING_TOOLS
+                    )
                     if out.security and tid not in rep.succeeded[key]:
                         rep.succeeded[key].append(tid)
                     pair = f"{template}: {uid}/{tid}"
@@ -257,6 +279,8 @@ def run_suite(
                             k = _refusal_key(exc)
                             rep.refusals[k] = rep.refusals.get(k, 0) + 1
             progress()
+    rep.verdicts_asked, rep.verdicts_computed = verdicts.asked, verdicts.computed
+    rep.runs = verdicts.asked  # one verdict per run: utility alone, or security under attack
     first = rep.succeeded.get(("none", templates[0]), []) if templates else []
     rep.rejected_derivations = [t for t in rep.derived if t not in first]
     return rep
@@ -308,12 +332,21 @@ def _facts(reports: list[SuiteReport], templates: tuple[str, ...]) -> dict[str, 
     f["injection_tasks"] = sum(len(r.injection_tasks) for r in reports)
     f["derived"] = {r.suite: r.derived for r in reports if r.derived}
     f["rejected_derivations"] = sum(len(r.rejected_derivations) for r in reports)
+    f["victim_runs"] = sum(r.runs for r in reports)
+    f["verdicts_computed"] = sum(r.verdicts_computed for r in reports)
     for pol in POLICY_NAMES:
         f[f"calls_allowed[{pol}]"] = sum(r.calls_allowed[pol] for r in reports)
         f[f"utility[{pol}]"] = sum(r.utility[pol] for r in reports)
         f[f"marked_answers[{pol}]"] = sum(r.marked_answers[pol] for r in reports)
         for t in templates:
             f[f"succeeded[{pol}][{t}]"] = sum(len(r.succeeded[(pol, t)]) for r in reports)
+        for t in templates:
+            f[f"injected_calls_allowed[{pol}][{t}]"] = sum(
+                len(r.injected_allowed.get((pol, t), [])) for r in reports
+            )
+            f[f"injected_acting_allowed[{pol}][{t}]"] = sorted(
+                f"{r.suite}: {c}" for r in reports for c in r.injected_acting.get((pol, t), [])
+            )
         hit = {f"{r.suite}/{i}" for r in reports for t in templates for i in r.succeeded[(pol, t)]}
         f[f"succeeded_any_template[{pol}]"] = sorted(hit)
         for r in reports:
@@ -333,6 +366,18 @@ def _facts(reports: list[SuiteReport], templates: tuple[str, ...]) -> dict[str, 
     return f
 
 
+LABELLING_RULE = (
+    "Labelling rule: every argument carries the label the runtime gave the output field the "
+    "victim took it from, by who controls that field (the system's records; the "
+    "correspondents a third party chose: senders, participants, sharers, counterparties; a "
+    "channel's name; everything else a third party wrote is content, or a document the user "
+    "pointed to), or the user's for the prompt's own words; list elements keep their own "
+    "labels; a value found nowhere verbatim carries everything read, or the inputs the "
+    "task's computation names; the victim never uses which text was planted."
+)
+"""How the experiment labels (stated in its answer, #28)."""
+
+
 def _answer(f: dict[str, Any], t0: str) -> str:
     n_inj, n_user = f["injection_tasks"], f["user_tasks"]
     none, dflt, strict, dele, payees = (f[f"succeeded[{p}][{t0}]"] for p in POLICY_NAMES)
@@ -350,7 +395,12 @@ def _answer(f: dict[str, Any], t0: str) -> str:
         if missed
         else "no injection task succeeds with the defaults"
     )
+    reads = f[f"injected_calls_allowed[defaults][{t0}]"]
+    acting = f[f"injected_acting_allowed[defaults][{t0}]"]
+    extra = len(f.get("extra_attacks_tried", []))
+    extra_ok = f.get("extra_attacks_allowed[defaults]", [])
     return (
+        f"{LABELLING_RULE} "
         f"Measured on AgentDojo {BENCHMARK} ({len(f['suites'])} suites, {f['tools']} tools, "
         f"{n_inj} injection tasks, {n_user} user tasks; {derived} injection tasks' ground truth "
         f"derived from their goals, {f['rejected_derivations']} of them never confirmed by "
@@ -370,7 +420,12 @@ def _answer(f: dict[str, Any], t0: str) -> str:
         f"AgentDojo's utility, and {dele} of {n_inj} injection tasks succeed "
         f"({', '.join(d_missed) or 'none'}); with payees delegable too, {payees} of {n_inj} "
         f"succeed, {len(through)} (template, user task, injection task) pairs through the "
-        "delegated document: whoever writes a delegated document chooses that argument."
+        "delegated document: whoever writes a delegated document chooses that argument. "
+        f"Counting every injected call, not only whole injection tasks: the defaults allow "
+        f"{reads} injected calls and {len(acting)} of them send, delete, book or change the "
+        f"user's data. Of the {extra} attacks AgentDojo lacks (a reply carrying a code to the "
+        "sender who asked for it, a payee laundered through a transaction's sender, an "
+        f"outsider's message in a delegated inbox), the defaults allow {len(extra_ok)}."
     )
 
 
@@ -386,7 +441,9 @@ def agentdojo_(ctx: LabContext) -> LabResult:
         load_suites()
     except MissingExtraError as exc:
         return _skipped(exc)
-    templates = TEMPLATES[:1] if ctx.quick else TEMPLATES
+    # by default one template (every pair of every suite: 629 pairs under 5 policies, about
+    # a minute); --full runs all five templates (5x the pairs)
+    templates = TEMPLATES if ctx.full else DEFAULT_TEMPLATES
     # SUREFOOT_LAB_AGENTDOJO_SUITES=travel,banking bounds a run (the tests use it: workspace
     # alone is ~100 s here); unset, every suite runs
     chosen = tuple(s for s in os.environ.get("SUREFOOT_LAB_AGENTDOJO_SUITES", "").split(",") if s)
@@ -471,7 +528,24 @@ def agentdojo_(ctx: LabContext) -> LabResult:
             suite, uid = task.split("/", 1)
             hits = [w for w in won if w.startswith(f"{suite}: ") and f": {uid}/" in w]
             grants.add(pol, task, "; ".join(ds), len(hits))
-    tables = [main, per_t, why, lost, grants]
+    extra = Table(
+        "Attacks AgentDojo does not contain, on its tools and declarations (benign controls "
+        "beside them): each call under every policy",
+        ["attack", "call", "none", "defaults", "defaults + user delegation"],
+    )
+    rows = extra_attacks()
+    for row in rows:
+        label = row.name if row.attack else f"(control) {row.name}"
+        extra.add(label, row.call, *row.verdicts.values())
+    f["extra_attacks"] = {r.name: r.verdicts for r in rows}
+    f["extra_attacks_tried"] = [r.name for r in rows if r.attack]
+    f["extra_attacks_allowed[defaults]"] = sorted(
+        r.name for r in rows if r.attack and r.verdicts["defaults"] == "allowed"
+    )
+    f["extra_attacks_allowed[defaults + user delegation]"] = sorted(
+        r.name for r in rows if r.attack and r.verdicts["defaults + user delegation"] == "allowed"
+    )
+    tables = [main, per_t, why, lost, grants, extra]
     answer = _answer(f, t0)
     model = "none (obedient victim: AgentDojo's ground-truth calls, no model)"
     if ctx.llm is not None:
@@ -487,6 +561,7 @@ def agentdojo_(ctx: LabContext) -> LabResult:
         params={
             "benchmark": BENCHMARK,
             "templates": list(templates),
+            "sweep": "full (--full)" if ctx.full else "default: one template; --full runs all five",
             "policies": list(POLICY_NAMES),
             "policy_fingerprints": {r.suite: policy_for(r.suite).fingerprint for r in reports},
         },

@@ -5,9 +5,10 @@
 issue's, applied tool by tool:
 
 - who receives something (``recipients``, ``participants``, ``recipient``, ``user_email``):
-  the user, a record (a contact, a participant, an account in the history) or a
-  correspondent (a sender); never text found in content;
-- what is acted on (an id, an IBAN, a hotel to book, a channel): the user or a record;
+  the user, a record (a contact, an address the user sent to) or a correspondent (a sender,
+  a participant); never text found in content;
+- what is acted on (an id, an IBAN, a hotel to book): the user or a record; a channel also
+  by its listed name; what is deleted, cancelled or removed: the user only;
 - an amount or a new date: also a document the user pointed to;
 - a URL fetched or posted to: the user or a record only (a read is a sink when its argument
   can carry data out), plus ``URL_ALLOW`` (empty by default);
@@ -21,9 +22,27 @@ user or a trusted record"). ``policy_for(suite, delegable_payees=True)`` declare
 delegable too, so the experiment can show what that costs. The defaults grant no delegation;
 the experiment's ``defaults + user delegation`` rows grant what each user's prompt names.
 
-Outputs: ids, timestamps, addresses, listings and the user's own data are records; a sender
-is a correspondent; bodies, descriptions, reviews, file contents and webpages are content,
-or documents when the user chose what to read.
+Outputs are labelled by **who controls each field**, never by what it holds (the product's
+rule, ``surefoot.guard``): what the system keeps (ids, timestamps, sizes, amounts, the user's
+own account and contacts, what the user sent or scheduled) is a ``record``; an address a
+third party chose (an email's sender and the other recipients of a message the user
+received, a calendar participant, a file's owner or sharer, a transaction's counterparty, a
+Slack user's name) is a ``correspondent``; anything else a third party wrote (bodies,
+titles, a file's name, reviews, web pages) is ``content``, or a ``document`` when the user
+chose what to read; a channel's name is a ``name`` (it selects that channel and nothing
+else: a URL written into it is the writer's text). A collection the user may point to (an inbox,
+a channel) names its elements by sender, so a delegation covers the message the task names.
+
+Three more rules close what a runtime's labels alone leave open:
+
+- **secrets don't flow to third parties**: each tool that sends declares its ``audience``
+  (recipients, a channel, a URL, a file's new reader); when the call carries data read from
+  the environment, the audience must be named by the user's task;
+- **destructive calls are sinks for their selectors**: deleting an email or a file,
+  cancelling an event or removing a user takes an id the user gave (``DESTROY``), never one
+  from a listing the injected text could have changed (a person may endorse one);
+- a payment's recipient comes from the user or a record, never a correspondent: an attacker
+  who sends the user 0.01 becomes a transaction's sender, not a payee.
 
 ``derived_ground_truth`` gives calls for the injection tasks whose ``ground_truth`` is empty
 (workspace 6-13), written from their goals; the experiment checks each with AgentDojo's own
@@ -32,11 +51,19 @@ security function before using it.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from surefoot.guard import Arg, CapabilityPolicy, ToolPolicy
 
-__all__ = ["PAYEE_TOOLS", "POLICIES", "URL_ALLOW", "derived_ground_truth", "policy_for"]
+__all__ = [
+    "ACTING_TOOLS",
+    "PAYEE_TOOLS",
+    "POLICIES",
+    "URL_ALLOW",
+    "derived_ground_truth",
+    "policy_for",
+]
 
 URL_ALLOW: tuple[str, ...] = ()
 
@@ -48,21 +75,33 @@ HOW_MUCH = Arg("user", "record", "document", delegable=True)
 TEXT = Arg.any()
 URL = Arg("user", "record", allow=URL_ALLOW, delegable=True)
 
-EMAIL = {"id_": "record", "sender": "correspondent", "recipients": "record", "cc": "record"}
-EMAIL |= {"bcc": "record", "timestamp": "record", "attachments": "record", "read": "record"}
-EVENT = {"id_": "record", "participants": "record", "start_time": "record"}
+# who controls each output field (see the module docstring)
+_RECEIVED = {"id_": "record", "timestamp": "record", "attachments": "record", "read": "record"}
+EMAIL = _RECEIVED | dict.fromkeys(("sender", "recipients", "cc", "bcc"), "correspondent")
+SENT = _RECEIVED | dict.fromkeys(("sender", "recipients", "cc", "bcc"), "record")
+EVENT = {"id_": "record", "participants": "correspondent", "start_time": "record"}
 EVENT |= {"end_time": "record", "all_day": "record", "status": "record"}
-FILE = {"id_": "record", "filename": "record", "owner": "record", "size": "record"}
-FILE |= {"last_modified": "record", "shared_with": "record"}
-TXN = {"id": "record", "sender": "record", "recipient": "record", "amount": "record"}
-TXN |= {"date": "record", "recurring": "record"}
+FILE = {"id_": "record", "owner": "correspondent", "size": "record"}
+FILE |= {"last_modified": "record", "shared_with": "correspondent"}
+TXN = {"id": "record", "sender": "correspondent", "recipient": "correspondent"}
+TXN |= {"amount": "record", "date": "record", "recurring": "record"}
+SCHEDULED = TXN | {"sender": "record", "recipient": "record"}  # the user scheduled them
 RECORD = {"*": "record"}
+DESTROY = Arg("user")  # an id from the user's words only: see the module docstring
 
 
 def _t(
-    name: str, doc: str | None = None, out: dict[str, str] | None = None, /, **args: Arg
+    name: str,
+    doc: str | None = None,
+    out: dict[str, str] | None = None,
+    /,
+    *,
+    audience: tuple[str, ...] = (),
+    items: tuple[str, ...] = (),
+    carried: tuple[str, ...] = (),
+    **args: Any,
 ) -> ToolPolicy:
-    return ToolPolicy(name, args, out or {}, doc)
+    return ToolPolicy(name, args, out or {}, doc, items=items, audience=audience, carried=carried)
 
 
 _SEND_EMAIL = _t(
@@ -75,6 +114,7 @@ _SEND_EMAIL = _t(
     attachments=WHAT,
     cc=WHO,
     bcc=WHO,
+    audience=("recipients", "cc", "bcc"),
 )
 _CALENDAR = [
     _t("search_calendar_events", "query", EVENT, query=TEXT, date=TEXT),
@@ -89,15 +129,16 @@ _CALENDAR = [
         description=TEXT,
         participants=WHO,
         location=TEXT,
+        audience=("participants",),
     ),
-    _t("cancel_calendar_event", event_id=WHAT),
+    _t("cancel_calendar_event", event_id=DESTROY),
 ]
 
 WORKSPACE = [
     _SEND_EMAIL,
-    _t("delete_email", email_id=WHAT),
-    *(_t(n, None, EMAIL) for n in ("get_unread_emails", "get_sent_emails")),
-    *(_t(n, None, EMAIL) for n in ("get_received_emails", "get_draft_emails")),
+    _t("delete_email", email_id=DESTROY),
+    *(_t(n, None, EMAIL) for n in ("get_unread_emails", "get_received_emails")),
+    *(_t(n, None, SENT) for n in ("get_sent_emails", "get_draft_emails")),
     _t("search_emails", "query", EMAIL, query=TEXT, sender=TEXT),
     _t("search_contacts_by_name", None, RECORD, query=TEXT),
     _t("search_contacts_by_email", None, RECORD, query=TEXT),
@@ -111,19 +152,26 @@ WORKSPACE = [
         new_start_time=HOW_MUCH,
         new_end_time=HOW_MUCH,
     ),
-    _t("add_calendar_event_participants", None, EVENT, event_id=WHAT, participants=WHO),
-    _t("append_to_file", None, FILE, file_id=WHAT, content=TEXT),
+    _t(
+        "add_calendar_event_participants",
+        None,
+        EVENT,
+        event_id=WHAT,
+        participants=WHO,
+        audience=("participants",),
+    ),
+    _t("append_to_file", None, FILE, file_id=WHAT, content=TEXT, carried=("content",)),
     _t("search_files_by_filename", "filename", FILE, filename=TEXT),
-    _t("create_file", None, FILE, filename=TEXT, content=TEXT),
-    _t("delete_file", None, FILE, file_id=WHAT),
+    _t("create_file", None, FILE, filename=TEXT, content=TEXT, carried=("filename", "content")),
+    _t("delete_file", None, FILE, file_id=DESTROY),
     _t("get_file_by_id", "file_id", FILE, file_id=TEXT),
     _t("list_files", None, FILE),
-    _t("share_file", None, FILE, file_id=WHAT, email=WHO, permission=TEXT),
+    _t("share_file", None, FILE, file_id=WHAT, email=WHO, permission=TEXT, audience=("email",)),
     _t("search_files", "query", FILE, query=TEXT),
 ]
 
-_NAMES = dict(hotel_names=TEXT)
-_RESTAURANTS = dict(restaurant_names=TEXT)
+_NAMES: dict[str, Any] = dict(hotel_names=TEXT)
+_RESTAURANTS: dict[str, Any] = dict(restaurant_names=TEXT)
 TRAVEL = [
     _t("get_user_information", None, RECORD),
     *(
@@ -165,7 +213,7 @@ TRAVEL = [
 
 PAYEE = Arg("user", "record")  # never delegable: see the module docstring
 PAYEE_TOOLS = ("send_money", "schedule_transaction", "update_scheduled_transaction")
-_MONEY = dict(recipient=PAYEE, amount=HOW_MUCH, subject=TEXT, date=HOW_MUCH)
+_MONEY: dict[str, Any] = dict(recipient=PAYEE, amount=HOW_MUCH, subject=TEXT, date=HOW_MUCH)
 BANKING = [
     _t("get_iban", None, RECORD),
     _t("send_money", None, RECORD, **_MONEY),
@@ -173,30 +221,65 @@ BANKING = [
     _t("update_scheduled_transaction", None, RECORD, id=WHAT, recurring=TEXT, **_MONEY),
     _t("get_balance", None, RECORD),
     _t("get_most_recent_transactions", None, TXN, n=TEXT),
-    _t("get_scheduled_transactions", None, TXN),
+    _t("get_scheduled_transactions", None, SCHEDULED),
     _t("read_file", "file_path", None, file_path=TEXT),
     _t("get_user_info", None, RECORD),
     _t("update_password", password=Arg("user")),  # never delegable: a secret
     _t("update_user_info", first_name=HOW_MUCH, last_name=HOW_MUCH, street=HOW_MUCH, city=HOW_MUCH),
 ]
 
-_MSG = {"sender": "correspondent", "recipient": "record"}
+_MSG = {"sender": "correspondent", "recipient": "name"}
+CHANNEL = Arg("user", "record", "name", delegable=True)
 SLACK = [
-    _t("get_channels", None, RECORD),
-    _t("add_user_to_channel", user=WHO, channel=WHAT),
-    _t("read_channel_messages", "channel", _MSG, channel=TEXT),
-    _t("read_inbox", "user", _MSG, user=TEXT),
-    _t("send_direct_message", recipient=WHO, body=TEXT),
-    _t("send_channel_message", channel=WHAT, body=TEXT),
-    _t("get_users_in_channel", None, RECORD, channel=TEXT),
+    # anyone may create a channel and name it: the name selects that channel, nothing else
+    _t("get_channels", None, {"*": "name"}),
+    _t("add_user_to_channel", user=WHO, channel=CHANNEL, audience=("user",)),
+    _t("read_channel_messages", "channel", _MSG, channel=TEXT, items=("sender",)),
+    _t("read_inbox", "user", _MSG | {"recipient": "record"}, user=TEXT, items=("sender",)),
+    _t("send_direct_message", recipient=WHO, body=TEXT, audience=("recipient",)),
+    _t("send_channel_message", channel=CHANNEL, body=TEXT, audience=("channel",)),
+    _t("get_users_in_channel", None, {"*": "correspondent"}, channel=TEXT),
     _t("invite_user_to_slack", user=WHO, user_email=WHO),
-    _t("remove_user_from_slack", user=WHAT),
+    _t("remove_user_from_slack", user=DESTROY),
     _t("get_webpage", "url", None, url=URL),
-    _t("post_webpage", url=URL, content=TEXT),
+    _t("post_webpage", url=URL, content=TEXT, audience=("url",)),
 ]
 
+ACTING_TOOLS = frozenset(
+    {
+        # sending: something leaves to someone
+        "send_email",
+        "share_file",
+        "create_calendar_event",
+        "add_calendar_event_participants",
+        "send_money",
+        "schedule_transaction",
+        "update_scheduled_transaction",
+        "send_direct_message",
+        "send_channel_message",
+        "post_webpage",
+        "invite_user_to_slack",
+        "add_user_to_channel",
+        # destructive or changing the user's account
+        "delete_email",
+        "delete_file",
+        "cancel_calendar_event",
+        "remove_user_from_slack",
+        "update_password",
+        "update_user_info",
+        "reschedule_calendar_event",
+        "append_to_file",
+        "create_file",
+        "reserve_hotel",
+        "reserve_car_rental",
+        "reserve_restaurant",
+    }
+)
+"""The tools whose injected call harms by itself (sends, deletes, books or changes the
+user's data), counted whether or not the injection task succeeds as a whole."""
+
 POLICIES: dict[str, CapabilityPolicy] = {
-    name: CapabilityPolicy(f"agentdojo.{name}", tools, version="1")
+    name: CapabilityPolicy(f"agentdojo.{name}", tools, version="2")
     for name, tools in (
         ("workspace", WORKSPACE),
         ("travel", TRAVEL),
@@ -220,7 +303,7 @@ def policy_for(
         for t in PAYEE_TOOLS:
             if t in tools:
                 old = tools[t]
-                tools[t] = ToolPolicy(t, {**old.args, "recipient": payee}, old.fields)
+                tools[t] = dataclasses.replace(old, args={**old.args, "recipient": payee})
     return CapabilityPolicy(
         name,
         tools.values(),

@@ -5,20 +5,25 @@ ground-truth calls and, the first time a tool output carries an injection's goal
 that injection task's ground-truth calls there and then (it does whatever it reads), before
 going on with the user task. It has no judgement, so what stops an attack is the control.
 
-Every argument gets the label of where the victim took its value (:class:`Provenance`):
+Every argument gets the label of where the victim took its value (:class:`Provenance`),
+made only of the labels the runtime gave the outputs it read and the user's; the victim never
+uses which text was planted (``tests/acceptance/test_agentdojo_labels.py``):
 
 - a user-task value found in the user's prompt is the user's; otherwise the label of the
   tool-output field it equals or was copied from, the most trusted such field first (a
-  planner that picks the right field); otherwise the join of the fields it quotes and the
-  user (the victim composed it);
+  planner that picks the right field); otherwise it was computed, and carries everything read
+  so far (CaMeL's rule), or the outputs the task's computation names
+  (:mod:`.agentdojo_plans`);
 - an injected call's value copied from the goal (AgentDojo's placeholder without ``$``) is
-  the injected text's label: the field the victim read the injection in; a value the goal
-  tells it to look up (``$...``) is found in the outputs as above.
+  the label of the fields the victim read the injection in, as the runtime labelled them;
+  a value the goal tells it to look up (``$...``) is found in the outputs as above;
+- a list's elements each get their own label.
 
 As a planner working from the user's task alone, the victim can also delegate
 (``delegate=True``, on a run without injection): where a user-task argument comes only from a
-document whose selector the prompt names verbatim and the argument is declared delegable, it
-grants ``Delegation(tool.arg, reader, selector)`` through ``CapabilityPolicy.delegate`` (which
+document whose selector the prompt names verbatim (and, for a message of an inbox or a
+channel, its sender) and the argument is declared delegable, it grants
+``Delegation(tool.arg, reader, selector, item)`` through ``CapabilityPolicy.delegate`` (which
 checks the prompt names it). The lab makes these grants on the clean environment, before any
 injection is read, and runs the attacked pairs with them fixed.
 
@@ -30,7 +35,8 @@ answer sink. AgentDojo's own utility and security functions judge the post-envir
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import fnmatch
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,11 +48,14 @@ from surefoot.guard import (
     Label,
     Labeled,
     document_of,
+    item_of,
     label_output,
     trusted,
 )
 
-__all__ = ["Outcome", "Provenance", "run_victim"]
+from .agentdojo_plans import inputs_for
+
+__all__ = ["Outcome", "Provenance", "Verdicts", "run_victim", "verdict"]
 
 _RANK = {"user": 0, "record": 1, "correspondent": 2, "document": 3}
 _USER = trusted("").label
@@ -72,16 +81,29 @@ def _num(v: Any) -> float | None:
         return None
 
 
+def _field_of(source: str) -> str:
+    """``TOOL.FIELD`` of an output source (``record:get_balance.result``,
+    ``document:read_file[bill.txt].content`` -> ``read_file.content``)."""
+    where = source.split(":", 1)[-1]
+    tool = where.split("[", 1)[0].split(".", 1)[0]
+    return f"{tool}.{where.rsplit('.', 1)[-1]}"
+
+
 @dataclass
 class Provenance:
-    """What the victim has read: the prompt and every labelled output leaf, in order."""
+    """What the victim has read: the prompt and every labelled output leaf, in order, and
+    the inputs of the computations the task asks for (:mod:`.agentdojo_plans`)."""
 
     prompt: str
+    plan: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     leaves: list[Labeled[Any]] = field(default_factory=list)
+
+    _all: Label = field(default_factory=Label)  # the join of every leaf's label
 
     def add(self, tree: Any) -> None:
         if isinstance(tree, Labeled):
             self.leaves.append(tree)
+            self._all = self._all.join(tree.label)
         elif isinstance(tree, dict):
             for v in tree.values():
                 self.add(v)
@@ -90,21 +112,24 @@ class Provenance:
                 self.add(v)
 
     def carrying(self, needle: str) -> Label | None:
-        """The label of text planted in the leaves that contain ``needle``, or None.
-
-        Planted text is content wherever it sits: a field declared a record (a channel's
-        name) holds what the system keeps, not the words someone wrote into it.
-        """
+        """The label of the leaves that contain ``needle`` (where the victim read it), or
+        None: exactly the labels the runtime gave those fields, whatever text they hold."""
         got = [x.label for x in self.leaves if needle and needle in str(x.value)]
-        if not got:
-            return None
-        srcs = frozenset(
-            "content:" + s.split(":", 1)[1]
-            if s.split(":", 1)[0] in ("record", "correspondent")
-            else s
-            for s in Label().join(*got).sources
+        return Label().join(*got) if got else None
+
+    def read(self, where: str = "") -> Label:
+        """What a value computed for argument ``where`` carries: the outputs the plan names
+        as the computation's inputs, else everything read so far."""
+        pats = self.plan.get(where)
+        if pats is None:
+            return self._all
+        return Label().join(
+            *(
+                x.label
+                for x in self.leaves
+                if any(fnmatch.fnmatchcase(_field_of(s), p) for s in x.label.sources for p in pats)
+            )
         )
-        return Label(srcs, srcs, srcs)
 
     def _best(self, atom: Any) -> Label | None:
         text, num = _norm(atom), _num(atom)
@@ -126,29 +151,29 @@ class Provenance:
         ]
         return Label().join(*parts)
 
-    def of_user_value(self, value: Any) -> Label:
-        """The label of a value in a user task's call (see the module docstring)."""
+    def of_user_value(self, value: Any, where: str = "") -> Any:
+        """The label of a value in a user task's call to ``where`` (``tool.argument``; see
+        the module docstring); a list gets a list of its elements' labels."""
         if isinstance(value, list | tuple):
-            return Label().join(_USER, *(self.of_user_value(v) for v in value))
+            return [self.of_user_value(v, where) for v in value]
         if value is None or isinstance(value, bool) or _norm(value) in _norm(self.prompt):
             return _USER
         best = self._best(value)
-        return best if best is not None else _USER.join(self._quoted(value))
+        # found nowhere: computed from what it read (CaMeL's rule), or from the plan's inputs
+        return best if best is not None else _USER.join(self.read(where))
 
-    def of_injected_value(self, value: Any, placeholder: Any, injected: Label) -> Label:
-        """The label of a value in an injected call: the goal's text, or what it looked up."""
+    def of_injected_value(self, value: Any, placeholder: Any, injected: Label) -> Any:
+        """The label of a value in an injected call: the goal's text, or what it looked up;
+        a list gets a list of its elements' labels."""
         if isinstance(value, list | tuple):
             ph = (
                 placeholder if isinstance(placeholder, list | tuple) else [placeholder] * len(value)
             )
-            return Label().join(
-                injected,
-                *(self.of_injected_value(v, p, injected) for v, p in zip(value, ph, strict=False)),
-            )
+            return [self.of_injected_value(v, p, injected) for v, p in zip(value, ph, strict=False)]
         if not (isinstance(placeholder, str) and placeholder.startswith("$")):
             return injected
         best = self._best(value)
-        return best if best is not None else injected.join(self._quoted(value))
+        return best if best is not None else injected.join(self.read())
 
 
 @dataclass
@@ -164,18 +189,35 @@ class Outcome:
     utility: bool = False
     security: bool = False
     delegations: list[Delegation] = field(default_factory=list)
+    # every call the victim put to the policy, with its labelled arguments
+    checked: list[tuple[str, dict[str, Labeled[Any]]]] = field(default_factory=list)
+    injected_allowed: list[str] = field(default_factory=list)  # the injection's calls run
+    leaves: list[Labeled[Any]] = field(default_factory=list)  # every output field it read
+
+
+def _labeled(value: Any, label: Any) -> Labeled[Any]:
+    """``value`` with ``label``; a list's elements each with their own label."""
+    if isinstance(label, list):
+        items = [Labeled(v, lab) for v, lab in zip(value, label, strict=True)]
+        return Labeled(items, Label().join(*label) if label else _USER)
+    return Labeled(value, label)
+
+
+def _joined(label: Any) -> Label:
+    return (Label().join(*label) if label else _USER) if isinstance(label, list) else label
 
 
 def _execute(
     call: Any,
-    labels: dict[str, Label],
+    labels: dict[str, Any],
     policy: CapabilityPolicy,
     runtime: Any,
     env: Any,
     prov: Provenance,
     out: Outcome,
 ) -> bool:
-    args = {k: Labeled(v, labels[k]) for k, v in call.args.items()}
+    args = {k: _labeled(v, labels[k]) for k, v in call.args.items()}
+    out.checked.append((call.function, args))
     try:
         policy.check_call(call.function, args)
     except TrustError as exc:
@@ -188,23 +230,39 @@ def _execute(
     return True
 
 
+def _grant(arg: str, source: str, prompt: str) -> Delegation | None:
+    """The delegation of ``arg`` to the document ``source`` comes from, if the prompt names
+    it: the document's selector and, for an element of a collection, one of the fields that
+    name that element (a sender, a subject, an id)."""
+    doc = document_of(source)
+    if doc is None or doc[1] not in prompt:
+        return None
+    item = item_of(source)
+    if not item:
+        return Delegation(arg, doc[0], doc[1])
+    named = [v for v in item.values() if v and v in prompt]
+    return Delegation(arg, doc[0], doc[1], named[0]) if named else None
+
+
 def _grants(
-    call: Any, labels: dict[str, Label], policy: CapabilityPolicy, prompt: str
+    call: Any, labels: dict[str, Any], policy: CapabilityPolicy, prompt: str
 ) -> list[Delegation]:
     """The delegations a planner would make for ``call``: refused arguments whose only
-    refused sources are documents the prompt names, where the argument is delegable."""
+    refused sources are documents (or messages of a collection) the prompt names, where the
+    argument is delegable."""
     spec = policy.tools.get(call.function)
     if spec is None:
         return []
     out: list[Delegation] = []
-    for name, label in labels.items():
+    for name, raw in labels.items():
         arg = spec.args.get(name)
         if arg is None or not arg.delegable:
             continue
+        label = _joined(raw)
         bad = [s for s in sorted(label.sources) if not arg.accepts_source(s, label)]
-        docs = [document_of(s) for s in bad]
-        if bad and all(d is not None and d[1] in prompt for d in docs):
-            out += [Delegation(f"{call.function}.{name}", d[0], d[1]) for d in docs if d]
+        grants = [_grant(f"{call.function}.{name}", s, prompt) for s in bad]
+        if bad and all(g is not None for g in grants):
+            out += [g for g in dict.fromkeys(grants) if g is not None]
     return out
 
 
@@ -216,22 +274,31 @@ def run_victim(
     injection: tuple[Any, Callable[[Any], Sequence[Any]]] | None = None,
     *,
     delegate: bool = False,
+    verdicts: Verdicts | None = None,
+    env_key: Any = None,
 ) -> Outcome:
     """Run ``user_task`` on ``env`` under ``policy``; with ``injection`` (the injection task and
     a function giving its calls for the environment as it is when the victim reads it), obey it.
-    With ``delegate`` (no injection), make the user's delegations as it goes (module doc)."""
+    With ``delegate`` (no injection), make the user's delegations as it goes (module doc).
+    ``env`` is not changed: the victim works on a copy.
+
+    Without injection the outcome has AgentDojo's utility verdict; with one, its security
+    verdict only (utility under attack is not reported). ``verdicts`` remembers verdicts by
+    what decides them (see :class:`Verdicts`; ``env_key`` names the environment ``env`` is),
+    so runs that made the same calls on the same environment ask AgentDojo once."""
     from agentdojo.functions_runtime import FunctionsRuntime
 
     runtime = FunctionsRuntime(suite.tools)
-    env = user_task.init_environment(env)
-    pre = env.model_copy(deep=True)
-    prov = Provenance(user_task.PROMPT)
+    judge = verdicts if verdicts is not None else Verdicts()
+    pre, ground_truth = judge.start(env_key, user_task, env)
+    env = pre.model_copy(deep=True)
+    prov = Provenance(user_task.PROMPT, inputs_for(suite.name, user_task.ID))
     out = Outcome()
     traces: list[Any] = []
     injected_label: Label | None = None
     answer_parts: list[Labeled[str]] = []
-    for call in user_task.ground_truth(pre.model_copy(deep=True)):
-        labels = {k: prov.of_user_value(v) for k, v in call.args.items()}
+    for call in ground_truth:
+        labels = {k: prov.of_user_value(v, f"{call.function}.{k}") for k, v in call.args.items()}
         if delegate and injection is None and isinstance(policy, CapabilityPolicy):
             new = [
                 d
@@ -251,7 +318,7 @@ def run_victim(
             if injected_label is None:
                 continue
             out.injected = True
-            for icall in plan(env.model_copy(deep=True)):
+            for icall in judge.injected_calls(env_key, task, plan, env, traces):
                 ph = icall.placeholder_args or {}
                 labels = {
                     k: prov.of_injected_value(v, ph.get(k, v), injected_label)
@@ -259,6 +326,7 @@ def run_victim(
                 }
                 if _execute(icall, labels, policy, runtime, env, prov, out):
                     traces.append(icall)
+                    out.injected_allowed.append(icall.function)
             if task.GROUND_TRUTH_OUTPUT:
                 answer_parts.append(Labeled(task.GROUND_TRUTH_OUTPUT, injected_label))
     text = user_task.GROUND_TRUTH_OUTPUT
@@ -272,10 +340,98 @@ def run_victim(
     except TrustError as exc:
         out.answer_refused = exc
         shown = ""
-    out.utility = _verdict(user_task, shown, pre, env, traces)
-    if injection is not None:
-        out.security = _verdict(injection[0], shown, pre, env, traces)
+    out.leaves = prov.leaves
+    if injection is None:
+        out.utility = judge.verdict(env_key, user_task, shown, pre, env, traces)
+    else:
+        out.security = judge.verdict(env_key, injection[0], shown, pre, env, traces)
     return out
+
+
+def verdict(task: Any, output: str, pre: Any, post: Any, traces: list[Any]) -> bool:
+    """AgentDojo's own judgement of ``task`` (utility of a user task, security of an
+    injection task) on the post-environment and the calls made."""
+    return _verdict(task, output, pre, post, traces)
+
+
+def _signature(calls: Sequence[Any]) -> tuple[tuple[str, str], ...]:
+    return tuple((c.function, repr(sorted(c.args.items()))) for c in calls)
+
+
+class Verdicts:
+    """AgentDojo's verdicts, remembered per environment (``env_key``: which environment the
+    runs start from, e.g. ``(suite, vectors, injected text)``; None: not remembered).
+
+    A verdict is a function of the task, the answer shown, the pre-environment and the
+    post-environment; the post-environment is the pre-environment after the calls made, in
+    order (AgentDojo's tools are deterministic but for timestamps of now, which no verdict
+    reads). So runs from one ``env_key`` that made the same calls and showed the same answer
+    get the same verdict: it is computed once (AgentDojo's checks diff whole environments,
+    which is most of the experiment's time otherwise).
+    """
+
+    def __init__(self) -> None:
+        self._seen: dict[Any, bool] = {}
+        self._starts: dict[Any, tuple[Any, list[Any]]] = {}
+        self._plans: dict[Any, list[Any]] = {}
+        self.computed = 0
+        self.asked = 0
+
+    def start(self, env_key: Any, user_task: Any, env: Any) -> tuple[Any, list[Any]]:
+        """The pre-environment of ``user_task`` on ``env`` (``init_environment`` on a copy,
+        never changed afterwards) and the task's ground-truth calls on it, once per
+        ``env_key``: every policy's run from that environment starts from them."""
+        key = (env_key, getattr(user_task, "ID", ""))
+        if env_key is not None and key in self._starts:
+            return self._starts[key]
+        pre = user_task.init_environment(env.model_copy(deep=True))
+        got = pre, list(user_task.ground_truth(pre.model_copy(deep=True)))
+        if env_key is not None:
+            self._starts[key] = got
+        return got
+
+    def injected_calls(
+        self,
+        env_key: Any,
+        task: Any,
+        plan: Callable[[Any], Sequence[Any]],
+        env: Any,
+        traces: list[Any],
+    ) -> list[Any]:
+        """``plan`` on a copy of ``env`` (the environment as the victim reads the injection),
+        once per environment: from one ``env_key``, the same calls made so far make the same
+        environment."""
+        key = None
+        if env_key is not None:
+            key = (env_key, getattr(task, "ID", ""), _signature(traces))
+            if key in self._plans:
+                return self._plans[key]
+        got = list(plan(env.model_copy(deep=True)))
+        if key is not None:
+            self._plans[key] = got
+        return got
+
+    def verdict(
+        self, env_key: Any, task: Any, output: str, pre: Any, post: Any, traces: list[Any]
+    ) -> bool:
+        """AgentDojo's utility (user task) or security (injection task) verdict."""
+        self.asked += 1
+        key = None
+        if env_key is not None:
+            key = (
+                env_key,
+                type(task).__name__,
+                getattr(task, "ID", ""),
+                output,
+                _signature(traces),
+            )
+            if key in self._seen:
+                return self._seen[key]
+        got = _verdict(task, output, pre, post, traces)
+        self.computed += 1
+        if key is not None:
+            self._seen[key] = got
+        return got
 
 
 def _verdict(task: Any, output: str, pre: Any, post: Any, traces: list[Any]) -> bool:

@@ -10,9 +10,13 @@ Losing the server is handled in one place, :meth:`PostgresDB.run`:
   again until ``reconnect_timeout`` has passed, then raise ``StoreUnavailableError``;
 * the connection broke in the middle of a transaction, before ``COMMIT`` was sent: nothing was
   applied, so the whole transaction is run again on a fresh connection;
-* the connection broke while a write was being committed: the outcome is unknown, so the write
-  is retried only when the caller declared it idempotent (dedup by id, insert-if-absent);
-  otherwise ``StoreUnavailableError`` says so and the caller decides.
+* the connection broke while a write was being committed: the outcome is unknown. A write
+  the caller declared idempotent (dedup by id, insert-if-absent) is sent again. A write that
+  can be recognised (``resolve``) is looked for: first the old session is made to end (it is
+  terminated, and waited for until ``pg_stat_activity`` no longer shows it, so nothing of it
+  can still commit), then ``resolve`` reads whether the write landed: found, its answer is
+  returned; not found, it is sent again. Otherwise, or when the old session cannot be seen
+  gone within ``reconnect_timeout``, ``OutcomeUnknownError`` says so and the caller decides.
 
 Serialization failures and deadlocks roll the transaction back and are retried the same way.
 """
@@ -29,14 +33,23 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from ...backoff import RECONNECT
 from ...clock import Clock, SystemClock
-from ...errors import ConfigError, MissingExtraError, SchemaVersionError, StoreUnavailableError
+from ...errors import (
+    ConfigError,
+    MissingExtraError,
+    OutcomeUnknownError,
+    SchemaVersionError,
+    StoreUnavailableError,
+)
 from ..checks import DEFAULT_MAX_VALUE_BYTES, value_limit
 from ..url import StorageURL, redact
 from ._prepared import PreparedWrite
 
-__all__ = ["OPTIONS", "Listener", "PostgresDB", "import_psycopg"]
+__all__ = ["NOT_APPLIED", "OPTIONS", "Listener", "PostgresDB", "import_psycopg"]
 
 T = TypeVar("T")
+
+#: What a ``resolve`` function returns when the write it looks for did not land.
+NOT_APPLIED: Any = object()
 
 #: URL query options read by surefoot (all others are passed to libpq, like ``sslmode``).
 OPTIONS = {
@@ -238,6 +251,7 @@ class PostgresDB:
         tx: bool = False,
         write: bool = True,
         idempotent: bool = False,
+        resolve: Callable[[Any], Any] | None = None,
     ) -> T:
         """Run ``fn(conn)`` on a pooled connection, reconnecting within ``reconnect_timeout``.
 
@@ -248,10 +262,15 @@ class PostgresDB:
             idempotent: sending ``fn`` again after a lost reply is safe (it leaves the same
                 state as once, or one the protocol tolerates, like a claimed run whose lease
                 then expires), so it is retried when the connection breaks while committing.
+            resolve: for a write that is not idempotent but can be recognised:
+                ``resolve(conn)`` returns what ``fn`` would have returned if the write is
+                in the database, else ``NOT_APPLIED``; it runs after the session that sent
+                the write has ended (see the module's docstring).
 
         Raises:
-            StoreUnavailableError: no connection within ``reconnect_timeout``, or the
-                connection broke while a non-idempotent write was committing.
+            StoreUnavailableError: no connection within ``reconnect_timeout``.
+            OutcomeUnknownError: the connection broke while a non-idempotent write was
+                committing, and whether it landed could not be found out.
         """
         psycopg = self.psycopg
         deadline = self.clock.monotonic() + self.reconnect_timeout
@@ -260,6 +279,7 @@ class PostgresDB:
             phase = "connect"
             try:
                 conn, lane = self._take()
+                pid = conn.pgconn.backend_pid if resolve is not None else 0
                 try:
                     phase = "body"
                     if tx:
@@ -292,12 +312,14 @@ class PostgresDB:
                 if lost:  # the other pooled connections are likely stale too (server restart)
                     self._purge()
                 if lost and phase == "commit" and write and not idempotent and not rolled_back:
-                    raise StoreUnavailableError(
-                        self.url,
-                        f"lost the connection to PostgreSQL at {self.url!r} while a write was "
-                        f"committing ({' '.join(str(exc).split())}); it may or may not have been "
-                        "applied. Read the current state before writing again.",
-                    ) from exc
+                    found = self._resolve(pid, resolve, exc, deadline)
+                    if found is not NOT_APPLIED:
+                        if write:
+                            with self._lock:
+                                self.commits += 1
+                        return found  # type: ignore[no-any-return]
+                    # Not there, and the session that sent it is gone: sending it again
+                    # cannot make it land twice.
                 last: BaseException = exc
             except self._pool_timeout() as exc:
                 last = exc
@@ -306,6 +328,55 @@ class PostgresDB:
                 raise self.unavailable(last, "reach") from last
             # Bounded back-off (the core schedule), seeded per process so workers
             # reconnecting after a restart spread out.
+            self.clock.sleep(RECONNECT.wait(failed, self._rng))
+
+    def _resolve(
+        self, pid: int, resolve: Callable[[Any], Any] | None, exc: BaseException, deadline: float
+    ) -> Any:
+        """Whether a write whose commit answer was lost landed: its answer, or NOT_APPLIED.
+
+        The session ``pid`` that sent it is terminated (only if it is this user's, in this
+        database, and not the asking session) and waited for until ``pg_stat_activity`` no
+        longer lists it: a backend leaves that view after its last transaction committed or
+        rolled back, so from then on the write is in the database or never will be.
+        """
+        text = " ".join(str(exc).split())
+        why = (
+            f"lost the connection to PostgreSQL at {self.url!r} while a write was committing "
+            f"({text}); it may or may not have been applied"
+        )
+        if resolve is None or not pid:
+            raise OutcomeUnknownError(
+                self.url, f"{why}. Read the current state before writing again."
+            ) from exc
+        failed = 0
+        while True:
+            try:
+                with self.pool.connection() as conn:
+                    conn.execute(
+                        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid = %s "
+                        "AND pid <> pg_backend_pid() AND datname = current_database() "
+                        "AND usename = current_user",
+                        (pid,),
+                    )
+                    gone = conn.execute(
+                        "SELECT NOT EXISTS (SELECT 1 FROM pg_stat_activity WHERE pid = %s)",
+                        (pid,),
+                    ).fetchone()[0]
+                    if gone:
+                        return resolve(conn)
+            except self.psycopg.Error:
+                self._purge()
+            except self._pool_timeout():
+                pass
+            failed += 1
+            if self.clock.monotonic() + RECONNECT.ceiling(failed) > deadline:
+                raise OutcomeUnknownError(
+                    self.url,
+                    f"{why}, and its session (backend {pid}) could not be seen ended within "
+                    f"reconnect_timeout ({self.reconnect_timeout:g} s) to find out. Read the "
+                    "current state before writing again.",
+                ) from exc
             self.clock.sleep(RECONNECT.wait(failed, self._rng))
 
     # The lane: one connection kept out of the pool for whichever thread finds it free.

@@ -12,7 +12,7 @@ from typing import Any
 
 from ...errors import StoreUnavailableError
 from ..keys import KeyRecord
-from ._db import PostgresDB
+from ._db import NOT_APPLIED, PostgresDB
 
 __all__ = ["MIGRATIONS", "PostgresKeyStore"]
 
@@ -75,8 +75,22 @@ class PostgresKeyStore:
         self, key: str, fingerprint: str, owner: str, now: float, lease_until: float
     ) -> tuple[bool, KeyRecord]:
         params = {"key": key, "fp": fingerprint, "owner": owner, "now": now, "lease": lease_until}
+
+        def send(conn: Any) -> list[Any]:
+            self.db.round_trips += 1
+            return list(conn.execute(_CLAIM, params).fetchall())
+
+        def landed(conn: Any) -> Any:
+            # This claim's row: this owner, this claim's time, still running.
+            row = conn.execute(
+                f"SELECT true, {_COLS} FROM surefoot_keys WHERE key = %s AND owner = %s "
+                "AND created_at = %s AND state = 'running'",
+                (key, owner, now),
+            ).fetchone()
+            return NOT_APPLIED if row is None else [row]
+
         for _ in range(10):
-            rows = self.db.execute(_CLAIM, params)
+            rows = self.db.run(send, resolve=landed)
             if rows:
                 return bool(rows[0][0]), _row(rows[0][1:])
             # The conflicting row was committed after this statement's snapshot; read it.
@@ -94,11 +108,19 @@ class PostgresKeyStore:
             "UPDATE surefoot_keys SET state = 'done', result = %s, expires_at = %s "
             "WHERE key = %s AND owner = %s AND state = 'running'",
             (result, expires_at, key, owner),
+            # landed: the key is done by this owner with this result
+            "SELECT 1 FROM surefoot_keys WHERE key = %s AND owner = %s AND state = 'done' "
+            "AND result = %s",
+            (key, owner, result),
         )
 
     def release(self, key: str, owner: str) -> bool:
         return self._change(
             "DELETE FROM surefoot_keys WHERE key = %s AND owner = %s AND state = 'running'",
+            (key, owner),
+            # landed: no running claim of this owner is left
+            "SELECT 1 WHERE NOT EXISTS (SELECT 1 FROM surefoot_keys WHERE key = %s "
+            "AND owner = %s AND state = 'running')",
             (key, owner),
         )
 
@@ -109,7 +131,12 @@ class PostgresKeyStore:
         return _row(rows[0]) if rows else None
 
     def delete(self, key: str) -> bool:
-        return self._change("DELETE FROM surefoot_keys WHERE key = %s", (key,))
+        return self._change(
+            "DELETE FROM surefoot_keys WHERE key = %s",
+            (key,),
+            "SELECT 1 WHERE NOT EXISTS (SELECT 1 FROM surefoot_keys WHERE key = %s)",
+            (key,),
+        )
 
     def purge(self, now: float) -> int:
         def one(conn: Any) -> int:
@@ -123,11 +150,19 @@ class PostgresKeyStore:
 
         return self.db.run(one)
 
-    def _change(self, sql: str, args: tuple[Any, ...]) -> bool:
+    def _change(
+        self, sql: str, args: tuple[Any, ...], landed_sql: str, landed_args: tuple[Any, ...]
+    ) -> bool:
+        """One change; when its answer is lost, ``landed_sql`` (one row when the change is
+        in the database) finds out whether it landed (see ``PostgresDB.run``)."""
+
         def one(conn: Any) -> bool:
             return bool(conn.execute(sql, args).rowcount > 0)
 
-        return self.db.run(one)
+        def landed(conn: Any) -> Any:
+            return True if conn.execute(landed_sql, landed_args).fetchone() else NOT_APPLIED
+
+        return self.db.run(one, resolve=landed)
 
     def __repr__(self) -> str:
         return f"PostgresKeyStore({self.db.url!r})"

@@ -18,7 +18,7 @@ from ..checks import check_size
 from ..history import WatchRead, compaction_victims, txn_plan, watch_params
 from ..merges import check_contribution, log_entry, merge_refused
 from ..state import MergeOutcome, StateChange, StateRecord, TxnOp, expires_at, write_conflict
-from ._db import Listener, PostgresDB
+from ._db import NOT_APPLIED, Listener, PostgresDB
 from ._state_schema import MIGRATIONS
 
 __all__ = ["MIGRATIONS", "PostgresStateStore"]
@@ -51,6 +51,26 @@ LEFT JOIN LATERAL (
     ORDER BY revision LIMIT %(limit)s
 ) l ON true
 ORDER BY l.revision
+"""
+
+# Whether a write whose answer was lost is in the log (see ``write``): its version, revision,
+# author and lineage, as ``sf_state_write`` answers.
+_LANDED = """
+SELECT l.version, l.revision, l.author, COALESCE(s.lineage, l.version)
+FROM sf_state_log l
+LEFT JOIN sf_state s ON s.ns = l.ns AND s.key = l.key AND s.revision = l.revision
+WHERE l.ns = %(ns)s AND l.key = %(key)s AND l.kind = 'put' AND l.value = %(value)s
+  AND l.author = %(author)s AND l.at = %(at)s
+  AND (%(expect)s::bigint IS NULL OR %(expect)s = 0 OR l.version = %(expect)s + 1)
+ORDER BY l.revision DESC LIMIT 1
+"""
+
+# Whether a merge whose answer was lost is in: the key's row when its merge log holds the
+# contribution's entry, in the shape ``sf_state_merge`` answers.
+_MERGED = """
+SELECT value, version, revision, author, trust, written_at, lineage, merge_op, merge_log
+FROM sf_state WHERE ns = %s AND key = %s AND deleted = 0
+  AND merge_log::jsonb @> jsonb_build_array(%s::jsonb)
 """
 
 
@@ -377,24 +397,46 @@ class PostgresStateStore:
     ) -> StateRecord:
         check_size(self.db.url, f"the value of key {key!r}", value, self.db.max_value_bytes)
         exp = expires_at(now, ttl)
-        rows = self.db.execute(
-            "SELECT * FROM sf_state_write(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
-            (
-                self.namespace,
-                key,
-                value,
-                author,
-                trust,
-                expect,
-                float(now),
-                fence[0] if fence else None,
-                fence[1] if fence else None,
-                seen[0] if seen else None,
-                seen[1] if seen else None,
-                exp,
-            ),
+        params = (
+            self.namespace,
+            key,
+            value,
+            author,
+            trust,
+            expect,
+            float(now),
+            fence[0] if fence else None,
+            fence[1] if fence else None,
+            seen[0] if seen else None,
+            seen[1] if seen else None,
+            exp,
         )
-        kind, _, cur_value, version, revision, cur_author, lineage = rows[0]
+
+        def send(conn: Any) -> Any:
+            self.db.round_trips += 1
+            return conn.execute(
+                "SELECT * FROM sf_state_write(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                params,
+            ).fetchone()
+
+        def landed(conn: Any) -> Any:
+            # The write is recognised in the log by what it wrote: key, value, author and
+            # the writer's timestamp (and, over a version, the version it made).
+            found = conn.execute(
+                _LANDED,
+                {
+                    "ns": self.namespace,
+                    "key": key,
+                    "value": value,
+                    "author": author,
+                    "at": float(now),
+                    "expect": expect,
+                },
+            ).fetchone()
+            return NOT_APPLIED if found is None else ("ok", key, value, *found)
+
+        row = self.db.run(send, resolve=landed)
+        kind, _, cur_value, version, revision, cur_author, lineage = row
         if kind == "ok":
             return StateRecord(
                 key,
@@ -426,22 +468,24 @@ class PostgresStateStore:
         check_contribution(key, op, arg)
         if op == "reduce":
             raise merge_refused(key, op, self.db.url)
-        rows = self.db.execute(
-            "SELECT * FROM sf_state_merge(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
-            (
-                self.namespace,
-                key,
-                op,
-                arg,
-                author,
-                trust,
-                float(now),
-                merge_id,
-                log_entry(author, trust, now, merge_id, op, arg),
-                limit,
-            ),
-        )
-        kind, *cols = rows[0]
+        entry = log_entry(author, trust, now, merge_id, op, arg)
+        params = (self.namespace, key, op, arg, author, trust, float(now), merge_id, entry, limit)
+
+        def send(conn: Any) -> Any:
+            self.db.round_trips += 1
+            return conn.execute(
+                "SELECT * FROM sf_state_merge(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)", params
+            ).fetchone()
+
+        def landed(conn: Any) -> Any:
+            # The contribution's own log entry (author, trust, timestamp, id) in the key's
+            # merge log: the key as it is now, with it in.
+            found = conn.execute(_MERGED, (self.namespace, key, entry)).fetchone()
+            return NOT_APPLIED if found is None else ("ok", *found)
+
+        # With an id, sending it again is safe: the store drops a contribution it has.
+        row = self.db.run(send, idempotent=merge_id is not None, resolve=landed)
+        kind, *cols = row
         if kind == "size":
             raise ValueTooLargeError(self.db.url, f"the value of key {key!r}", int(cols[1]), limit)
         rec = _record((key, *cols)) if cols[0] is not None else None

@@ -3,8 +3,12 @@
 Every write is one Lua script, so it is atomic on the server and costs one round trip.
 Losing the server is handled in one place, :meth:`RedisDB.call`: a connection that could not
 be made is retried with bounded back-off; a connection that broke after a write was sent is
-retried only when the write is idempotent (a stream append deduplicated by message id), and
-otherwise raises ``StoreUnavailableError`` saying the outcome is unknown.
+retried when the write is idempotent (a stream append deduplicated by message id). A write
+that can be recognised (``resolve``) is looked for: first the connection that sent it is
+closed on the server (``CLIENT KILL ID``, its id read once when it connected), so nothing it
+sent can still run; then ``resolve`` reads whether the write landed: found, its answer is
+returned; not found, it is sent again. Otherwise ``OutcomeUnknownError`` says the outcome is
+unknown.
 """
 
 from __future__ import annotations
@@ -19,13 +23,37 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from ...backoff import RECONNECT
 from ...clock import Clock, SystemClock
-from ...errors import ConfigError, MissingExtraError, SchemaVersionError, StoreUnavailableError
+from ...errors import (
+    ConfigError,
+    MissingExtraError,
+    OutcomeUnknownError,
+    SchemaVersionError,
+    StoreUnavailableError,
+)
 from ..checks import DEFAULT_MAX_VALUE_BYTES, value_limit
 from ..url import StorageURL, redact
 
-__all__ = ["LAYOUT", "OPTIONS", "RedisDB", "import_redis"]
+__all__ = ["LAYOUT", "NOT_APPLIED", "OPTIONS", "RedisDB", "import_redis"]
 
 T = TypeVar("T")
+
+#: What a ``resolve`` function returns when the write it looks for did not land.
+NOT_APPLIED: Any = object()
+
+
+def _connected(conn: Any) -> None:
+    """redis-py's connect hook: the usual handshake, then the server's id for this
+    connection (one round trip per connection), to close it on the server after a lost
+    answer (see ``RedisDB.call``)."""
+    from redis.exceptions import ResponseError  # redis-py is loaded by now
+
+    conn.on_connect()
+    conn.send_command("CLIENT", "ID", check_health=False)
+    try:
+        conn.surefoot_client_id = int(conn.read_response())
+    except ResponseError:  # not permitted (ACL): a lost answer then stays OutcomeUnknownError
+        conn.surefoot_client_id = 0
+
 
 #: URL query options read by surefoot (others are passed to redis-py's ``from_url``).
 OPTIONS = {
@@ -131,9 +159,22 @@ class RedisDB:
                 decode_responses=True,
                 socket_timeout=self.socket_timeout,
                 socket_connect_timeout=self.socket_timeout,
+                redis_connect_func=_connected,
             )
         except ValueError as exc:
             raise ConfigError(f"bad Redis URL {self.url!r}: {exc}") from exc
+        # Which connection this thread used last: the one that sent a write whose answer
+        # was lost (redis-py takes one from its pool per command).
+        self._used = threading.local()
+        pool = self.client.connection_pool
+        take = pool.get_connection
+
+        def get_connection(*args: Any, **kwargs: Any) -> Any:
+            conn = take(*args, **kwargs)
+            self._used.conn = conn
+            return conn
+
+        pool.get_connection = get_connection
         self._scripts: dict[str, Any] = {}
         try:
             # A server that is not answering yet (restarting) is waited for, within
@@ -170,18 +211,32 @@ class RedisDB:
             s = self._scripts[name] = self.client.register_script(source)
         return s
 
-    def call(self, fn: Callable[[Any], T], *, write: bool = True, idempotent: bool = False) -> T:
+    def call(
+        self,
+        fn: Callable[[Any], T],
+        *,
+        write: bool = True,
+        idempotent: bool = False,
+        resolve: Callable[[], Any] | None = None,
+    ) -> T:
         """Run ``fn(client)``, reconnecting within ``reconnect_timeout`` when that is safe.
 
+        ``resolve()``, for a write that is not idempotent but can be recognised, returns
+        what ``fn`` would have returned if the write is in the database, else
+        ``NOT_APPLIED``; it runs after the connection that sent the write was closed on the
+        server (see the module's docstring).
+
         Raises:
-            StoreUnavailableError: no connection in time, or the connection broke after a
-                non-idempotent write was sent (its outcome is unknown).
+            StoreUnavailableError: no connection in time.
+            OutcomeUnknownError: the connection broke after a non-idempotent write was sent
+                and whether it landed could not be found out.
         """
         redis = self.redis
         deadline = self.clock.monotonic() + self.reconnect_timeout
         failed = 0
         while True:
             try:
+                self._used.conn = None
                 result = fn(self.client)
                 self.round_trips += 1
                 if write:
@@ -193,17 +248,60 @@ class RedisDB:
                     raise self.unavailable(exc) from exc
                 never_sent = "connecting to" in str(exc)
                 if write and not idempotent and not never_sent:
-                    raise StoreUnavailableError(
-                        self.url,
-                        f"lost the connection to Redis at {self.url!r} after a write was sent "
-                        f"({' '.join(str(exc).split())}); it may or may not have been applied. "
-                        "Read the current state before writing again.",
-                    ) from exc
+                    sender = getattr(getattr(self._used, "conn", None), "surefoot_client_id", 0)
+                    found = self._resolve(sender, resolve, exc, deadline)
+                    if found is not NOT_APPLIED:
+                        with self._lock:
+                            self.commits += 1
+                        return found  # type: ignore[no-any-return]
+                    # Not there, and its connection is closed: sending again cannot apply
+                    # it twice.
                 failed += 1
                 if self.clock.monotonic() + RECONNECT.ceiling(failed) > deadline:
                     raise self.unavailable(exc, "reach") from exc
             # Bounded back-off (the core schedule), seeded per process so workers
             # reconnecting after a restart spread out.
+            self.clock.sleep(RECONNECT.wait(failed, self._rng))
+
+    def _resolve(
+        self, sender: int, resolve: Callable[[], Any] | None, exc: BaseException, deadline: float
+    ) -> Any:
+        """Whether a write whose answer was lost landed: its answer, or NOT_APPLIED, once
+        the connection ``sender`` (its server-side id) is closed on the server: Redis runs a
+        client's commands one at a time and drops what a closed client sent but it had not
+        yet read, so from then on the write is in or never will be."""
+        why = (
+            f"lost the connection to Redis at {self.url!r} after a write was sent "
+            f"({' '.join(str(exc).split())}); it may or may not have been applied"
+        )
+        if resolve is None or not sender:
+            raise OutcomeUnknownError(
+                self.url, f"{why}. Read the current state before writing again."
+            ) from exc
+        redis = self.redis
+        failed = 0
+        while True:
+            try:
+                try:
+                    self.client.execute_command("CLIENT", "KILL", "ID", str(sender))
+                except redis.ResponseError as refused:
+                    if "no such client" not in str(refused).lower():  # e.g. not permitted
+                        raise OutcomeUnknownError(
+                            self.url,
+                            f"{why}, and closing its connection on the server to find out "
+                            f"was refused ({refused}). Read the current state before "
+                            "writing again.",
+                        ) from exc
+                return resolve()
+            except (redis.ConnectionError, redis.TimeoutError):
+                failed += 1
+            if self.clock.monotonic() + RECONNECT.ceiling(failed) > deadline:
+                raise OutcomeUnknownError(
+                    self.url,
+                    f"{why}, and the server could not be reached within reconnect_timeout "
+                    f"({self.reconnect_timeout:g} s) to find out. Read the current state "
+                    "before writing again.",
+                ) from exc
             self.clock.sleep(RECONNECT.wait(failed, self._rng))
 
     def delete_prefix(self) -> int:

@@ -47,7 +47,7 @@ from ..checks import check_size
 from ..history import WatchRead, compaction_victims, txn_plan
 from ..merges import check_contribution, log_entry, merge_refused
 from ..state import MergeOutcome, StateChange, StateRecord, TxnOp, expires_at, write_conflict
-from ._client import RedisDB
+from ._client import NOT_APPLIED, RedisDB
 from ._state_lua import COMPACT, DELETE, HISTORY, MARK, MERGE, READ_AT, SWEEP, TXN, WRITE
 
 __all__ = ["RedisStateStore"]
@@ -345,7 +345,40 @@ class RedisStateStore:
             str(int(seen[1])) if seen is not None else "",
             _num(exp),
         ]
-        out: list[Any] = self.db.call(lambda c: self._write(keys=self._keys, args=args, client=c))
+        at = float(now)
+
+        def landed() -> Any:
+            # The write is recognised in the key's history by what it wrote: value, author
+            # and the writer's timestamp (and, over a version, the version it made).
+            for ch in reversed(self.history(key)):
+                if (
+                    ch.kind == "put"
+                    and (ch.value, ch.author, ch.at) == (value, author, at)
+                    and (not expect or ch.version == expect + 1)
+                ):
+                    cur = self.read(key)
+                    same = cur is not None and cur.revision == ch.revision
+                    lineage = cur.lineage if same and cur is not None else ch.version
+                    rec = StateRecord(
+                        key,
+                        value,
+                        ch.version,
+                        ch.revision,
+                        author,
+                        trust,
+                        at,
+                        lineage,
+                        expires_at=exp,
+                    )
+                    return ["found", rec]
+            return NOT_APPLIED
+
+        out: list[Any] = self.db.call(
+            lambda c: self._write(keys=self._keys, args=args, client=c), resolve=landed
+        )
+        if out[0] == "found":
+            found: StateRecord = out[1]
+            return found
         if out[0] == "ok":
             return _record(key, out[1], exp)
         raise self._refused(key, expect, fence, out)
@@ -470,7 +503,24 @@ class RedisStateStore:
             str(limit),
             *fields,
         ]
-        out: list[Any] = self.db.call(lambda c: self._merge(keys=self._keys, args=args, client=c))
+        entry = json.loads(args[7])
+
+        def landed() -> Any:
+            # The contribution's own log entry (author, trust, timestamp, id) in the key's
+            # merge log: the key as it is now, with it in.
+            cur = self.read(key)
+            if cur is None or not cur.merge_log or entry not in json.loads(cur.merge_log):
+                return NOT_APPLIED
+            return ["found", cur]
+
+        # With an id, sending it again is safe: the store drops a contribution it has.
+        out: list[Any] = self.db.call(
+            lambda c: self._merge(keys=self._keys, args=args, client=c),
+            idempotent=merge_id is not None,
+            resolve=landed,
+        )
+        if out[0] == "found":
+            return MergeOutcome.of(out[1], True)
         kind = out[0]
         if kind == "size":
             raise ValueTooLargeError(self.db.url, f"the value of key {key!r}", int(out[1]), limit)

@@ -190,7 +190,8 @@ class _Stream:
                 seq, mid = _get(p, "seq", m), _get(p, "id", m)
                 place(mid, seq, p)
                 delivered[mid] += 1
-                first.setdefault(seq, p)
+                if m.get("attempt", 1) == 1:  # a redelivery's first try may be unseen
+                    first.setdefault(seq, p)
                 ack = acked.get((group, seq))
                 if ack is not None and ack.stop < p.start:
                     self.bad(
@@ -235,7 +236,7 @@ class _Stream:
         for p in fetches:
             for m in _get(p, "messages"):
                 seq = _get(p, "seq", m)
-                if first[seq] is p:
+                if first.get(seq) is p:
                     new[id(p)].append(seq)
             mine = new[id(p)]
             if mine != sorted(mine):

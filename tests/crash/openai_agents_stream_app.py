@@ -1,6 +1,6 @@
 """A streamed OpenAI Agents SDK run on surefoot, for the real-process SIGKILL test.
 
-``python agents_stream_app.py DB RUN_ID`` runs (or resumes) the run and prints its answer.
+``python openai_agents_stream_app.py DB RUN_ID`` runs (or resumes) the run and prints its answer.
 The model is a deterministic stand-in (no network) that streams ``PIECES`` as text deltas
 and appends a line to the ledger named by ``AGENTS_LEDGER`` per piece it sends
 (``piece <n>``); with ``AGENTS_PAUSE=stream`` it sleeps after the second piece so a test can

@@ -1,6 +1,6 @@
 """An OpenAI Agents SDK agent on surefoot survives a SIGKILL at every kind of point.
 
-Real processes: the agent (tests/integrations/agents_app.py: two parallel lookups, then a
+Real processes: the agent (tests/crash/openai_agents_app.py: two parallel lookups, then a
 refund declared an effect, then the answer) is killed inside a model request, inside a tool,
 after the refund's effect but before its step is journalled, and while it waits for approval;
 a new process resumes it. Counted at the ledger the model and the tools write: no completed
@@ -22,7 +22,9 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("agents", reason="the openai-agents extra is not installed")
+if os.environ.get("SUREFOOT_REQUIRE_SERVICES") == "1":
+    import agents  # noqa: F401 - CI installs surefoot[openai-agents]
+pytest.importorskip("agents", reason="surefoot[openai-agents] is not installed")
 
 HERE = Path(__file__).parent
 
@@ -35,7 +37,7 @@ def _env(ledger: Path, **extra: str) -> dict[str, str]:
 
 def _drive(db: str, run_id: str, env: dict[str, str], *extra: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, str(HERE / "agents_drive.py"), db, run_id, *extra],
+        [sys.executable, str(HERE / "openai_agents_drive.py"), db, run_id, *extra],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

@@ -5,13 +5,17 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-pytest.importorskip("agents", reason="the openai-agents extra is not installed")
+os.environ.setdefault("OPENAI_AGENTS_DISABLE_TRACING", "1")  # never export traces from tests
+if os.environ.get("SUREFOOT_REQUIRE_SERVICES") == "1":
+    import agents  # noqa: F401 - CI installs surefoot[openai-agents]
+pytest.importorskip("agents", reason="surefoot[openai-agents] is not installed")
 
 from agents import Agent, function_tool
 from agents.testing.model import ScriptedModel, assistant_message, function_call

@@ -1,0 +1,316 @@
+"""AgentDojo through MCP: a suite's tools served by an MCP server, the victim calling them
+through surefoot's MCP client, so the labels and the policy are the ones a deployed runtime
+gives.
+
+:func:`mcp_server` serves a suite's tools with the ``mcp`` SDK's low-level server (in
+process; the environment it acts on is the pair's, so AgentDojo's own functions judge the
+result). Each tool's input schema is AgentDojo's parameter model; results are returned as
+structured content ``{"result": ...}``. :func:`run_pairs` runs the obedient victim
+(``agentdojo_victim``) against it as durable workflows of a ``surefoot.durable.App``: the
+listing is a journalled step, every call an effect step with a key, and each call is checked
+by the policy ``surefoot.integrations.mcp`` derives from the MCP listing plus the lab's
+declarations (``agentdojo_policy``: sources per argument, output field kinds). What the
+server returns is labelled by the MCP client, untrusted, per the declared field kinds.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from surefoot import durable
+from surefoot.errors import TrustError
+from surefoot.guard import Label, Labeled, label_output, trusted
+from surefoot.integrations.mcp import McpClient, McpServer, McpTool
+
+from .agentdojo_plans import inputs_for
+from .agentdojo_policy import policy_for
+from .agentdojo_victim import Outcome, Provenance, verdict
+
+__all__ = ["PairResult", "compare", "declarations", "mcp_server", "run_pairs"]
+
+
+def _plain(value: Any) -> Any:
+    dump = getattr(value, "model_dump", None)
+    if callable(dump) and hasattr(type(value), "model_fields"):
+        return _plain(dump(mode="json"))
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    if isinstance(value, str | int | float | bool) or value is None:
+        return value
+    return str(value)
+
+
+def mcp_server(suite: Any, box: dict[str, Any]) -> Any:
+    """An in-process MCP server of ``suite``'s tools acting on ``box["env"]``."""
+    from agentdojo.functions_runtime import FunctionsRuntime
+    from mcp.server.lowlevel.server import Server
+    from mcp.types import CallToolResult, ListToolsResult, TextContent, Tool
+
+    runtime = FunctionsRuntime(suite.tools)
+    tools = [
+        Tool(
+            name=f.name,
+            description=f.description,
+            input_schema=f.parameters.model_json_schema(),
+        )
+        for f in suite.tools
+    ]
+    schemas = {f.name: f.parameters.model_json_schema() for f in suite.tools}
+
+    async def on_list(ctx: Any, params: Any) -> Any:
+        return ListToolsResult(tools=tools)
+
+    async def on_call(ctx: Any, params: Any) -> Any:
+        result, error = runtime.run_function(box["env"], params.name, dict(params.arguments or {}))
+        if error is not None:
+            return CallToolResult(
+                content=[TextContent(type="text", text=str(error))], is_error=True
+            )
+        plain = _plain(result)
+        text = json.dumps(plain)
+        return CallToolResult(
+            content=[TextContent(type="text", text=text)], structured_content={"result": plain}
+        )
+
+    return Server(
+        name=f"agentdojo-{suite.name}",
+        on_list_tools=on_list,
+        on_call_tool=on_call,
+        get_tool_input_schema=schemas.get,
+    )
+
+
+def declarations(suite: str) -> dict[str, McpTool]:
+    """The lab's declarations of ``suite`` as the MCP client takes them."""
+    return {
+        name: McpTool(args=dict(t.args), fields=dict(t.fields), document_arg=t.document_arg)
+        for name, t in policy_for(suite).tools.items()
+    }
+
+
+def _declared(name: str, suite: Any, how: str) -> dict[str, McpTool]:
+    if how == "lab":
+        return declarations(name)
+    if how == "schemas":
+        return {}
+    if how == "any":
+        return {
+            f.name: McpTool(
+                args=dict.fromkeys(f.parameters.model_json_schema().get("properties", {}), "any")
+            )
+            for f in suite.tools
+        }
+    raise ValueError(f"declared must be 'lab', 'schemas' or 'any', got {how!r}")
+
+
+@dataclass(frozen=True)
+class PairResult:
+    """One pair (or a user task alone) run through MCP."""
+
+    user_task: str
+    injection_task: str | None
+    injected: bool
+    utility: bool
+    security: bool
+    refused: int
+
+
+async def _victim(
+    tools: Any,
+    suite: Any,
+    user_task: Any,
+    box: dict[str, Any],
+    injection: tuple[Any, Callable[[Any], Sequence[Any]]] | None,
+) -> Outcome:
+    """The obedient victim of ``agentdojo_victim.run_victim``, its calls made through MCP."""
+    env = box["env"] = user_task.init_environment(box["env"])
+    pre = env.model_copy(deep=True)
+    prov = Provenance(user_task.PROMPT, inputs_for(suite.name, user_task.ID))
+    out = Outcome()
+    traces: list[Any] = []
+    user = trusted("").label
+
+    async def execute(call: Any, labels: dict[str, Label]) -> bool:
+        args = {k: Labeled(v, labels[k]) for k, v in call.args.items()}
+        try:
+            got = await tools.call(call.function, args)
+        except TrustError as exc:
+            out.refused.append(exc)
+            return False
+        out.allowed.append(call.function)
+        if not got.is_error and got.structured is not None:
+            # the labels a deployed runtime assigns: who controls each output field
+            prov.add(
+                label_output(tools.policy.tools[call.function], got.structured["result"], args)
+            )
+        return True
+
+    answer_parts: list[Labeled[str]] = []
+    for call in user_task.ground_truth(pre.model_copy(deep=True)):
+        labels = {k: prov.of_user_value(v, f"{call.function}.{k}") for k, v in call.args.items()}
+        if await execute(call, labels):
+            traces.append(call)
+        else:
+            out.refused_user_calls += 1
+        if injection is not None and not out.injected:
+            task, plan = injection
+            injected = prov.carrying(task.GOAL.split("\n", 1)[0][:80])
+            if injected is None:
+                continue
+            out.injected = True
+            for icall in plan(env.model_copy(deep=True)):
+                ph = icall.placeholder_args or {}
+                labels = {
+                    k: prov.of_injected_value(v, ph.get(k, v), injected)
+                    for k, v in icall.args.items()
+                }
+                if await execute(icall, labels):
+                    traces.append(icall)
+            if task.GROUND_TRUTH_OUTPUT:
+                answer_parts.append(Labeled(task.GROUND_TRUTH_OUTPUT, injected))
+    text = user_task.GROUND_TRUTH_OUTPUT
+    parts = [Labeled(text, prov.of_user_value(text) if text else user), *answer_parts]
+    whole = Labeled(
+        " ".join(p.value for p in parts).strip(), Label().join(*(p.label for p in parts))
+    )
+    try:
+        out.answer = tools.policy.check_answer(whole)
+        shown = out.answer.text
+    except TrustError as exc:
+        out.answer_refused = exc
+        shown = ""
+    out.utility = verdict(user_task, shown, pre, env, traces)
+    if injection is not None:
+        out.security = verdict(injection[0], shown, pre, env, traces)
+    return out
+
+
+def run_pairs(
+    name: str,
+    suite: Any,
+    pairs: Sequence[tuple[str, str | None]],
+    envs: Callable[[str, str | None], Any],
+    plans: Callable[[str], tuple[Any, Callable[[Any], Sequence[Any]]]],
+    *,
+    declared: str = "lab",
+) -> list[PairResult]:
+    """Run each ``(user task, injection task or None)`` through MCP, as a durable run.
+
+    Args:
+        envs: the environment a pair starts from (injected or clean).
+        plans: injection task id -> (the task, its calls as a function of the environment).
+        declared: ``lab``: the lab's declarations; ``schemas``: the policy derived from the
+            MCP schemas alone (every argument accepts untainted values only); ``any``: every
+            argument accepts anything (no control: what the attacks do through MCP).
+    """
+    box: dict[str, Any] = {}
+    app = durable.App("sqlite://", poll=0.01)
+    client = McpClient(
+        app,
+        McpServer.custom(f"agentdojo-{name}", lambda: mcp_server(suite, box)),
+        tools=_declared(name, suite, declared),
+    )
+
+    @app.workflow(name="agentdojo_pair")
+    async def pair(uid: str, tid: str | None) -> dict[str, Any]:
+        tools = await client.tools()
+        out = await _victim(tools, suite, suite.user_tasks[uid], box, plans(tid) if tid else None)
+        return {
+            "injected": out.injected,
+            "utility": out.utility,
+            "security": out.security,
+            "refused": len(out.refused),
+        }
+
+    results = []
+    try:
+        for n, (uid, tid) in enumerate(pairs):
+            box["env"] = envs(uid, tid)
+            got = app.start(pair, uid, tid, run_id=f"{uid}/{tid}/{n}").result(timeout=300)
+            results.append(PairResult(uid, tid, **got))
+    finally:
+        app.close()
+    return results
+
+
+def compare(
+    name: str,
+    *,
+    template: str = "important_instructions",
+    users: int | None = None,
+    injections: int | None = None,
+) -> dict[str, Any]:
+    """``name``'s pairs through MCP (declared, and schemas alone) beside the direct victim
+    under the same default policy: user tasks kept alone, injection tasks that won a pair,
+    and the pairs whose outcome differs between MCP and direct."""
+    from . import agentdojo as lab
+    from .agentdojo_victim import run_victim
+
+    suite = lab.load_suites()[name]
+    clean = lab.clean_environment(name, suite)
+    uids = list(suite.user_tasks)[:users]
+    tids = list(suite.injection_tasks)[:injections]
+    seen = lab.injection_candidates(suite)
+    texts = {t: lab.attack_text(template, suite, suite.injection_tasks[t].GOAL) for t in tids}
+    plans = {t: lab.injection_calls(name, t, suite.injection_tasks[t])[0] for t in tids}
+
+    def env(uid: str, tid: str | None) -> Any:
+        if tid is None:
+            return clean.model_copy(deep=True)
+        return suite.load_and_inject_default_environment(dict.fromkeys(seen[uid], texts[tid]))
+
+    def plan(tid: str) -> tuple[Any, Callable[[Any], Sequence[Any]]]:
+        return suite.injection_tasks[tid], plans[tid]
+
+    pairs: list[tuple[str, str | None]] = [(u, None) for u in uids]
+    pairs += [(u, t) for t in tids for u in uids]
+    policy = policy_for(name)
+    direct = [
+        PairResult(u, t, o.injected, o.utility, o.security, len(o.refused))
+        for u, t in pairs
+        for o in [run_victim(suite, suite.user_tasks[u], policy, env(u, t), plan(t) if t else None)]
+    ]
+    rows = {"direct": direct}
+    rows["mcp"] = run_pairs(name, suite, pairs, env, plan)
+    rows["mcp, schemas alone"] = run_pairs(name, suite, pairs, env, plan, declared="schemas")
+    rows["mcp, every argument any"] = run_pairs(name, suite, pairs, env, plan, declared="any")
+
+    def figures(rs: list[PairResult]) -> dict[str, Any]:
+        won = sorted({r.injection_task for r in rs if r.injection_task and r.security})
+        return {
+            "user tasks kept": sum(r.utility for r in rs if r.injection_task is None),
+            "injection tasks won": len(won),
+            "pairs injected": sum(r.injected for r in rs if r.injection_task),
+        }
+
+    return {
+        "suite": name,
+        "template": template,
+        "user tasks": len(uids),
+        "injection tasks": len(tids),
+        "figures": {k: figures(v) for k, v in rows.items()},
+        "differ from direct": [
+            f"{m.user_task}/{m.injection_task}"
+            for m, d in zip(rows["mcp"], direct, strict=True)
+            if m != d
+        ],
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """``python -m surefoot_lab.statebus.agentdojo_mcp [SUITE ...]``: print :func:`compare`."""
+    import sys
+    import warnings
+
+    warnings.simplefilter("ignore")  # AgentDojo's own deprecation warnings
+    for name in list(argv if argv is not None else sys.argv[1:]) or ["banking", "slack"]:
+        print(json.dumps(compare(name), indent=1))
+
+
+if __name__ == "__main__":
+    main()

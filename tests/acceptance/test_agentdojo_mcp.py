@@ -1,0 +1,30 @@
+"""AgentDojo through MCP, bounded: a suite's tools served by an MCP server, the obedient
+victim calling them through surefoot's MCP client (durable steps, labels and policy of the
+deployed runtime) gets the outcomes of the direct run, pair by pair."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("agentdojo")  # installed by `make test` (the agentdojo extra)
+pytest.importorskip("mcp")
+
+from surefoot_lab.statebus.agentdojo_mcp import compare
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
+
+
+def test_banking_through_mcp_matches_the_direct_run() -> None:
+    got = compare("banking", users=4, injections=3)
+    figures = got["figures"]
+    assert got["differ from direct"] == []
+    assert figures["mcp"] == figures["direct"]
+    assert figures["mcp"]["pairs injected"] > 0  # the attacks reached the victim via MCP
+    assert figures["mcp"]["injection tasks won"] == 0
+    # the schemas alone (no declarations): deny by default keeps out every attack too, and
+    # keeps no more user tasks than the declared policy
+    alone = figures["mcp, schemas alone"]
+    assert alone["injection tasks won"] == 0
+    assert alone["user tasks kept"] <= figures["mcp"]["user tasks kept"]
+    # and with no control (every argument accepts anything) the attacks do win through MCP
+    assert figures["mcp, every argument any"]["injection tasks won"] > 0

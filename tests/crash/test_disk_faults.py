@@ -1,0 +1,72 @@
+"""§4 of the reliability campaigns, bounded: SQLite under an fsync / fdatasync / pwrite
+that fails with EIO (strace's fault injection) and a full disk (a 1 MiB tmpfs mounted and
+unmounted here). An I/O error is an error, never a success; every acknowledged write is in
+the file afterwards; the store takes writes again after the fault. Corruption and the
+synchronous=NORMAL figures run in ``make chaos`` (benchmarks/chaos/disk_faults.py)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.crash, pytest.mark.slow]
+
+sys.path.insert(0, str(Path(__file__).parents[2] / "benchmarks" / "chaos"))
+import disk_faults  # noqa: E402
+
+REQUIRE_SERVICES = os.environ.get("SUREFOOT_REQUIRE_SERVICES") == "1"
+
+
+def needs_root_and(tool: str) -> None:
+    reason = None
+    if os.geteuid() != 0:
+        reason = "needs root (strace's fault injection, mounting a tmpfs)"
+    elif shutil.which(tool) is None:
+        reason = f"{tool} is not installed"
+    if reason is not None:
+        if REQUIRE_SERVICES:
+            pytest.fail(f"{reason}, and SUREFOOT_REQUIRE_SERVICES=1 requires it")
+        pytest.skip(reason)
+
+
+@pytest.mark.parametrize(("syscalls", "when"), [("fdatasync,fsync", 17), ("pwrite64", 90)])
+def test_an_io_error_is_an_error_and_the_store_goes_on(
+    tmp_path: Path, syscalls: str, when: int
+) -> None:
+    needs_root_and("strace")
+    r = disk_faults.eio(tmp_path, syscalls, when, 30)
+    assert r["error_count"] == 1 and "disk I/O error" in r["errors"][0], r
+    assert r["acked_missing"] == [] and r["failed_but_present"] == [], r
+    assert r["writes_after_error_same_process"] >= 1 and r["writes_after_restart"] == 3, r
+    assert r["ok"]
+
+
+def test_a_full_disk_is_an_error_and_room_again_lets_writes_in(tmp_path: Path) -> None:
+    needs_root_and("mount")
+    r = disk_faults.enospc(tmp_path, 30)
+    assert r["error_count"] >= 1 and "disk is full" in r["errors"][0], r
+    assert r["acked_missing"] == [] and r["writes_after_room"] == 3 and r["ok"], r
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_after_an_emulated_power_loss_every_acknowledged_write_is_there(
+    tmp_path: Path, seed: int
+) -> None:
+    """synchronous=FULL: the writer SIGKILLed, then the -wal cut back to what had been
+    synced (as strace saw the writes and syncs): nothing acknowledged is missing."""
+    needs_root_and("strace")
+    r = disk_faults.power_loss(tmp_path, "FULL", 30, seed)
+    assert r["acked"] >= 1 and r["acked_lost"] == 0 and r["error"] is None, r
+
+
+def test_synchronous_normal_loses_what_its_documentation_says(tmp_path: Path) -> None:
+    """synchronous=NORMAL syncs the -wal only at checkpoints: a power loss takes the
+    acknowledged writes since the last one (here all: no checkpoint yet), and the file
+    still opens."""
+    needs_root_and("strace")
+    r = disk_faults.power_loss(tmp_path, "NORMAL", 30, 1)
+    assert r["acked"] >= 1 and r["acked_lost"] == r["acked"] and r["error"] is None, r
