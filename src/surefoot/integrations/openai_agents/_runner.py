@@ -21,6 +21,11 @@ function tools are wrapped:
   for; ``approve`` sends a decision (in the journal and the audit log as any signal).
 
 Handoffs stay inside the one durable run: the agents handed to are wrapped the same way.
+
+Streaming (``runner.run(..., stream=True)`` or ``runner.run_streamed``): the step
+``openai_agents.model`` calls the model's ``stream_response`` and hands each text delta to
+``durable.emit`` as it arrives (see ``_streaming``); what is journalled is the same
+``ModelResponse``, so replay emits nothing again.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ from typing import Any
 
 from ... import durable
 from ...errors import ConfigError
+from ._streaming import completed_event, forward_step, streamed_call
 
 __all__ = [
     "APPROVAL_PREFIX",
@@ -197,17 +203,34 @@ class DurableRunner:
             name=EFFECT_STEP, effect=True, idempotent=True, retry=tool_retry
         )(_effect_call)
 
-    async def run(self, agent: Any, input: Any, **kwargs: Any) -> Any:
+    async def run(self, agent: Any, input: Any, *, stream: bool = False, **kwargs: Any) -> Any:
         """``agents.Runner.run(agent, input, **kwargs)`` as part of the calling workflow.
 
-        Call it from an async surefoot workflow. Returns the SDK's ``RunResult``.
+        Call it from an async surefoot workflow. Returns the SDK's ``RunResult``. With
+        ``stream=True`` every model turn streams inside its step: each text delta goes to the
+        run's token stream (``durable.emit``) as it arrives; the journal is the same.
         """
         agents = _sdk()
         durable.current_run()  # outside a run: a clear ConfigError, not a silent plain run
-        config = kwargs.pop("run_config", None) or agents.RunConfig()
-        provider = config.model_provider
-        config = dataclasses.replace(config, model_provider=_Provider(self, provider))
-        return await agents.Runner.run(self._wrap(agent), input, run_config=config, **kwargs)
+        agent, config = self._prepare(agent, kwargs, stream)
+        return await agents.Runner.run(agent, input, run_config=config, **kwargs)
+
+    def run_streamed(self, agent: Any, input: Any, **kwargs: Any) -> Any:
+        """``agents.Runner.run_streamed(agent, input, **kwargs)`` as part of the calling
+        workflow: returns the SDK's ``RunResultStreaming``; iterate ``stream_events()`` in the
+        workflow (the run's turns execute while you do). Each model turn streams inside its
+        step, its text deltas go to the run's token stream too, and a replayed turn yields
+        only its ``response.completed`` event (rebuilt from the journal).
+        """
+        agents = _sdk()
+        durable.current_run()
+        agent, config = self._prepare(agent, kwargs, True)
+        return agents.Runner.run_streamed(agent, input, run_config=config, **kwargs)
+
+    def _prepare(self, agent: Any, kwargs: dict[str, Any], stream: bool) -> tuple[Any, Any]:
+        config = kwargs.pop("run_config", None) or _sdk().RunConfig()
+        provider = _Provider(self, config.model_provider, stream)
+        return self._wrap(agent, stream), dataclasses.replace(config, model_provider=provider)
 
     def run_streamed(self, agent: Any, input: Any, **kwargs: Any) -> Any:
         """Refused for now: each model response is journalled whole, so use ``run``."""
@@ -219,31 +242,31 @@ class DurableRunner:
 
     # -- wrapping -------------------------------------------------------------------------
 
-    def _wrap(self, agent: Any, seen: dict[int, Any] | None = None) -> Any:
+    def _wrap(self, agent: Any, stream: bool, seen: dict[int, Any] | None = None) -> Any:
         agents = _sdk()
         seen = {} if seen is None else seen
         if id(agent) in seen:
             return seen[id(agent)]
         changes: dict[str, Any] = {}
         if isinstance(agent.model, agents.Model) and not _is_durable(agent.model):
-            changes["model"] = _durable_model(self, agent.model)
+            changes["model"] = _durable_model(self, agent.model, stream)
         changes["tools"] = [self._wrap_tool(t) for t in agent.tools]
         clone = agent.clone(**changes)
         seen[id(agent)] = clone
         handoffs = []
         for h in agent.handoffs:
             if isinstance(h, agents.Agent):
-                handoffs.append(self._wrap(h, seen))
+                handoffs.append(self._wrap(h, stream, seen))
             else:
-                handoffs.append(self._wrap_handoff(h, seen))
+                handoffs.append(self._wrap_handoff(h, stream, seen))
         clone.handoffs = handoffs
         return clone
 
-    def _wrap_handoff(self, handoff: Any, seen: dict[int, Any]) -> Any:
+    def _wrap_handoff(self, handoff: Any, stream: bool, seen: dict[int, Any]) -> Any:
         original = handoff.on_invoke_handoff
 
         async def invoke(*args: Any, **kwargs: Any) -> Any:
-            return self._wrap(await original(*args, **kwargs), seen)
+            return self._wrap(await original(*args, **kwargs), stream, seen)
 
         return dataclasses.replace(handoff, on_invoke_handoff=invoke)
 
@@ -296,6 +319,25 @@ class DurableRunner:
         data = await self._model_step(call)
         return types.load(data)
 
+    async def _respond_streaming(self, inner: Any, args: Any, kwargs: Any) -> Any:
+        """A turn of ``run(..., stream=True)``: streamed inside the step, journalled whole."""
+        types = self._types
+        data = await self._model_step(streamed_call(inner, args, kwargs, types.dump))
+        return types.load(data)
+
+    async def _stream(self, inner: Any, args: Any, kwargs: Any) -> Any:
+        """A turn of ``run_streamed``: the step's events, live, then ``response.completed``."""
+        types = self._types
+
+        def make_call(forward: Callable[[Any], None]) -> Callable[[], Awaitable[Any]]:
+            return streamed_call(inner, args, kwargs, types.dump, forward)
+
+        async for item in forward_step(self._model_step, make_call):
+            if isinstance(item, dict):  # the step's journalled data: the turn is done
+                yield completed_event(types.load(item))
+            else:
+                yield item
+
 
 def _is_durable(model: Any) -> bool:
     return bool(_MODEL_CLASS) and isinstance(model, _MODEL_CLASS[0])
@@ -304,12 +346,13 @@ def _is_durable(model: Any) -> bool:
 class _Provider:
     """The run's model provider: the caller's (or the SDK's default) with models wrapped."""
 
-    def __init__(self, runner: DurableRunner, inner: Any) -> None:
+    def __init__(self, runner: DurableRunner, inner: Any, stream: bool) -> None:
         self.runner = runner
         self.inner = inner
+        self.stream = stream
 
     def get_model(self, model_name: str | None) -> Any:
-        return _durable_model(self.runner, self.inner.get_model(model_name))
+        return _durable_model(self.runner, self.inner.get_model(model_name), self.stream)
 
     async def aclose(self) -> None:
         close = getattr(self.inner, "aclose", None)
@@ -320,28 +363,28 @@ class _Provider:
 _MODEL_CLASS: list[type] = []
 
 
-def _durable_model(runner: DurableRunner, inner: Any) -> Any:
-    """A ``Model`` whose ``get_response`` is the journalled step ``openai_agents.model``."""
+def _durable_model(runner: DurableRunner, inner: Any, stream: bool) -> Any:
+    """A ``Model`` whose ``get_response`` and ``stream_response`` are the journalled step
+    ``openai_agents.model`` (``get_response`` streams inside the step when ``stream``)."""
     if not _MODEL_CLASS:
         base = _sdk().Model
 
         class SurefootDurableModel(base):  # type: ignore[misc, valid-type]
-            def __init__(self, runner: DurableRunner, inner: Any) -> None:
+            def __init__(self, runner: DurableRunner, inner: Any, stream: bool) -> None:
                 self.runner = runner
                 self.inner = inner
+                self.stream = stream
 
             async def get_response(self, *args: Any, **kwargs: Any) -> Any:
+                if self.stream:
+                    return await self.runner._respond_streaming(self.inner, args, kwargs)
                 return await self.runner._respond(self.inner, args, kwargs)
 
             def stream_response(self, *args: Any, **kwargs: Any) -> Any:
-                raise ConfigError(
-                    "a durable OpenAI Agents run does not stream through "
-                    "Runner.run_streamed yet: use runner.run(...) (each model response is "
-                    "journalled whole)"
-                )
+                return self.runner._stream(self.inner, args, kwargs)
 
         _MODEL_CLASS.append(SurefootDurableModel)
-    return _MODEL_CLASS[0](runner, inner)
+    return _MODEL_CLASS[0](runner, inner, stream)
 
 
 class _Types:

@@ -27,6 +27,7 @@ from .._approvals import (
 from .._operations import call_digest, current_effect_key
 from ._backend import METADATA_KEY, StepOptions
 from ._durability import SurefootDurability, enqueue, start
+from ._streaming import emit_text, event_text
 
 __all__ = [
     "METADATA_KEY",
@@ -39,7 +40,9 @@ __all__ = [
     "call_digest",
     "current_effect_key",
     "deliver",
+    "emit_text",
     "enqueue",
+    "event_text",
     "pending_approvals",
     "pending_results",
     "start",
