@@ -205,14 +205,3 @@ def test_a_runner_given_bad_tool_names_or_made_twice_says_so(tmp_path: Path) -> 
     with pytest.raises(ConfigError, match="one DurableRunner per App"):
         DurableRunner(app, effects=["balance"])
     app.close()
-
-
-def test_run_streamed_on_the_runner_is_refused_saying_what_to_use(tmp_path: Path) -> None:
-    # runner.run_streamed(...) was an AttributeError ('DurableRunner' object has no
-    # attribute 'run_streamed'); docs/integrations.md says streaming is refused for now
-    app = durable.App(f"sqlite:///{tmp_path / 'runs.db'}")
-    runner = DurableRunner(app)
-    agent = Agent(name="bank", model=ScriptedModel([[assistant_message("hi")]]))
-    with pytest.raises(ConfigError, match=r"runner\.run\("):
-        runner.run_streamed(agent, "hi")
-    app.close()

@@ -232,14 +232,6 @@ class DurableRunner:
         provider = _Provider(self, config.model_provider, stream)
         return self._wrap(agent, stream), dataclasses.replace(config, model_provider=provider)
 
-    def run_streamed(self, agent: Any, input: Any, **kwargs: Any) -> Any:
-        """Refused for now: each model response is journalled whole, so use ``run``."""
-        raise ConfigError(
-            "a durable OpenAI Agents run does not stream through run_streamed yet: use "
-            "await runner.run(...) (each model response is journalled whole; durable.emit "
-            "publishes progress to the run's token stream)"
-        )
-
     # -- wrapping -------------------------------------------------------------------------
 
     def _wrap(self, agent: Any, stream: bool, seen: dict[int, Any] | None = None) -> Any:
