@@ -58,7 +58,8 @@ def select_by(
     Raises:
         TrustError: the task is tainted or does not contain ``words``; an item's ``field`` or
             ``key`` is not the user's own record; no item, or a tie for the pick.
-        ConfigError: ``pick`` is not ``max`` or ``min``.
+        ConfigError: ``pick`` is not ``max`` or ``min``; the keys are not all numbers or all
+            text.
     """
     if pick not in _PICKS:
         raise ConfigError(f"select_by: pick must be one of {_PICKS}, got {pick!r}")
@@ -77,7 +78,14 @@ def select_by(
         ranked.append((_own(item[key], f"item {n}.{key}"), _own(item[field], f"item {n}.{field}")))
     if not ranked:
         raise TrustError("select_by: nothing to select from", sink="select")
-    best = (max if pick == "max" else min)(k for k, _ in ranked)
+    keys = [k for k, _ in ranked]
+    numbers = all(isinstance(k, int | float) and not isinstance(k, bool) for k in keys)
+    if not (numbers or all(isinstance(k, str) for k in keys)):
+        raise ConfigError(
+            f"select_by: {key!r} must be all numbers or all text to compare, got "
+            f"{sorted({type(k).__name__ for k in keys})}"
+        )
+    best = (max if pick == "max" else min)(keys)
     chosen = [v for k, v in ranked if k == best]
     if len(chosen) != 1:
         raise TrustError(

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from surefoot.errors import TrustError
+from surefoot.errors import ConfigError, TrustError
 from surefoot.guard import Arg, CapabilityPolicy, ToolPolicy, label_output, select_by, trusted
 
 FILE = {"id_": "record", "size": "record", "owner": "correspondent"}
@@ -71,3 +71,11 @@ def test_a_tie_names_no_single_item() -> None:
     tied = label_output(POLICY.tools["list_files"], [*FILES, {**FILES[1], "id_": "4"}])
     with pytest.raises(TrustError, match="2 items tie"):
         select_by(TASK, tied, field="id_", key="size", pick="max", words="largest")
+
+
+def test_keys_that_do_not_compare_are_a_clear_error() -> None:
+    mixed = label_output(POLICY.tools["list_files"], [FILES[1], {**FILES[2], "size": "big"}])
+    with pytest.raises(ConfigError, match="all numbers or all text"):
+        select_by(TASK, mixed, field="id_", key="size", pick="max", words="largest")
+    with pytest.raises(ConfigError, match="pick must be one of"):
+        select_by(TASK, listing(), field="id_", key="size", pick="top", words="largest")
