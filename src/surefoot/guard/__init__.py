@@ -57,6 +57,7 @@ from ._plans import Condition, Plan, PlanStep, make_plan
 from ._quarantine import FIELD_TYPES, QuarantinedParser
 from ._render import render
 from ._runner import PlanRunner
+from ._selection import select_by
 from ._sinks import SinkPolicy
 from ._tools import (
     KINDS,
@@ -100,5 +101,6 @@ __all__ = [
     "make_plan",
     "reject_label_fields",
     "render",
+    "select_by",
     "trusted",
 ]

@@ -17,7 +17,10 @@ uses which text was planted (``tests/acceptance/test_agentdojo_labels.py``):
 - an injected call's value copied from the goal (AgentDojo's placeholder without ``$``) is
   the label of the fields the victim read the injection in, as the runtime labelled them;
   a value the goal tells it to look up (``$...``) is found in the outputs as above;
-- a list's elements each get their own label.
+- a list's elements each get their own label;
+- where the prompt selects one item by a property ("delete the largest file",
+  :data:`.agentdojo_plans.SELECTED`), the runtime's ``select_by`` computes the pick from the
+  listing the victim read and, if the call's value is that pick, labels it the user's.
 
 As a planner working from the user's task alone, the victim can also delegate
 (``delegate=True``, on a run without injection): where a user-task argument comes only from a
@@ -50,10 +53,11 @@ from surefoot.guard import (
     document_of,
     item_of,
     label_output,
+    select_by,
     trusted,
 )
 
-from .agentdojo_plans import inputs_for
+from .agentdojo_plans import inputs_for, selections_for
 
 __all__ = ["Outcome", "Provenance", "Verdicts", "run_victim", "verdict"]
 
@@ -97,6 +101,7 @@ class Provenance:
     prompt: str
     plan: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     leaves: list[Labeled[Any]] = field(default_factory=list)
+    outputs: dict[str, Any] = field(default_factory=dict)  # each tool's latest labelled output
 
     _all: Label = field(default_factory=Label)  # the join of every leaf's label
 
@@ -226,7 +231,9 @@ def _execute(
     result, error = runtime.run_function(env, call.function, dict(call.args))
     out.allowed.append(call.function)
     if error is None:
-        prov.add(label_output(policy.tools[call.function], result, args))
+        labelled = label_output(policy.tools[call.function], result, args)
+        prov.outputs[call.function] = labelled
+        prov.add(labelled)
     return True
 
 
@@ -297,8 +304,25 @@ def run_victim(
     traces: list[Any] = []
     injected_label: Label | None = None
     answer_parts: list[Labeled[str]] = []
+    selected = selections_for(suite.name, user_task.ID)
     for call in ground_truth:
         labels = {k: prov.of_user_value(v, f"{call.function}.{k}") for k, v in call.args.items()}
+        for k, v in call.args.items():
+            sel = selected.get(f"{call.function}.{k}")
+            if sel is not None and isinstance(prov.outputs.get(sel.source), list):
+                try:
+                    chosen = select_by(
+                        trusted(user_task.PROMPT),
+                        prov.outputs[sel.source],
+                        field=sel.field,
+                        key=sel.key,
+                        pick=sel.pick,
+                        words=sel.words,
+                    )
+                except TrustError:
+                    continue
+                if chosen.value == v:  # the task's selection is this call's value
+                    labels[k] = chosen.label
         if delegate and injection is None and isinstance(policy, CapabilityPolicy):
             new = [
                 d
