@@ -36,7 +36,7 @@ answer sink. AgentDojo's own utility and security functions judge the post-envir
 from __future__ import annotations
 
 import fnmatch
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -55,7 +55,16 @@ from surefoot.guard import (
 
 from .agentdojo_plans import inputs_for
 
-__all__ = ["Outcome", "Provenance", "Verdicts", "run_victim", "verdict"]
+__all__ = [
+    "Outcome",
+    "Provenance",
+    "Step",
+    "Verdicts",
+    "direct_executor",
+    "run_victim",
+    "verdict",
+    "victim_steps",
+]
 
 _RANK = {"user": 0, "record": 1, "correspondent": 2, "document": 3}
 _USER = trusted("").label
@@ -207,26 +216,59 @@ def _joined(label: Any) -> Label:
     return (Label().join(*label) if label else _USER) if isinstance(label, list) else label
 
 
+@dataclass(frozen=True)
+class Step:
+    """One call the victim makes, for an executor to put to the policy and run.
+
+    The executor (:func:`direct_executor`, or a deployed runtime such as an MCP client)
+    checks ``args`` against ``policy``, runs ``function`` on ``env`` and answers with the
+    output as the runtime labelled it (None for a tool error), or the ``TrustError`` that
+    refused the call (nothing ran)."""
+
+    function: str
+    args: dict[str, Labeled[Any]]
+    plain: dict[str, Any]
+    policy: CapabilityPolicy
+    env: Any
+
+
+def direct_executor(suite: Any) -> Callable[[Step], Any]:
+    """The executor of the direct run: ``policy.check_call``, AgentDojo's runtime, and the
+    outputs labelled by ``label_output`` per the tool's declaration."""
+    from agentdojo.functions_runtime import FunctionsRuntime
+
+    runtime = FunctionsRuntime(suite.tools)
+
+    def run(step: Step) -> Any:
+        try:
+            step.policy.check_call(step.function, step.args)
+        except TrustError as exc:
+            return exc
+        result, error = runtime.run_function(step.env, step.function, step.plain)
+        if error is not None:
+            return None
+        return label_output(step.policy.tools[step.function], result, step.args)
+
+    return run
+
+
 def _execute(
     call: Any,
     labels: dict[str, Any],
     policy: CapabilityPolicy,
-    runtime: Any,
     env: Any,
     prov: Provenance,
     out: Outcome,
-) -> bool:
+) -> Generator[Step, Any, bool]:
     args = {k: _labeled(v, labels[k]) for k, v in call.args.items()}
     out.checked.append((call.function, args))
-    try:
-        policy.check_call(call.function, args)
-    except TrustError as exc:
-        out.refused.append(exc)
+    got = yield Step(call.function, args, dict(call.args), policy, env)
+    if isinstance(got, TrustError):
+        out.refused.append(got)
         return False
-    result, error = runtime.run_function(env, call.function, dict(call.args))
     out.allowed.append(call.function)
-    if error is None:
-        prov.add(label_output(policy.tools[call.function], result, args))
+    if got is not None:
+        prov.add(got)
     return True
 
 
@@ -286,9 +328,42 @@ def run_victim(
     verdict only (utility under attack is not reported). ``verdicts`` remembers verdicts by
     what decides them (see :class:`Verdicts`; ``env_key`` names the environment ``env`` is),
     so runs that made the same calls on the same environment ask AgentDojo once."""
-    from agentdojo.functions_runtime import FunctionsRuntime
+    steps = victim_steps(
+        suite,
+        user_task,
+        policy,
+        env,
+        injection,
+        delegate=delegate,
+        verdicts=verdicts,
+        env_key=env_key,
+    )
+    run = direct_executor(suite)
+    try:
+        step = next(steps)
+        while True:
+            step = steps.send(run(step))
+    except StopIteration as done:
+        outcome: Outcome = done.value
+        return outcome
 
-    runtime = FunctionsRuntime(suite.tools)
+
+def victim_steps(
+    suite: Any,
+    user_task: Any,
+    policy: CapabilityPolicy,
+    env: Any,
+    injection: tuple[Any, Callable[[Any], Sequence[Any]]] | None = None,
+    *,
+    delegate: bool = False,
+    verdicts: Verdicts | None = None,
+    env_key: Any = None,
+) -> Generator[Step, Any, Outcome]:
+    """The victim of :func:`run_victim` as a generator of the calls it makes: it yields a
+    :class:`Step` per call and takes back what the executor answered (the labelled output,
+    None, or the refusal); it returns the :class:`Outcome`. Every executor (the direct
+    runtime, the MCP client) drives this one loop, so their runs differ only in how calls
+    are checked, made and labelled."""
     judge = verdicts if verdicts is not None else Verdicts()
     pre, ground_truth = judge.start(env_key, user_task, env)
     env = pre.model_copy(deep=True)
@@ -308,7 +383,7 @@ def run_victim(
             if new:
                 policy = policy.delegate(trusted(user_task.PROMPT), new)
                 out.delegations += new
-        if _execute(call, labels, policy, runtime, env, prov, out):
+        if (yield from _execute(call, labels, policy, env, prov, out)):
             traces.append(call)
         else:
             out.refused_user_calls += 1
@@ -324,7 +399,7 @@ def run_victim(
                     k: prov.of_injected_value(v, ph.get(k, v), injected_label)
                     for k, v in icall.args.items()
                 }
-                if _execute(icall, labels, policy, runtime, env, prov, out):
+                if (yield from _execute(icall, labels, policy, env, prov, out)):
                     traces.append(icall)
                     out.injected_allowed.append(icall.function)
             if task.GROUND_TRUTH_OUTPUT:

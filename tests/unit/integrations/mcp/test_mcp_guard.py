@@ -76,6 +76,27 @@ def test_policy_is_derived_from_the_schemas_deny_by_default() -> None:
         derive_policy("mail", LISTING, {"send": McpTool(args={"bcc": "any"})})
 
 
+def test_declarations_carry_every_field_a_tool_policy_has() -> None:
+    """What the user declares about who receives a call (``audience``), what is only carried
+    (``carried``) and which fields name an element (``items``) reaches the derived policy:
+    the MCP path enforces what a direct ``ToolPolicy`` does."""
+    decl = McpTool(
+        args={"to": "any", "body": "any"}, audience=("to",), carried=("body",), items=("from",)
+    )
+    policy = derive_policy("mail", LISTING, {"send": decl})
+    spec = policy.tools["send"]
+    assert (spec.audience, spec.carried, spec.items) == (("to",), ("body",), ("from",))
+    page = Labeled("eve@evil.com", env_label("content", "get_webpage.text"))
+    secret = Labeled("the code is 4312", env_label("record", "inbox.body"))
+    loose = derive_policy("mail", LISTING, {"send": McpTool(args={"to": "any", "body": "any"})})
+    loose.check_call("send", {"to": page, "body": secret})  # no audience: nothing to check
+    with pytest.raises(TrustError) as refused:
+        policy.check_call("send", {"to": page, "body": secret})
+    assert refused.value.sink == "tool:send.to"
+    with pytest.raises(ConfigError, match="audience"):
+        derive_policy("mail", LISTING, {"send": McpTool(audience=("bcc",))})
+
+
 def test_a_poisoned_listing_derives_the_same_policy() -> None:
     """Descriptions, schema prose and annotations that carry instructions change nothing
     that is allowed: the same declarations give the same policy, fingerprint included."""
