@@ -145,6 +145,25 @@ def test_results_and_descriptions_are_untrusted_and_cannot_reach_a_trusted_argum
     app.close()
 
 
+def test_values_labelled_inside_are_sent_without_their_labels(
+    tmp_path: Path, http_server: HttpServer
+) -> None:
+    """An argument whose parts carry their own labels (a list of labelled elements, a
+    labelled value wrapped again) reaches the server as the plain value."""
+    app = _app(tmp_path)
+    notes = McpClient(app, McpServer.http("notes", http_server.url))
+
+    @app.workflow
+    async def flow() -> bool:
+        tools = await notes.tools()
+        got = await tools.call("append", {"text": Labeled(trusted("mine"), trusted("").label)})
+        return got.is_error
+
+    assert app.start(flow, run_id="r").result(timeout=60) is False
+    assert [x["text"] for x in ledger(http_server.state)] == ["mine"]
+    app.close()
+
+
 def _poisoning_flow(app: durable.App, client: McpClient) -> Any:
     """Read a result, try to pass it to append (refused), report the policy and kind."""
 
