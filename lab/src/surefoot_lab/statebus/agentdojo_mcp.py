@@ -22,12 +22,10 @@ from typing import Any
 
 from surefoot import durable
 from surefoot.errors import TrustError
-from surefoot.guard import Label, Labeled, label_output, trusted
 from surefoot.integrations.mcp import McpClient, McpServer, McpTool
 
-from .agentdojo_plans import inputs_for
 from .agentdojo_policy import policy_for
-from .agentdojo_victim import Outcome, Provenance, verdict
+from .agentdojo_victim import Outcome, Step, victim_steps
 
 __all__ = ["PairResult", "compare", "declarations", "mcp_server", "run_pairs"]
 
@@ -88,7 +86,14 @@ def mcp_server(suite: Any, box: dict[str, Any]) -> Any:
 def declarations(suite: str) -> dict[str, McpTool]:
     """The lab's declarations of ``suite`` as the MCP client takes them."""
     return {
-        name: McpTool(args=dict(t.args), fields=dict(t.fields), document_arg=t.document_arg)
+        name: McpTool(
+            args=dict(t.args),
+            fields=dict(t.fields),
+            document_arg=t.document_arg,
+            items=t.items,
+            audience=t.audience,
+            carried=t.carried,
+        )
         for name, t in policy_for(suite).tools.items()
     }
 
@@ -127,67 +132,28 @@ async def _victim(
     box: dict[str, Any],
     injection: tuple[Any, Callable[[Any], Sequence[Any]]] | None,
 ) -> Outcome:
-    """The obedient victim of ``agentdojo_victim.run_victim``, its calls made through MCP."""
-    env = box["env"] = user_task.init_environment(box["env"])
-    pre = env.model_copy(deep=True)
-    prov = Provenance(user_task.PROMPT, inputs_for(suite.name, user_task.ID))
-    out = Outcome()
-    traces: list[Any] = []
-    user = trusted("").label
+    """The obedient victim of ``agentdojo_victim`` (the same loop, ``victim_steps``), its
+    calls checked, made and labelled by the MCP client under the policy it derived."""
+    steps = victim_steps(suite, user_task, tools.policy, box["env"], injection)
 
-    async def execute(call: Any, labels: dict[str, Label]) -> bool:
-        args = {k: Labeled(v, labels[k]) for k, v in call.args.items()}
+    async def run(step: Step) -> Any:
+        box["env"] = step.env  # the environment the server acts on: the victim's copy
         try:
-            got = await tools.call(call.function, args)
+            got = await tools.call(step.function, step.args)
         except TrustError as exc:
-            out.refused.append(exc)
-            return False
-        out.allowed.append(call.function)
-        if not got.is_error and got.structured is not None:
-            # the labels a deployed runtime assigns: who controls each output field
-            prov.add(
-                label_output(tools.policy.tools[call.function], got.structured["result"], args)
-            )
-        return True
+            return exc
+        if got.is_error or got.structured is None:
+            return None
+        # the labels the deployed runtime assigned (McpResult.structured), as they are
+        return got.structured["result"]
 
-    answer_parts: list[Labeled[str]] = []
-    for call in user_task.ground_truth(pre.model_copy(deep=True)):
-        labels = {k: prov.of_user_value(v, f"{call.function}.{k}") for k, v in call.args.items()}
-        if await execute(call, labels):
-            traces.append(call)
-        else:
-            out.refused_user_calls += 1
-        if injection is not None and not out.injected:
-            task, plan = injection
-            injected = prov.carrying(task.GOAL.split("\n", 1)[0][:80])
-            if injected is None:
-                continue
-            out.injected = True
-            for icall in plan(env.model_copy(deep=True)):
-                ph = icall.placeholder_args or {}
-                labels = {
-                    k: prov.of_injected_value(v, ph.get(k, v), injected)
-                    for k, v in icall.args.items()
-                }
-                if await execute(icall, labels):
-                    traces.append(icall)
-            if task.GROUND_TRUTH_OUTPUT:
-                answer_parts.append(Labeled(task.GROUND_TRUTH_OUTPUT, injected))
-    text = user_task.GROUND_TRUTH_OUTPUT
-    parts = [Labeled(text, prov.of_user_value(text) if text else user), *answer_parts]
-    whole = Labeled(
-        " ".join(p.value for p in parts).strip(), Label().join(*(p.label for p in parts))
-    )
     try:
-        out.answer = tools.policy.check_answer(whole)
-        shown = out.answer.text
-    except TrustError as exc:
-        out.answer_refused = exc
-        shown = ""
-    out.utility = verdict(user_task, shown, pre, env, traces)
-    if injection is not None:
-        out.security = verdict(injection[0], shown, pre, env, traces)
-    return out
+        step = next(steps)
+        while True:
+            step = steps.send(await run(step))
+    except StopIteration as done:
+        outcome: Outcome = done.value
+        return outcome
 
 
 def run_pairs(

@@ -39,7 +39,7 @@ answer sink. AgentDojo's own utility and security functions judge the post-envir
 from __future__ import annotations
 
 import fnmatch
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -58,8 +58,18 @@ from surefoot.guard import (
 )
 
 from .agentdojo_plans import inputs_for, selections_for
+from .agentdojo_verdicts import Verdicts, verdict
 
-__all__ = ["Outcome", "Provenance", "Verdicts", "run_victim", "verdict"]
+__all__ = [
+    "Outcome",
+    "Provenance",
+    "Step",
+    "Verdicts",
+    "direct_executor",
+    "run_victim",
+    "verdict",
+    "victim_steps",
+]
 
 _RANK = {"user": 0, "record": 1, "correspondent": 2, "document": 3}
 _USER = trusted("").label
@@ -212,28 +222,60 @@ def _joined(label: Any) -> Label:
     return (Label().join(*label) if label else _USER) if isinstance(label, list) else label
 
 
+@dataclass(frozen=True)
+class Step:
+    """One call the victim makes, for an executor to put to the policy and run.
+
+    The executor (:func:`direct_executor`, or a deployed runtime such as an MCP client)
+    checks ``args`` against ``policy``, runs ``function`` on ``env`` and answers with the
+    output as the runtime labelled it (None for a tool error), or the ``TrustError`` that
+    refused the call (nothing ran)."""
+
+    function: str
+    args: dict[str, Labeled[Any]]
+    plain: dict[str, Any]
+    policy: CapabilityPolicy
+    env: Any
+
+
+def direct_executor(suite: Any) -> Callable[[Step], Any]:
+    """The executor of the direct run: ``policy.check_call``, AgentDojo's runtime, and the
+    outputs labelled by ``label_output`` per the tool's declaration."""
+    from agentdojo.functions_runtime import FunctionsRuntime
+
+    runtime = FunctionsRuntime(suite.tools)
+
+    def run(step: Step) -> Any:
+        try:
+            step.policy.check_call(step.function, step.args)
+        except TrustError as exc:
+            return exc
+        result, error = runtime.run_function(step.env, step.function, step.plain)
+        if error is not None:
+            return None
+        return label_output(step.policy.tools[step.function], result, step.args)
+
+    return run
+
+
 def _execute(
     call: Any,
     labels: dict[str, Any],
     policy: CapabilityPolicy,
-    runtime: Any,
     env: Any,
     prov: Provenance,
     out: Outcome,
-) -> bool:
+) -> Generator[Step, Any, bool]:
     args = {k: _labeled(v, labels[k]) for k, v in call.args.items()}
     out.checked.append((call.function, args))
-    try:
-        policy.check_call(call.function, args)
-    except TrustError as exc:
-        out.refused.append(exc)
+    got = yield Step(call.function, args, dict(call.args), policy, env)
+    if isinstance(got, TrustError):
+        out.refused.append(got)
         return False
-    result, error = runtime.run_function(env, call.function, dict(call.args))
     out.allowed.append(call.function)
-    if error is None:
-        labelled = label_output(policy.tools[call.function], result, args)
-        prov.outputs[call.function] = labelled
-        prov.add(labelled)
+    if got is not None:
+        prov.outputs[call.function] = got
+        prov.add(got)
     return True
 
 
@@ -293,9 +335,42 @@ def run_victim(
     verdict only (utility under attack is not reported). ``verdicts`` remembers verdicts by
     what decides them (see :class:`Verdicts`; ``env_key`` names the environment ``env`` is),
     so runs that made the same calls on the same environment ask AgentDojo once."""
-    from agentdojo.functions_runtime import FunctionsRuntime
+    steps = victim_steps(
+        suite,
+        user_task,
+        policy,
+        env,
+        injection,
+        delegate=delegate,
+        verdicts=verdicts,
+        env_key=env_key,
+    )
+    run = direct_executor(suite)
+    try:
+        step = next(steps)
+        while True:
+            step = steps.send(run(step))
+    except StopIteration as done:
+        outcome: Outcome = done.value
+        return outcome
 
-    runtime = FunctionsRuntime(suite.tools)
+
+def victim_steps(
+    suite: Any,
+    user_task: Any,
+    policy: CapabilityPolicy,
+    env: Any,
+    injection: tuple[Any, Callable[[Any], Sequence[Any]]] | None = None,
+    *,
+    delegate: bool = False,
+    verdicts: Verdicts | None = None,
+    env_key: Any = None,
+) -> Generator[Step, Any, Outcome]:
+    """The victim of :func:`run_victim` as a generator of the calls it makes: it yields a
+    :class:`Step` per call and takes back what the executor answered (the labelled output,
+    None, or the refusal); it returns the :class:`Outcome`. Every executor (the direct
+    runtime, the MCP client) drives this one loop, so their runs differ only in how calls
+    are checked, made and labelled."""
     judge = verdicts if verdicts is not None else Verdicts()
     pre, ground_truth = judge.start(env_key, user_task, env)
     env = pre.model_copy(deep=True)
@@ -332,7 +407,7 @@ def run_victim(
             if new:
                 policy = policy.delegate(trusted(user_task.PROMPT), new)
                 out.delegations += new
-        if _execute(call, labels, policy, runtime, env, prov, out):
+        if (yield from _execute(call, labels, policy, env, prov, out)):
             traces.append(call)
         else:
             out.refused_user_calls += 1
@@ -348,7 +423,7 @@ def run_victim(
                     k: prov.of_injected_value(v, ph.get(k, v), injected_label)
                     for k, v in icall.args.items()
                 }
-                if _execute(icall, labels, policy, runtime, env, prov, out):
+                if (yield from _execute(icall, labels, policy, env, prov, out)):
                     traces.append(icall)
                     out.injected_allowed.append(icall.function)
             if task.GROUND_TRUTH_OUTPUT:
@@ -370,99 +445,3 @@ def run_victim(
     else:
         out.security = judge.verdict(env_key, injection[0], shown, pre, env, traces)
     return out
-
-
-def verdict(task: Any, output: str, pre: Any, post: Any, traces: list[Any]) -> bool:
-    """AgentDojo's own judgement of ``task`` (utility of a user task, security of an
-    injection task) on the post-environment and the calls made."""
-    return _verdict(task, output, pre, post, traces)
-
-
-def _signature(calls: Sequence[Any]) -> tuple[tuple[str, str], ...]:
-    return tuple((c.function, repr(sorted(c.args.items()))) for c in calls)
-
-
-class Verdicts:
-    """AgentDojo's verdicts, remembered per environment (``env_key``: which environment the
-    runs start from, e.g. ``(suite, vectors, injected text)``; None: not remembered).
-
-    A verdict is a function of the task, the answer shown, the pre-environment and the
-    post-environment; the post-environment is the pre-environment after the calls made, in
-    order (AgentDojo's tools are deterministic but for timestamps of now, which no verdict
-    reads). So runs from one ``env_key`` that made the same calls and showed the same answer
-    get the same verdict: it is computed once (AgentDojo's checks diff whole environments,
-    which is most of the experiment's time otherwise).
-    """
-
-    def __init__(self) -> None:
-        self._seen: dict[Any, bool] = {}
-        self._starts: dict[Any, tuple[Any, list[Any]]] = {}
-        self._plans: dict[Any, list[Any]] = {}
-        self.computed = 0
-        self.asked = 0
-
-    def start(self, env_key: Any, user_task: Any, env: Any) -> tuple[Any, list[Any]]:
-        """The pre-environment of ``user_task`` on ``env`` (``init_environment`` on a copy,
-        never changed afterwards) and the task's ground-truth calls on it, once per
-        ``env_key``: every policy's run from that environment starts from them."""
-        key = (env_key, getattr(user_task, "ID", ""))
-        if env_key is not None and key in self._starts:
-            return self._starts[key]
-        pre = user_task.init_environment(env.model_copy(deep=True))
-        got = pre, list(user_task.ground_truth(pre.model_copy(deep=True)))
-        if env_key is not None:
-            self._starts[key] = got
-        return got
-
-    def injected_calls(
-        self,
-        env_key: Any,
-        task: Any,
-        plan: Callable[[Any], Sequence[Any]],
-        env: Any,
-        traces: list[Any],
-    ) -> list[Any]:
-        """``plan`` on a copy of ``env`` (the environment as the victim reads the injection),
-        once per environment: from one ``env_key``, the same calls made so far make the same
-        environment."""
-        key = None
-        if env_key is not None:
-            key = (env_key, getattr(task, "ID", ""), _signature(traces))
-            if key in self._plans:
-                return self._plans[key]
-        got = list(plan(env.model_copy(deep=True)))
-        if key is not None:
-            self._plans[key] = got
-        return got
-
-    def verdict(
-        self, env_key: Any, task: Any, output: str, pre: Any, post: Any, traces: list[Any]
-    ) -> bool:
-        """AgentDojo's utility (user task) or security (injection task) verdict."""
-        self.asked += 1
-        key = None
-        if env_key is not None:
-            key = (
-                env_key,
-                type(task).__name__,
-                getattr(task, "ID", ""),
-                output,
-                _signature(traces),
-            )
-            if key in self._seen:
-                return self._seen[key]
-        got = _verdict(task, output, pre, post, traces)
-        self.computed += 1
-        if key is not None:
-            self._seen[key] = got
-        return got
-
-
-def _verdict(task: Any, output: str, pre: Any, post: Any, traces: list[Any]) -> bool:
-    from agentdojo.base_tasks import BaseUserTask
-
-    if isinstance(task, BaseUserTask):
-        got = task.utility_from_traces(output, pre, post, traces)
-        return bool(got if got is not None else task.utility(output, pre, post))
-    got = task.security_from_traces(output, pre, post, traces)
-    return bool(got if got is not None else task.security(output, pre, post))

@@ -129,7 +129,7 @@ class McpTools:
         given = dict(args or {})
         spec = self._tool(tool)
         self.policy.check_call(tool, given)
-        plain = {k: v.value for k, v in given.items()}
+        plain = {k: _unlabelled(v) for k, v in given.items()}
         kind = kind_for(spec, self.client.declared.get(tool))
         key_arg = (self.client.declared.get(tool) or McpTool()).key_arg
         c = self.client
@@ -169,6 +169,18 @@ def labelled_result(
         content=[Labeled(b, content_label) for b in blocks],
         raw=raw,
     )
+
+
+def _unlabelled(value: Any) -> Any:
+    """The value sent to the server: ``value`` without its labels, at every depth (a list
+    whose elements carry their own labels is sent as the list of their values)."""
+    if isinstance(value, Labeled):
+        return _unlabelled(value.value)
+    if isinstance(value, Mapping):
+        return {k: _unlabelled(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_unlabelled(v) for v in value]
+    return value
 
 
 def _leaves(value: Any) -> list[Labeled[Any]]:

@@ -80,6 +80,12 @@ class McpTool:
         fields: output field -> kind (``record``, ``correspondent``, ``document``,
             ``content``), as ``ToolPolicy.fields``.
         document_arg: the argument that selects a document, as ``ToolPolicy.document_arg``.
+        items: the output fields that name one element of a collection read, as
+            ``ToolPolicy.items``.
+        audience: the arguments naming who receives what the call carries, as
+            ``ToolPolicy.audience`` (each must come from the user's words when another
+            argument carries environment data).
+        carried: arguments only carried into what the tool writes, as ``ToolPolicy.carried``.
     """
 
     kind: str | None = None
@@ -87,6 +93,9 @@ class McpTool:
     key_arg: str | None = None
     fields: Mapping[str, str] = field(default_factory=dict)
     document_arg: str | None = None
+    items: tuple[str, ...] = ()
+    audience: tuple[str, ...] = ()
+    carried: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.kind is not None and self.kind not in KINDS:
@@ -181,7 +190,8 @@ def derive_policy(
 
     Every tool of the listing gets a ``ToolPolicy`` whose arguments are those its input
     schema declares: the sources the user declared for it (``McpTool.args``), else
-    ``Arg("trusted")`` (untainted values only). Descriptions and annotations are not read.
+    ``Arg("trusted")`` (untainted values only), and the user's output fields, ``items``,
+    ``audience`` and ``carried`` as declared. Descriptions and annotations are not read.
 
     Raises:
         ConfigError: a declaration names a tool the listing does not have, or an argument
@@ -209,5 +219,15 @@ def derive_policy(
         args: dict[str, Any] = {a: decl.args.get(a, Arg("trusted")) for a in names}
         if decl.key_arg is not None:
             del args[decl.key_arg]  # supplied by surefoot, never by the caller
-        tools.append(ToolPolicy(name, args, dict(decl.fields), decl.document_arg))
+        tools.append(
+            ToolPolicy(
+                name,
+                args,
+                dict(decl.fields),
+                decl.document_arg,
+                items=decl.items,
+                audience=decl.audience,
+                carried=decl.carried,
+            )
+        )
     return CapabilityPolicy(f"mcp:{server}", tools, version=version)

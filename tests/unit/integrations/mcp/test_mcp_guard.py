@@ -76,6 +76,27 @@ def test_policy_is_derived_from_the_schemas_deny_by_default() -> None:
         derive_policy("mail", LISTING, {"send": McpTool(args={"bcc": "any"})})
 
 
+def test_declarations_carry_every_field_a_tool_policy_has() -> None:
+    """What the user declares about who receives a call (``audience``), what is only carried
+    (``carried``) and which fields name an element (``items``) reaches the derived policy:
+    the MCP path enforces what a direct ``ToolPolicy`` does."""
+    decl = McpTool(
+        args={"to": "any", "body": "any"}, audience=("to",), carried=("body",), items=("from",)
+    )
+    policy = derive_policy("mail", LISTING, {"send": decl})
+    spec = policy.tools["send"]
+    assert (spec.audience, spec.carried, spec.items) == (("to",), ("body",), ("from",))
+    page = Labeled("eve@evil.com", env_label("content", "get_webpage.text"))
+    secret = Labeled("the code is 4312", env_label("record", "inbox.body"))
+    loose = derive_policy("mail", LISTING, {"send": McpTool(args={"to": "any", "body": "any"})})
+    loose.check_call("send", {"to": page, "body": secret})  # no audience: nothing to check
+    with pytest.raises(TrustError) as refused:
+        policy.check_call("send", {"to": page, "body": secret})
+    assert refused.value.sink == "tool:send.to"
+    with pytest.raises(ConfigError, match="audience"):
+        derive_policy("mail", LISTING, {"send": McpTool(audience=("bcc",))})
+
+
 def test_a_poisoned_listing_derives_the_same_policy() -> None:
     """Descriptions, schema prose and annotations that carry instructions change nothing
     that is allowed: the same declarations give the same policy, fingerprint included."""
@@ -121,6 +142,25 @@ def test_results_and_descriptions_are_untrusted_and_cannot_reach_a_trusted_argum
         "tool:append.text",
     ]
     assert [x["text"] for x in ledger(http_server.state)] == ["mine"]  # nothing else sent
+    app.close()
+
+
+def test_values_labelled_inside_are_sent_without_their_labels(
+    tmp_path: Path, http_server: HttpServer
+) -> None:
+    """An argument whose parts carry their own labels (a list of labelled elements, a
+    labelled value wrapped again) reaches the server as the plain value."""
+    app = _app(tmp_path)
+    notes = McpClient(app, McpServer.http("notes", http_server.url))
+
+    @app.workflow
+    async def flow() -> bool:
+        tools = await notes.tools()
+        got = await tools.call("append", {"text": Labeled(trusted("mine"), trusted("").label)})
+        return got.is_error
+
+    assert app.start(flow, run_id="r").result(timeout=60) is False
+    assert [x["text"] for x in ledger(http_server.state)] == ["mine"]
     app.close()
 
 
