@@ -101,9 +101,11 @@ def test_without_inotify_a_wait_polls_and_still_wakes(
     st, other = Store(url, "ns"), Store(url, "ns")
     st.write("k", 0)
     looks = _looks(st)
-    threading.Timer(0.2, lambda: other.write("k", 1)).start()
+    writer = threading.Timer(0.2, lambda: other.write("k", 1))
+    writer.start()
     first = next(st.watch("k", after_revision=1, timeout=5.0))
     assert (first.key, first.version) == ("k", 2)
     assert len(looks) >= 10  # it polled (every POLL) until the write came
+    writer.join()  # the write is seen once committed, while other.write may still be returning
     st.close()
     other.close()
