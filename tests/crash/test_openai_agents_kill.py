@@ -61,9 +61,9 @@ def _lines(ledger: Path) -> list[str]:
 
 
 POINTS = ["model", "tool", "effect", "approval"]
-# On PostgreSQL the two points that touch the journal's effect and signal rows (each test
-# starts two processes that import the SDK: ~3 s of CPU each).
-CASES = [("sqlite", p) for p in POINTS] + [("postgresql", "effect"), ("postgresql", "approval")]
+# Every point on both journals (each test starts two processes that import the SDK: ~3 s
+# of CPU each).
+CASES = [(backend, p) for backend in ("sqlite", "postgresql") for p in POINTS]
 
 
 @pytest.mark.parametrize(("backend", "point"), CASES)
