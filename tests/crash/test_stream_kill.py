@@ -243,7 +243,7 @@ def test_a_reader_process_killed_mid_stream_resumes_from_its_last_offset(tmp_pat
     strict=False,
     reason="known defect (2026-12-06): in the full suite (3 of 3 runs, load 3-5) the reader "
     "lost one batch (5 tokens) of the final attempt in this SIGSTOP/takeover case (a third "
-    "claim suspected); alone it passed 2 of 2",
+    "claim suspected); alone it passed 2 of 3",
 )
 def test_a_stopped_worker_that_wakes_after_a_takeover_cannot_spoil_the_text(
     tmp_path: Path,
