@@ -171,3 +171,29 @@ def test_a_report_path_or_kill_window_that_cannot_work_is_refused_first(
     err = capsys.readouterr().err
     assert needle in err and "Traceback" not in err
     assert not db.exists()  # refused before anything was enqueued
+
+
+def test_the_journal_url_is_not_on_the_workers_command_lines(
+    tmp_path: Path, app_on_path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ps shows a process's arguments to every user of the machine: the URL (which may hold a
+    password) goes to the workers through their environment."""
+    from surefoot.testing import _chaos
+
+    seen: list[tuple[list[str], dict[str, str]]] = []
+    real = _chaos.subprocess.Popen
+
+    def spy(cmd: list[str], **kw: object) -> object:
+        seen.append((list(cmd), dict(kw["env"])))  # type: ignore[arg-type]
+        return real(cmd, **kw)  # type: ignore[call-overload]
+
+    monkeypatch.setattr(_chaos.subprocess, "Popen", spy)
+    db = f"sqlite:///{tmp_path / 'c.db'}"
+    report = run_chaos(
+        app_on_path, "triage", db=db, inputs=[1], workers=1, max_kills=0, time_limit=60,
+        workdir=tmp_path / "logs",
+    )  # fmt: skip
+    assert report.succeeded == 1 and seen
+    for cmd, env in seen:
+        assert not any(db in arg for arg in cmd), cmd
+        assert env["SUREFOOT_DB"] == db

@@ -21,7 +21,13 @@ _CREATE_HINT = "check the --db URL for a typo, or pass --create to start a new, 
 
 
 @click.command("worker")
-@click.option("--db", required=True, help="Journal URL, e.g. sqlite:///runs.db.")
+@click.option(
+    "--db",
+    required=True,
+    envvar="SUREFOOT_DB",
+    help="Journal URL, e.g. sqlite:///runs.db (or env SUREFOOT_DB: a URL with a password is "
+    "then not on the command line, where ps shows it).",
+)
 @click.option("--app", "app_ref", required=True, help="The App: 'package.module:app'.")
 @click.option("--concurrency", default=8, show_default=True, help="Runs executed at once.")
 @click.option(

@@ -89,10 +89,10 @@ class ChaosReport:
 class _Worker:
     """One worker process of the chaos run, its log file and what the log says it holds."""
 
-    def __init__(self, cmd: list[str], log_path: Path) -> None:
+    def __init__(self, cmd: list[str], log_path: Path, env: dict[str, str]) -> None:
         self.log_path = log_path
         self._log = log_path.open("wb")
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=self._log)
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=self._log, env=env)
         self._read = 0
         self.holding: set[str] = set()
 
@@ -235,10 +235,12 @@ def run_chaos(
         incarnation += 1
         cmd = [
             python, "-m", "surefoot", "--log-format", "json", "--log-level", "info",
-            "worker", "--db", db, "--app", app_ref, "--lease", str(lease),
+            "worker", "--app", app_ref, "--lease", str(lease),
             "--poll", "0.05", "--worker-id", f"{tag}-w{slot}-{incarnation}",
         ]  # fmt: skip
-        return _Worker(cmd, folder / f"worker-{slot}-{incarnation}.log")
+        # the journal URL goes by environment: a password in it stays off the command line
+        env = {**os.environ, "SUREFOOT_DB": db}
+        return _Worker(cmd, folder / f"worker-{slot}-{incarnation}.log", env)
 
     try:
         fleet = [spawn(slot) for slot in range(workers)]
