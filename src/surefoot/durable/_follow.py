@@ -12,7 +12,10 @@ every event written before its end was read; ``follow=False`` ends at the events
 Attempts: a ``retry`` event for a position means the text held for that position is void
 (its next ``token`` events are the new attempt's). Events of an older attempt of a position
 that come after a newer attempt's marker (a worker that lost its lease and still wrote) are
-dropped. :func:`step_texts` folds events into each position's text of its last attempt.
+dropped, by a reader resumed from an offset too: it first learns each position's newest
+attempt from the events up to its offset, so every reader of a stream hands out the same
+events whatever offsets it resumed from. :func:`step_texts` folds events into each
+position's text of its last attempt.
 """
 
 from __future__ import annotations
