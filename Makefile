@@ -23,7 +23,7 @@ $(VENV)/.run-installed: pyproject.toml lab/pyproject.toml | $(BIN)/python
 
 $(VENV)/.dev-installed: pyproject.toml lab/pyproject.toml | $(BIN)/python
 	$(BIN)/pip install --quiet -e '.[cli,postgres,redis,temporal,ui,otel,pydantic-ai,openai-agents,mcp]' \
-	  -e './lab[dbos,agentdojo]' --group dev
+	  -e './lab[dbos,agentdojo]' --group dev --group chaos
 	touch $@ $(VENV)/.run-installed
 
 $(VENV)/.bench-installed: $(VENV)/.dev-installed
@@ -107,6 +107,7 @@ chaos: $(VENV)/.dev-installed
 	    || exit 1; \
 	done
 	$(BIN)/python benchmarks/chaos/disk_faults.py
+	$(BIN)/python benchmarks/chaos/power_loss.py --steps 40 --seeds 3
 	$(BIN)/python benchmarks/chaos/claim_simulation.py --seeds 500
 	$(BIN)/python benchmarks/chaos/claim_simulation.py --seeds 100 --plant unfenced
 
