@@ -101,6 +101,10 @@ chaos: $(VENV)/.dev-installed
 	  $(BIN)/python benchmarks/chaos/store_campaign.py --backend $$b --seconds $(CHAOS_SECONDS) \
 	    --workers 4 || exit 1; \
 	done
+	for m in always everysec; do \
+	  $(BIN)/python benchmarks/chaos/store_campaign.py --backend redis --private-redis $$m \
+	    --seconds $(CHAOS_SECONDS) --workers 4 || exit 1; \
+	done
 	for b in sqlite postgres; do \
 	  $(BIN)/python benchmarks/chaos/paused_holders.py --backend $$b --skews 0,-30 || exit 1; \
 	  $(BIN)/python benchmarks/chaos/paused_holders.py --backend $$b --skews 30 --clock python \
