@@ -112,6 +112,7 @@ chaos: $(VENV)/.dev-installed
 	done
 	$(BIN)/python benchmarks/chaos/disk_faults.py
 	$(BIN)/python benchmarks/chaos/power_loss.py --steps 40 --seeds 3
+	$(BIN)/python benchmarks/chaos/redis_power_loss.py --seconds 4 --seeds 3
 	$(BIN)/python benchmarks/chaos/claim_simulation.py --seeds 500
 	$(BIN)/python benchmarks/chaos/claim_simulation.py --seeds 100 --plant unfenced
 

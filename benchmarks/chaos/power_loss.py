@@ -99,8 +99,9 @@ class Mount:
         return json.loads(line) if line.strip() else {"cut": False}
 
     def close(self) -> None:
-        if os.path.ismount(self.mnt):
-            subprocess.run(["fusermount3", "-u", "-z", str(self.mnt)], check=False)
+        # Always (after a cut even stat fails, so ismount says no): lazily, so a process
+        # still holding a file there cannot keep it mounted.
+        subprocess.run(["fusermount3", "-u", "-z", str(self.mnt)], check=False, capture_output=True)
         try:
             self.proc.wait(timeout=10)
         except subprocess.TimeoutExpired:

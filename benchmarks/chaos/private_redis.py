@@ -35,7 +35,9 @@ def redis_server() -> str | None:
 class PrivateRedis:
     """``redis-server`` on ``127.0.0.1:port`` with its data in ``folder``."""
 
-    def __init__(self, folder: Path, appendfsync: str = "always") -> None:
+    def __init__(
+        self, folder: Path, appendfsync: str = "always", logfile: Path | None = None
+    ) -> None:
         if appendfsync not in ("always", "everysec", "off"):
             raise ValueError(f"appendfsync must be always, everysec or off, got {appendfsync!r}")
         binary = redis_server()
@@ -43,6 +45,7 @@ class PrivateRedis:
             raise RuntimeError("redis-server is not installed")
         self.binary, self.appendfsync = binary, appendfsync
         self.folder = folder
+        self.logfile = logfile or folder / "redis.log"
         folder.mkdir(parents=True, exist_ok=True)
         self.port = free_port()
         self.url = f"redis://127.0.0.1:{self.port}/0"
@@ -58,12 +61,12 @@ class PrivateRedis:
             cmd += ["--appendonly", "no"]
         else:
             cmd += ["--appendonly", "yes", "--appendfsync", self.appendfsync]
-        cmd += ["--logfile", str(self.folder / "redis.log"), "--protected-mode", "yes"]
+        cmd += ["--logfile", str(self.logfile), "--protected-mode", "yes"]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + timeout
         while not self.answers():
             if self.proc.poll() is not None or time.monotonic() > deadline:
-                log = (self.folder / "redis.log").read_text(errors="replace")[-600:]
+                log = self.logfile.read_text(errors="replace")[-600:]
                 raise RuntimeError(f"redis-server on port {self.port} did not start: {log}")
             time.sleep(0.02)
 

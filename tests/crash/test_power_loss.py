@@ -49,3 +49,21 @@ def test_a_disk_whose_fsync_lies_is_caught(tmp_path: Path) -> None:
     acknowledged steps and the run is flagged."""
     r = power_loss.power_cut(tmp_path, "FULL", 12, 1, False, lie=True)
     assert r["acked"] >= 1 and r["acked_lost"] == r["acked"] and not r["ok"], r
+
+
+@pytest.mark.parametrize("appendfsync", ["always", "everysec"])
+def test_redis_loses_on_a_power_cut_only_what_its_appendfsync_allows(
+    tmp_path: Path, appendfsync: str
+) -> None:
+    """A private redis-server with its append-only file on lossyfs, surefoot's Store
+    writing, everything frozen and the power cut: with ``always`` no acknowledged write
+    is lost; with ``everysec`` only writes acknowledged within Redis's documented window."""
+    import redis_power_loss
+
+    if redis_power_loss.redis_server() is None:
+        pytest.skip("redis-server is not installed")
+    r = redis_power_loss.redis_cut(tmp_path, appendfsync, 2.0, 1)
+    assert r["acked"] >= 1 and r["error"] is None, r
+    if appendfsync == "always":
+        assert r["acked_lost"] == 0, r
+    assert r["oldest_lost_ms_before_cut"] <= redis_power_loss.EVERYSEC_BOUND_MS and r["ok"], r
