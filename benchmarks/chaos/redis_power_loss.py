@@ -9,7 +9,8 @@ acknowledged, ``everysec`` up to about a second (two when fsync is slow).
 A write is acknowledged when ``Store.write`` returned; the writer logs it, with the time,
 outside the mount, line-buffered, only then. Reported per cut: acknowledged, lost, and the
 oldest lost write's age at the cut (ms). Pass: ``always`` loses none; ``everysec`` loses
-only writes acknowledged within 2 s of the cut, and the server starts from its file.
+only writes acknowledged within 2 s of the cut, and the server starts from its file (with
+``--torn``, after ``redis-check-aof --fix`` where it refuses a file with a garbage tail).
 Needs what power_loss.py needs, and ``redis-server``.
 """
 
@@ -46,6 +47,22 @@ while True:
 #: Redis's own words for everysec: "you may lose 1 second of data"; a slow fsync can delay
 #: the write up to 2 s more (its log says so), hence this bound.
 EVERYSEC_BOUND_MS = 2000.0
+
+
+def check_aof_fix(folder: Path) -> str:
+    """``redis-check-aof --fix`` on the append-only file's manifest (it truncates the file
+    at the first bad command, after asking); its last line."""
+    manifest = next(folder.glob("appendonlydir/*.manifest"))
+    done = subprocess.run(
+        ["redis-check-aof", "--fix", str(manifest)],
+        input="y\n",
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    lines = (done.stdout + done.stderr).strip().splitlines()
+    return lines[-1] if lines else ""
 
 
 def redis_cut(
@@ -88,12 +105,17 @@ def redis_cut(
     acks = [x.split() for x in log.read_text().splitlines() if x.startswith("ack ")]
     acked = {int(a[1]): float(a[2]) for a in acks}
     again = Mount(backing, case / "mnt2", seed)
-    error, present = None, set()
+    error, present, fixed, refused = None, set(), None, False
     try:
         try:
             back = PrivateRedis(again.mnt / "data", mode, logfile=case / "redis-2.log")
         except RuntimeError as exc:
             back, error = None, str(exc)[-300:]
+            if "Bad file format" in error:  # what Redis says to do: redis-check-aof --fix
+                refused = True
+                fixed = check_aof_fix(again.mnt / "data")
+                back = PrivateRedis(again.mnt / "data", mode, logfile=case / "redis-3.log")
+                error = None
         if back is not None:
             from surefoot.statebus import Store
 
@@ -119,6 +141,8 @@ def redis_cut(
         "dropped_pages": cut.get("dropped_pages"),
         "torn_bytes": cut.get("torn_bytes"),
         "error": error,
+        "refused_to_start": refused,
+        "check_aof_fix": fixed,
         "ok": error is None and bool(cut.get("cut")) and all(a <= bound for a in ages),
     }
 
