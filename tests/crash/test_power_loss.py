@@ -22,7 +22,10 @@ import power_loss  # noqa: E402
 def _needs_fuse() -> None:
     why = power_loss.fuse_unavailable()
     if why is not None:
-        if os.environ.get("SUREFOOT_REQUIRE_SERVICES") == "1":
+        # What .ci/run installs (fuse3, mfusepy) must be there; a machine without /dev/fuse
+        # or root cannot be given them by an install.
+        installable = "root" not in why and "/dev/fuse" not in why
+        if installable and os.environ.get("SUREFOOT_REQUIRE_SERVICES") == "1":
             pytest.fail(f"{why}, and SUREFOOT_REQUIRE_SERVICES=1 requires it")
         pytest.skip(why)
 
