@@ -10,7 +10,8 @@ BACKING at once, as a journaling file system keeps it; only file data waits for 
 
 A power cut: ``stat MOUNTPOINT/.power-cut`` (or ``.power-cut-torn``) drops everything not
 synced, and with ``-torn`` first writes a seeded prefix (whole 512-byte sectors, at least
-one, fewer than all) of the last unsynced write to BACKING, a write torn by the cut. After
+one, fewer than all; a write of one sector or less whole) of the last unsynced write to
+BACKING: torn by the cut, and landed although the unsynced writes before it did not. After
 a cut every call fails with EIO; unmount with ``fusermount3 -u MOUNTPOINT`` and read BACKING
 (or mount it again): it holds exactly what a disk would after the power came back. The
 cut's figures go to stdout as one JSON line.
