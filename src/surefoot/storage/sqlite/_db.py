@@ -22,9 +22,16 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
-from ...errors import ConfigError, SchemaVersionError, StoreError, StoreUnavailableError
+from ...errors import (
+    ConfigError,
+    CorruptionError,
+    SchemaVersionError,
+    StoreError,
+    StoreUnavailableError,
+)
 from ..checks import DEFAULT_MAX_VALUE_BYTES
 from ._changes import FileChanges, wait_for_commit
+from ._walcheck import find_damage
 
 __all__ = ["SQLiteDB", "owner_only"]
 
@@ -118,6 +125,7 @@ class SQLiteDB:
         self._migrated: set[str] = set()
         self._all: list[sqlite3.Connection] = []
         self._watches: list[FileChanges] = []
+        self._wal_checked = False
 
     # -- connections -------------------------------------------------------------------
 
@@ -164,6 +172,8 @@ class SQLiteDB:
             )
         existed = os.path.isfile(self.path) and os.path.getsize(self.path) > 0
         before = {s for s in _SIDECARS if os.path.exists(self.path + s)}
+        if not self._wal_checked:
+            self._check_wal()  # before any connection recovers the -wal (and drops frames)
         c: sqlite3.Connection | None = None
         owner_only(self.path)
         try:
@@ -195,6 +205,35 @@ class SQLiteDB:
         with self._lock:
             self._all.append(c)
         return c
+
+    def _check_wal(self) -> None:
+        """Refuse a ``-wal`` whose damage SQLite's recovery would silently drop committed
+        transactions at (see ``_walcheck``). Found twice, 50 ms apart, the same: a frame
+        another process is writing at this moment can read torn once.
+
+        Raises:
+            CorruptionError: naming the frame; the files were left untouched.
+        """
+        wal = self.path + "-wal"
+        try:
+            found = find_damage(wal)
+            if found is not None:
+                time.sleep(0.05)
+                if find_damage(wal) != found:
+                    found = None  # it moved: a writer's frames, not damage
+        except OSError as exc:
+            raise StoreUnavailableError(self.url, f"cannot read {wal!r}: {exc}") from exc
+        if found is not None:
+            raise CorruptionError(
+                self.url,
+                f"{wal} frame {found.bad_frame}",
+                f"{wal!r} is damaged: {found.describe()}. It was refused and left untouched "
+                "(opening it with SQLite would lose those transactions for good). Stop "
+                "every process using the file and restore it and its -wal from a backup; to "
+                "accept the loss instead, open it once with the sqlite3 shell, which drops "
+                "them (docs/reliability.md, section 4).",
+            )
+        self._wal_checked = True
 
     def _refuse_foreign(self, c: sqlite3.Connection) -> None:
         """Raise ``SchemaVersionError`` if the file holds another program's tables."""
