@@ -18,7 +18,7 @@ from zlib import crc32
 
 from ..errors import CorruptionError
 
-__all__ = ["check_value", "refused", "step_sum", "value_sum"]
+__all__ = ["check_value", "key_sum", "refused", "step_sum", "value_sum"]
 
 _NONE = b"\x00"  # None, told apart from "" (every present text is prefixed with \x01)
 
@@ -42,6 +42,13 @@ def step_sum(
 def value_sum(text: str | None) -> int:
     """The checksum of one stored value."""
     return _text(0, text)
+
+
+def key_sum(key: str, value: str) -> int:
+    """The checksum of a state store key and its value (the row holds both)."""
+    return crc32(
+        value.encode("utf-8", "surrogatepass"), crc32(key.encode("utf-8", "surrogatepass"))
+    )
 
 
 def check_value(url: str, where: str, text: str | None, stored: int | None) -> None:

@@ -22,16 +22,22 @@ from surefoot.statebus import Store
 from surefoot.storage.runs import RunRow, StepWrite
 from surefoot.storage.sqlite import SQLiteDB
 from surefoot.storage.sqlite._journal import MIGRATIONS, SQLiteJournal
+from surefoot.storage.sqlite._state import SQLiteStateStore
 from surefoot.storage.sqlite._walcheck import find_damage
 
 MARK = "needle-" + "q" * 40  # a step result easy to find in the file's bytes
 
 
-def _flip_in_file(path: Path, needle: bytes, at: int = 10) -> None:
-    """Flip one bit of the byte ``at`` into the one occurrence of ``needle`` in the file."""
+def _flip_in_file(path: Path, needle: bytes, copies: int = 1, at: int = 10) -> None:
+    """Flip one bit of the byte ``at`` into each of the ``copies`` occurrences of ``needle``
+    in the file."""
     data = bytearray(path.read_bytes())
-    assert data.count(needle) == 1, data.count(needle)
-    data[data.index(needle) + at] ^= 0x01
+    assert data.count(needle) == copies, data.count(needle)
+    start = 0
+    for _ in range(copies):
+        start = data.index(needle, start)
+        data[start + at] ^= 0x01
+        start += len(needle)
     path.write_bytes(bytes(data))
 
 
@@ -199,3 +205,27 @@ def test_damage_only_in_the_last_transaction_could_be_a_crash_and_opens(tmp_path
     data[-size + 24 + 100] ^= 0x10  # the last frame: the last transaction's commit frame
     wal.write_bytes(bytes(data))
     assert len(_read_all(path)) == WRITER - 1
+
+
+def test_a_bit_flipped_in_a_store_value_is_refused_not_served(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    store = Store(f"sqlite:///{path}")
+    store.write("plain", 1)
+    store.write("marked", MARK)
+    store.close()
+    assert _read_all(path) == {"plain": 1, "marked": MARK}
+    _flip_in_file(path, MARK.encode(), copies=2)  # the value and its change in the log
+    store = Store(f"sqlite:///{path}")
+    try:
+        assert store.read("plain").value == 1  # an undamaged key is still served
+        with pytest.raises(CorruptionError) as err:
+            store.read("marked")
+        assert "key 'marked'" in err.value.where and "sf_state" in err.value.where
+        with pytest.raises(CorruptionError):
+            store.snapshot()
+    finally:
+        store.close()
+    states = SQLiteStateStore(SQLiteDB(str(path)))
+    with pytest.raises(CorruptionError):  # not merged into either
+        states.merge("marked", "max", "5", author="a", trust="trusted", now=1.0)
+    states.db.close()
