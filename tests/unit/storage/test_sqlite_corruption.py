@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 
 from surefoot import durable
-from surefoot.errors import CorruptionError
+from surefoot.errors import ConfigError, CorruptionError
 from surefoot.statebus import Store
-from surefoot.storage.runs import RunRow, StepWrite
+from surefoot.storage.runs import StepWrite
 from surefoot.storage.sqlite import SQLiteDB
 from surefoot.storage.sqlite._journal import MIGRATIONS, SQLiteJournal
 from surefoot.storage.sqlite._state import SQLiteStateStore
@@ -132,11 +132,14 @@ def test_a_journal_written_before_checksums_opens_and_serves_its_rows(tmp_path: 
 WRITER = 60  # keys written while the -wal is kept
 
 
-def _store_with_wal(tmp_path: Path) -> Path:
+def _store_with_wal(tmp_path: Path, start: Path | None = None) -> Path:
     """A store file whose last ``WRITER`` writes (``k{i} = 1000 + i``) are only in its
-    -wal, copied (file and -wal) to a folder of their own while the writer holds them open."""
+    -wal, copied (file and -wal) to a folder of their own while the writer holds them open.
+    ``start``: a closed store file to begin from (else a new one)."""
     src = tmp_path / "src" / "s.db"
     src.parent.mkdir()
+    if start is not None:
+        shutil.copy(start, src)
     keep = sqlite3.connect(src)  # keeps the -wal from being checkpointed away at close
     store = Store(f"sqlite:///{src}")
     for i in range(WRITER):
@@ -229,3 +232,25 @@ def test_a_bit_flipped_in_a_store_value_is_refused_not_served(tmp_path: Path) ->
     with pytest.raises(CorruptionError):  # not merged into either
         states.merge("marked", "max", "5", author="a", trust="trusted", now=1.0)
     states.db.close()
+
+
+def test_check_quick_refuses_a_damaged_file_at_open_and_a_bad_value_is_a_config_error(
+    tmp_path: Path,
+) -> None:
+    """A database file cut short whose pages all have newer copies in the -wal serves every
+    write without an error (the damage is not read); ``?check=quick`` (PRAGMA
+    quick_check) finds it at open."""
+    first = tmp_path / "first.db"
+    store = Store(f"sqlite:///{first}")
+    for i in range(WRITER):
+        store.write(f"k{i}", i)
+    store.close()  # checkpointed into the file
+    path = _store_with_wal(tmp_path, start=first)
+    with open(path, "r+b") as f:
+        f.truncate(path.stat().st_size // 2)
+    assert _read_all(path) == {f"k{i}": 1000 + i for i in range(WRITER)}
+    with pytest.raises(CorruptionError) as err:
+        Store(f"sqlite:///{path}?check=quick")
+    assert "quick_check" in err.value.where or "malformed" in err.value.where
+    with pytest.raises(ConfigError):
+        Store(f"sqlite:///{tmp_path / 'other.db'}?check=sometimes")

@@ -37,6 +37,8 @@ __all__ = ["SQLiteDB", "owner_only"]
 
 _T = TypeVar("_T")
 _SYNC = {"OFF", "NORMAL", "FULL", "EXTRA"}
+# ?check=: the PRAGMA run on the file when this process first opens it (each reads it all)
+CHECKS = {"off": "", "quick": "quick_check", "full": "integrity_check"}
 # The files SQLite keeps beside a database; opening a file can create them.
 _SIDECARS = ("-wal", "-shm", "-journal")
 WAL_PRESIZE = 1_000  # frames: SQLite's wal_autocheckpoint, where a -wal stops growing
@@ -85,6 +87,11 @@ class SQLiteDB:
         max_value_bytes: the largest value (key, message, step result) accepted; 0: no limit.
         wal_presize: frames the ``-wal`` is pre-sized to when a journal is created in the
             file (see :meth:`presize_wal`); 0: never.
+        check: ``off`` (the default), ``quick`` or ``full``: when this object first opens
+            the file, run ``PRAGMA quick_check`` (each page's b-tree structure) or
+            ``PRAGMA integrity_check`` (also every index against its table) and refuse a
+            file that fails it. Each reads the whole file (docs/reliability.md, section 4,
+            has its cost). The ``-wal`` is always checked (see ``_walcheck``).
 
     Attributes:
         commits: write transactions committed through this object (tests count them).
@@ -99,8 +106,12 @@ class SQLiteDB:
         busy_timeout_ms: int = 10_000,
         max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES,
         wal_presize: int = WAL_PRESIZE,
+        check: str = "off",
     ) -> None:
         sync = synchronous.upper()
+        if check not in CHECKS:
+            raise ConfigError(f"check must be one of {sorted(CHECKS)}, got {check!r}")
+        self.check = check
         if sync not in _SYNC:
             raise ConfigError(f"synchronous must be one of {sorted(_SYNC)}, got {synchronous!r}")
         if busy_timeout_ms < 0:
@@ -126,6 +137,7 @@ class SQLiteDB:
         self._all: list[sqlite3.Connection] = []
         self._watches: list[FileChanges] = []
         self._wal_checked = False
+        self._file_checked = False
 
     # -- connections -------------------------------------------------------------------
 
@@ -183,19 +195,23 @@ class SQLiteDB:
                 self._refuse_foreign(c)  # before WAL mode, which would change the file
             mode = self._wal(c)
             c.execute(f"PRAGMA synchronous={self.synchronous}")
+            if existed and self.check != "off" and not self._file_checked:
+                self._check_file(c)
         except sqlite3.OperationalError as exc:
             if c is not None:
                 c.close()
             raise self.error(exc) from exc
         except sqlite3.DatabaseError as exc:
             self._leave_as_found(c, before)
+            if "malformed" in str(exc):
+                raise _malformed(self.url, self.path, str(exc)) from exc
             raise StoreUnavailableError(
                 self.url,
                 f"cannot use {self.path!r} as a surefoot database: {exc}. It is not a SQLite "
                 "file or it is corrupt; it was left untouched (and no -wal or -shm file was "
                 "left beside it). Point the URL at another file.",
             ) from exc
-        except SchemaVersionError:
+        except (SchemaVersionError, CorruptionError):
             self._leave_as_found(c, before)
             raise
         if str(mode).lower() != "wal":
@@ -234,6 +250,29 @@ class SQLiteDB:
                 "them (docs/reliability.md, section 4).",
             )
         self._wal_checked = True
+
+    def _check_file(self, c: sqlite3.Connection) -> None:
+        """Run the ``check`` PRAGMA; refuse the file if it finds a problem.
+
+        Raises:
+            CorruptionError: naming the PRAGMA's first findings.
+        """
+        pragma = CHECKS[self.check]
+        try:
+            found = [str(r[0]) for r in c.execute(f"PRAGMA {pragma}(20)")]
+        except sqlite3.DatabaseError as exc:
+            if isinstance(exc, sqlite3.OperationalError) and "malformed" not in str(exc):
+                raise  # locked, busy, I/O: not a finding
+            found = [str(exc)]
+        if found != ["ok"]:
+            raise CorruptionError(
+                self.url,
+                f"{self.path} ({pragma})",
+                f"{self.path!r} failed PRAGMA {pragma}: {'; '.join(found[:5])}. It was refused. "
+                "Stop every process using the file and restore it from a backup "
+                "(docs/reliability.md, section 4).",
+            )
+        self._file_checked = True
 
     def _refuse_foreign(self, c: sqlite3.Connection) -> None:
         """Raise ``SchemaVersionError`` if the file holds another program's tables."""
@@ -302,6 +341,8 @@ class SQLiteDB:
     def error(self, exc: sqlite3.Error) -> StoreError:
         """The storage error for a driver error (raise it ``from exc``)."""
         text = " ".join(str(exc).split()).rstrip(" .")
+        if "malformed" in text:  # SQLITE_CORRUPT: SQLite's own check of a page failed
+            return _malformed(self.url, self.path, text)
         if isinstance(exc, sqlite3.OperationalError):
             hint = (
                 "Another process holds the write lock; raise busy_timeout in the URL "
@@ -531,6 +572,18 @@ class SQLiteDB:
                     (component, len(migrations)),
                 )
             return int(current)
+
+
+def _malformed(url: str, path: str, text: str) -> CorruptionError:
+    """The error for SQLite's own "database disk image is malformed" (a page that fails
+    SQLite's structural checks): the file is damaged, and retrying reads the same bytes."""
+    return CorruptionError(
+        url,
+        f"{path} (SQLite: malformed)",
+        f"SQLite found {path!r} damaged: {text}. Nothing was served from the damaged part. "
+        "Stop every process using the file and restore it from a backup; `PRAGMA "
+        "integrity_check` on a copy lists the damage (docs/reliability.md, section 4).",
+    )
 
 
 def _statements(script: str) -> Iterator[str]:

@@ -82,7 +82,7 @@ _NEW = object.__new__
 def _record(row: tuple[Any, ...] | sqlite3.Row) -> StateRecord:
     k, v, ver, rev, author, trust, at, lineage, op, log, exp, *joined = row
     if op in LIST_OPS:
-        items, entries = joined if joined else (None, None)
+        items, entries = joined[:2] if joined else (None, None)
         v, log = f"[{items or ''}]", f"[{entries or ''}]"
     r = _NEW(StateRecord)
     _SKEY(r, k)
