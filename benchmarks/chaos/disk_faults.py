@@ -157,7 +157,12 @@ def flip(path: Path, rnd: random.Random, flips: int) -> None:
     path.write_bytes(bytes(data))
 
 
-def corruption(tmp: Path, n: int, trials: int, seed: int, check: str = "off") -> dict[str, Any]:
+KINDS = ("db-bitflip", "db-truncate", "wal-bitflip", "wal-truncate")
+
+
+def corruption(
+    tmp: Path, n: int, trials: int, seed: int, check: str = "off", kinds: tuple[str, ...] = KINDS
+) -> dict[str, Any]:
     """Copies of a database (and its -wal) corrupted; what does a reader get?
 
     The file holds ``k{i} = i`` (checkpointed into the database) and then ``k{i} = 1000 +
@@ -186,7 +191,7 @@ def corruption(tmp: Path, n: int, trials: int, seed: int, check: str = "off") ->
     written = {f"k{i}": {i, 1000 + i} for i in range(n)}
     rnd = random.Random(seed)
     out: dict[str, dict[str, int]] = {}
-    for kind in ("db-bitflip", "db-truncate", "wal-bitflip", "wal-truncate"):
+    for kind in kinds:
         tally = dict.fromkeys(
             ("refused", "sqlite_refused", "other_error", "same", "lost", "wrong"), 0
         )
