@@ -235,7 +235,8 @@ class SQLiteDB:
             found = find_damage(wal)
             if found is not None:
                 time.sleep(0.05)
-                if find_damage(wal) != found:
+                again = find_damage(wal)
+                if again is None or (again.bad_frame, again.kept) != (found.bad_frame, found.kept):
                     found = None  # it moved: a writer's frames, not damage
         except OSError as exc:
             raise StoreUnavailableError(self.url, f"cannot read {wal!r}: {exc}") from exc

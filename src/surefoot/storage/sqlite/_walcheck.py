@@ -14,10 +14,11 @@ log, silently: every transaction committed after it is gone, and the next write 
 them. A crash while a transaction was being written leaves exactly such a tail (a torn,
 never-acknowledged transaction), so SQLite cannot tell it from damage.
 
-:func:`find_damage` can, in one case: a frame fails, yet a **commit frame** after it carries
-the current salts and a checksum that chains from its predecessor's stored checksum. Such a
-frame was written after the failing one, in the same cycle of the log, and its transaction
-completed; so the failing frame was whole once and was damaged afterwards. The same holds
+:func:`find_damage` can, in one case: a frame fails, yet the **commit frame of a later
+transaction** (after the one the failing frame belongs to) carries the current salts and a
+checksum that chains from its predecessor's stored checksum. Such a frame was written after
+the failing one, in the same cycle of the log, and its transaction completed; so the failing
+frame was whole once and was damaged afterwards. The same holds
 for a damaged header followed by frames that chain from it. What it cannot tell (see
 docs/reliability.md, section 4): a log cut at a frame boundary (as if the machine lost
 power before those commits were synced), or damage confined to the last transaction's
