@@ -60,6 +60,7 @@ from pathlib import Path
 from typing import Any
 
 from surefoot import durable
+from surefoot.storage.rowsum import step_sum
 from surefoot.storage.sqlite._journal import SQLITE_STEPS
 
 STEPS = 100
@@ -182,7 +183,7 @@ class HandWritten:
     CREATE TABLE IF NOT EXISTS durable_steps (id INTEGER PRIMARY KEY, run_id TEXT NOT NULL,
         pos TEXT NOT NULL, name TEXT NOT NULL, kind TEXT NOT NULL, status TEXT NOT NULL,
         result TEXT, error TEXT, attempts INTEGER NOT NULL, epoch INTEGER NOT NULL,
-        started_at REAL NOT NULL, finished_at REAL);
+        started_at REAL NOT NULL, finished_at REAL, checksum INTEGER);
     """
 
     def __init__(self, d: Path) -> None:
@@ -213,8 +214,10 @@ class HandWritten:
             for i in range(STEPS):
                 started = time.time()
                 v = await step(i)
-                params = (run_id, str(i), "step", "step", "done", json.dumps(v), None, 1, 1,
-                          started, time.time(), run_id, 1, i + 1)  # fmt: skip
+                pos, result = str(i), json.dumps(v)
+                params = (run_id, pos, "step", "step", "done", result, None, 1, 1,
+                          started, time.time(), run_id, 1, i + 1,
+                          step_sum(pos, "step", "step", "done", result, None))  # fmt: skip
                 if write and c.execute(sql, params).rowcount != 1:
                     raise RuntimeError(f"run {run_id} was taken over")
                 total += v

@@ -19,6 +19,7 @@
     │   ├── StoreUnavailableError       the database cannot be reached or opened
     │   │   └── OutcomeUnknownError         a write's answer was lost and could not be found out
     │   ├── SchemaVersionError          foreign database, or one written by a newer surefoot
+    │   ├── CorruptionError             stored data failed its checksum; refused, not served
     │   └── ValueTooLargeError          a value over the store's max_value_bytes (also ValueError)
     ├── JournalError
     │   ├── StepMismatchError           replay met a different step than was journalled
@@ -251,6 +252,18 @@ class OutcomeUnknownError(StoreUnavailableError):
 
 class SchemaVersionError(StoreError):
     """The database is foreign, or was written by a newer surefoot; it was not touched."""
+
+
+class CorruptionError(StoreError):
+    """Stored data failed its check (a row's checksum, a chunk's content hash, a ``-wal``
+    frame's checksum): the file was damaged after it was written. The data was refused,
+    never returned. ``where`` names what was damaged (a table and run and position, or a
+    file and frame). Not transient: retrying reads the same bytes. Restore the file from a
+    backup (see docs/reliability.md, section 4)."""
+
+    def __init__(self, url: str, where: str, message: str) -> None:
+        self.where = where
+        super().__init__(url, message)
 
 
 class ValueTooLargeError(StoreError, ValueError):

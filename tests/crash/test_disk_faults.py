@@ -1,8 +1,10 @@
 """§4 of the reliability campaigns, bounded: SQLite under an fsync / fdatasync / pwrite
 that fails with EIO (strace's fault injection) and a full disk (a 1 MiB tmpfs mounted and
 unmounted here). An I/O error is an error, never a success; every acknowledged write is in
-the file afterwards; the store takes writes again after the fault. Corruption and the
-synchronous=NORMAL figures run in ``make chaos`` (benchmarks/chaos/disk_faults.py)."""
+the file afterwards; the store takes writes again after the fault; a flipped ``-wal`` is
+refused, never read with its last transactions silently dropped. The whole corruption
+campaign and the synchronous=NORMAL figures run in ``make chaos``
+(benchmarks/chaos/disk_faults.py)."""
 
 from __future__ import annotations
 
@@ -70,3 +72,11 @@ def test_synchronous_normal_loses_what_its_documentation_says(tmp_path: Path) ->
     needs_root_and("strace")
     r = disk_faults.power_loss(tmp_path, "NORMAL", 30, 1)
     assert r["acked"] >= 1 and r["acked_lost"] == r["acked"] and r["error"] is None, r
+
+
+def test_a_wal_with_flipped_bits_is_refused_never_read_short(tmp_path: Path) -> None:
+    """The corruption campaign's -wal bit flips, 4 trials: each copy is refused with
+    CorruptionError (before #27 every one opened and silently served the data of before
+    its last transactions)."""
+    r = disk_faults.corruption(tmp_path, 30, 4, seed=7, kinds=("wal-bitflip",))
+    assert r["by_kind"]["wal-bitflip"]["refused"] == 4, r

@@ -30,7 +30,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from hashlib import sha256
 
-from ..errors import JournalError
+from ..errors import CorruptionError, JournalError
 
 __all__ = ["MAX_FAN", "MAX_LEAF", "MIN_LEAF", "REF", "is_ref", "join_all", "split"]
 
@@ -128,20 +128,44 @@ def join_all(
     fetch: Callable[[list[str]], dict[str, str]],
     decode: Callable[[str], str],
     where: str,
+    *,
+    tag: str = "",
+    url: str = "",
 ) -> dict[str, str]:
-    """The text of every ref in ``refs``, reading each node once.
+    """The text of every ref in ``refs``, reading each node once, each checked against its
+    id (the hash of its content: a node is content-addressed, so it carries its checksum).
 
     Args:
         fetch: the stored data of the given node ids (of one run).
         decode: a leaf's stored data as its plain text (through the codec).
         where: named in errors (``run 'r1'``).
+        tag: the payload codec's name, as given to :func:`split` ("" without one).
+        url: the journal's, named in a ``CorruptionError``.
 
     Raises:
         JournalError: a node is missing or the text has not the recorded length (the
             journal was changed outside surefoot).
+        CorruptionError: a node's content does not hash to its id (the file was damaged);
+            nothing is returned.
     """
     todo = {ref: _parse(ref, where) for ref in dict.fromkeys(refs)}
     seen: dict[str, str] = {}
+    t = tag.encode()
+    checked: set[str] = set()
+
+    def check(kind: bytes, i: str, content: str) -> None:
+        if i in checked:
+            return
+        checked.add(i)
+        if _id(kind, t, content) != i:
+            raise CorruptionError(
+                url,
+                f"{where}, chunk {i} (table durable_chunks)",
+                f"{where}: chunk {i} of a stored value does not hash to its id: the journal "
+                "was damaged after it was written (a failing disk, or a change made outside "
+                "surefoot). It was refused, not served. Restore the journal from a backup "
+                "(docs/reliability.md, section 4).",
+            )
 
     def get(ids: list[str]) -> None:
         missing = [i for i in dict.fromkeys(ids) if i not in seen]
@@ -156,7 +180,10 @@ def join_all(
 
     frontier = {ref: (h, [root]) for ref, (h, _, root) in todo.items()}
     while any(h > 0 for h, _ in frontier.values()):
-        get([i for h, ids in frontier.values() if h > 0 for i in ids])
+        inner = [i for h, ids in frontier.values() if h > 0 for i in ids]
+        get(inner)
+        for i in dict.fromkeys(inner):
+            check(b"N", i, seen[i])
         frontier = {
             ref: (h - 1, [c for i in ids for c in seen[i].split(",")]) if h > 0 else (h, ids)
             for ref, (h, ids) in frontier.items()
@@ -168,6 +195,7 @@ def join_all(
         for i in ids:
             if i not in plain:
                 plain[i] = decode(seen[i])
+                check(b"L", i, plain[i])
         text = "".join(plain[i] for i in ids)
         if len(text) != todo[ref][1]:
             raise JournalError(

@@ -213,7 +213,9 @@ class StoredValues:
                 assert self.chunks is not None  # a reference was stored through them
                 return self.chunks.get(run_id, ids)
 
-            got = join_all(run_refs, fetch, self._plain, f"run {run_id!r}")
+            got = join_all(
+                run_refs, fetch, self._plain, f"run {run_id!r}", tag=self._name, url=self.url
+            )
             texts.update(((run_id, ref), text) for ref, text in got.items())
         out = []
         for s in rows:

@@ -10,7 +10,8 @@ URL                         backend
 ``redis://…``               Redis through redis-py (extra ``surefoot[redis]``)
 ==========================  ===========================================================
 
-SQLite query options: ``?synchronous=FULL|NORMAL`` (default FULL), ``&busy_timeout=5000`` (ms).
+SQLite query options: ``?synchronous=FULL|NORMAL`` (default FULL), ``&busy_timeout=5000`` (ms),
+``&check=off|quick|full`` (``PRAGMA quick_check`` / ``integrity_check`` at open; default off).
 Every backend: ``?max_value_bytes=N``, the largest value, message or step result accepted
 (default 1 MiB, 0: no limit); a larger one raises ``ValueTooLargeError``.
 Drivers are imported lazily; a missing one names the extra to install.

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from surefoot import storage
-from surefoot.errors import SchemaVersionError, StoreUnavailableError
+from surefoot.errors import CorruptionError, SchemaVersionError, StoreUnavailableError
 
 
 def _surefoot_file(path: Path) -> bytes:
@@ -37,13 +37,15 @@ def _refused(folder: Path, name: str, error: type[Exception]) -> None:
 def test_a_truncated_surefoot_file_is_refused_and_nothing_appears_beside_it(
     tmp_path: Path, cut: int
 ) -> None:
-    """A surefoot file cut short raises StoreUnavailableError; the folder listing is unchanged."""
+    """A surefoot file cut short raises CorruptionError (SQLite finds it malformed; before
+    #27 a StoreUnavailableError, which workers retry as if the file would come back); the
+    folder listing is unchanged."""
     data = _surefoot_file(tmp_path / "whole.db")
     (tmp_path / "whole.db").unlink()
     folder = tmp_path / "f"
     folder.mkdir()
     (folder / "team.db").write_bytes(data[: cut if cut > 3 else len(data) // 3])
-    _refused(folder, "team.db", StoreUnavailableError)
+    _refused(folder, "team.db", CorruptionError)
 
 
 def test_a_file_that_is_not_sqlite_is_refused_and_left_alone(tmp_path: Path) -> None:

@@ -40,6 +40,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ...errors import UnknownRunError
+from ..rowsum import step_sum
 from ..runs import TERMINAL, ChildWrite, RunRow, RunStatus, RunWrite
 from .dialect import Dialect
 from .schema import (
@@ -69,6 +70,7 @@ class SQLChildren:
     def __init__(self, d: Dialect, steps: StepSQL) -> None:
         self.d = d
         self._ordered = steps.ordered
+        self._summed = steps.summed
         self._get = d.sql(f"SELECT {SEL} FROM durable_runs WHERE run_id = ?")
         self._audit = d.sql(AUDIT_SQL)
         # a child's end key-share-locks its parent's row, as ``signal`` does (no lost wake-up)
@@ -144,6 +146,8 @@ class SQLChildren:
                 w.epoch, w.started_at, w.finished_at, parent, w.epoch,
                 kid.run_id, parent, kid.workflow, kid.args,
                 *((w.order,) if self._ordered else ()),
+                *((step_sum(w.pos, w.name, w.kind, w.status, w.result, w.error),)
+                  if self._summed else ()),
             ),
         )  # fmt: skip
 

@@ -31,6 +31,7 @@ from typing import Any
 from ...errors import RunConflictError, StoreError, UnknownRunError
 from ..checks import check_size
 from ..chunks import ChunkWrite
+from ..rowsum import refused, step_sum
 from ..runs import AuditRow, ChildWrite, Record, RunRow, RunWrite, StepRow, StepWrite, WorkerRow
 from ..waking import Waking
 from .children import SQLChildren
@@ -113,8 +114,13 @@ class SQLJournal:
         self.url = dialect.url
         self._steps = steps
         self._ordered = steps.ordered
+        self._summed = steps.summed
         self.step_args: Callable[[StepWrite], tuple[Any, ...]] = (
-            self._ordered_step_params if steps.ordered else step_params
+            self._summed_step_params
+            if steps.summed
+            else self._ordered_step_params
+            if steps.ordered
+            else step_params
         )
         statement = steps.write.format(share_lock=d.share_lock)
         self._step = d.sql(statement)
@@ -184,6 +190,17 @@ class SQLJournal:
         return (
             r.run_id, r.pos, r.name, r.kind, r.status, r.result, r.error, r.attempts,
             r.epoch, r.started_at, r.finished_at, r.run_id, r.epoch, r.order,
+        )  # fmt: skip
+
+    def _summed_step_params(self, r: StepWrite) -> tuple[Any, ...]:
+        """:meth:`_ordered_step_params` and the row's checksum (``StepSQL.summed``)."""
+        if r.order is not None and r.order > MAX_ORDER:
+            return self._ordered_step_params(r)  # raises
+        pos, name, kind, status, result, error = r.pos, r.name, r.kind, r.status, r.result, r.error
+        return (
+            r.run_id, pos, name, kind, status, result, error, r.attempts,
+            r.epoch, r.started_at, r.finished_at, r.run_id, r.epoch, r.order,
+            step_sum(pos, name, kind, status, result, error),
         )  # fmt: skip
 
     def _put_step(self, c: Any, w: StepWrite) -> Any:
@@ -276,8 +293,22 @@ class SQLJournal:
         return [RunRow(*r) for r in self.d.read(self.d.sql(sql), (*params, int(limit)))]
 
     def steps(self, run_id: str) -> list[StepRow]:
+        """The journalled steps of ``run_id``, in order.
+
+        Raises:
+            CorruptionError: a step row fails its checksum (``StepSQL.summed``); none is
+                returned.
+        """
         sql = self.d.sql(self._steps.of_run.format(seq=self.d.step_seq))
-        return [StepRow(*r) for r in self.d.read(sql, (run_id,))]
+        rows = self.d.read(sql, (run_id,))
+        if not self._summed:
+            return [StepRow(*r) for r in rows]
+        out = []
+        for *r, stored in rows:
+            if stored is not None and stored != step_sum(r[1], r[2], r[3], r[4], r[5], r[6]):
+                raise refused(self.url, f"step {r[1]!r} of run {run_id!r} (table durable_steps)")
+            out.append(StepRow(*r))
+        return out
 
     # -- the hot path ------------------------------------------------------------------
 

@@ -127,6 +127,10 @@ class StepSQL:
         of_run / at / delete / delete_all: a run's steps in order; one step's ``{seq}``;
             delete one step; delete a run's steps. Parameters: ``(run_id[, pos])``.
         copy: ``(new run id, run id, a step's seq)``: the done steps before it, copied.
+        summed: ``ordered`` only: every step row carries its checksum
+            (:func:`~surefoot.storage.rowsum.step_sum`), the last parameter of ``write``,
+            ``found`` and ``child`` and the last column of ``of_run``; a row read back that
+            fails it is refused (SQLite: its pages carry no checksum of their own).
     """
 
     write: str = STEP_SQL
@@ -144,6 +148,7 @@ class StepSQL:
         "WHERE run_id = ? AND {seq} < ? AND status IN ('done', 'error') ORDER BY {seq}"
     )
     ordered: bool = False
+    summed: bool = False
 
 
 def step_params(r: StepWrite) -> tuple[Any, ...]:

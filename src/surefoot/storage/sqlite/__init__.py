@@ -44,6 +44,7 @@ class SQLiteStorage:
             busy_timeout_ms=busy,
             max_value_bytes=value_limit(parsed.safe, opts),
             wal_presize=presize,
+            check=opts.get("check", "off"),
         )
         self.db.conn()  # fail now, clearly, if the file is unusable
 

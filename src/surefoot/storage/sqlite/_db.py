@@ -22,14 +22,23 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
-from ...errors import ConfigError, SchemaVersionError, StoreError, StoreUnavailableError
+from ...errors import (
+    ConfigError,
+    CorruptionError,
+    SchemaVersionError,
+    StoreError,
+    StoreUnavailableError,
+)
 from ..checks import DEFAULT_MAX_VALUE_BYTES
 from ._changes import FileChanges, wait_for_commit
+from ._walcheck import find_damage
 
 __all__ = ["SQLiteDB", "owner_only"]
 
 _T = TypeVar("_T")
 _SYNC = {"OFF", "NORMAL", "FULL", "EXTRA"}
+# ?check=: the PRAGMA run on the file when this process first opens it (each reads it all)
+CHECKS = {"off": "", "quick": "quick_check", "full": "integrity_check"}
 # The files SQLite keeps beside a database; opening a file can create them.
 _SIDECARS = ("-wal", "-shm", "-journal")
 WAL_PRESIZE = 1_000  # frames: SQLite's wal_autocheckpoint, where a -wal stops growing
@@ -78,6 +87,11 @@ class SQLiteDB:
         max_value_bytes: the largest value (key, message, step result) accepted; 0: no limit.
         wal_presize: frames the ``-wal`` is pre-sized to when a journal is created in the
             file (see :meth:`presize_wal`); 0: never.
+        check: ``off`` (the default), ``quick`` or ``full``: when this object first opens
+            the file, run ``PRAGMA quick_check`` (each page's b-tree structure) or
+            ``PRAGMA integrity_check`` (also every index against its table) and refuse a
+            file that fails it. Each reads the whole file (docs/reliability.md, section 4,
+            has its cost). The ``-wal`` is always checked (see ``_walcheck``).
 
     Attributes:
         commits: write transactions committed through this object (tests count them).
@@ -92,8 +106,12 @@ class SQLiteDB:
         busy_timeout_ms: int = 10_000,
         max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES,
         wal_presize: int = WAL_PRESIZE,
+        check: str = "off",
     ) -> None:
         sync = synchronous.upper()
+        if check not in CHECKS:
+            raise ConfigError(f"check must be one of {sorted(CHECKS)}, got {check!r}")
+        self.check = check
         if sync not in _SYNC:
             raise ConfigError(f"synchronous must be one of {sorted(_SYNC)}, got {synchronous!r}")
         if busy_timeout_ms < 0:
@@ -119,6 +137,8 @@ class SQLiteDB:
         # every connection and file watch opened here, with the thread that owns it
         self._all: list[tuple[sqlite3.Connection, threading.Thread]] = []
         self._watches: list[tuple[FileChanges, threading.Thread]] = []
+        self._wal_checked = False
+        self._file_checked = False
 
     # -- connections -------------------------------------------------------------------
 
@@ -165,6 +185,8 @@ class SQLiteDB:
             )
         existed = os.path.isfile(self.path) and os.path.getsize(self.path) > 0
         before = {s for s in _SIDECARS if os.path.exists(self.path + s)}
+        if not self._wal_checked:
+            self._check_wal()  # before any connection recovers the -wal (and drops frames)
         c: sqlite3.Connection | None = None
         owner_only(self.path)
         try:
@@ -174,19 +196,23 @@ class SQLiteDB:
                 self._refuse_foreign(c)  # before WAL mode, which would change the file
             mode = self._wal(c)
             c.execute(f"PRAGMA synchronous={self.synchronous}")
+            if existed and self.check != "off" and not self._file_checked:
+                self._check_file(c)
         except sqlite3.OperationalError as exc:
             if c is not None:
                 c.close()
             raise self.error(exc) from exc
         except sqlite3.DatabaseError as exc:
             self._leave_as_found(c, before)
+            if "malformed" in str(exc):
+                raise _malformed(self.url, self.path, str(exc)) from exc
             raise StoreUnavailableError(
                 self.url,
                 f"cannot use {self.path!r} as a surefoot database: {exc}. It is not a SQLite "
                 "file or it is corrupt; it was left untouched (and no -wal or -shm file was "
                 "left beside it). Point the URL at another file.",
             ) from exc
-        except SchemaVersionError:
+        except (SchemaVersionError, CorruptionError):
             self._leave_as_found(c, before)
             raise
         if str(mode).lower() != "wal":
@@ -196,6 +222,59 @@ class SQLiteDB:
         with self._lock:
             self._all.append((c, threading.current_thread()))
         return c
+
+    def _check_wal(self) -> None:
+        """Refuse a ``-wal`` whose damage SQLite's recovery would silently drop committed
+        transactions at (see ``_walcheck``). Found twice, 50 ms apart, the same: a frame
+        another process is writing at this moment can read torn once.
+
+        Raises:
+            CorruptionError: naming the frame; the files were left untouched.
+        """
+        wal = self.path + "-wal"
+        try:
+            found = find_damage(wal)
+            if found is not None:
+                time.sleep(0.05)
+                again = find_damage(wal)
+                if again is None or (again.bad_frame, again.kept) != (found.bad_frame, found.kept):
+                    found = None  # it moved: a writer's frames, not damage
+        except OSError as exc:
+            raise StoreUnavailableError(self.url, f"cannot read {wal!r}: {exc}") from exc
+        if found is not None:
+            raise CorruptionError(
+                self.url,
+                f"{wal} frame {found.bad_frame}",
+                f"{wal!r} is damaged: {found.describe()}. It was refused and left untouched "
+                "(opening it with SQLite would lose those transactions for good). Stop "
+                "every process using the file and restore it and its -wal from a backup; to "
+                "accept the loss instead, open it once with the sqlite3 shell, which drops "
+                "them (docs/reliability.md, section 4).",
+            )
+        self._wal_checked = True
+
+    def _check_file(self, c: sqlite3.Connection) -> None:
+        """Run the ``check`` PRAGMA; refuse the file if it finds a problem.
+
+        Raises:
+            CorruptionError: naming the PRAGMA's first findings.
+        """
+        pragma = CHECKS[self.check]
+        try:
+            found = [str(r[0]) for r in c.execute(f"PRAGMA {pragma}(20)")]
+        except sqlite3.DatabaseError as exc:
+            if isinstance(exc, sqlite3.OperationalError) and "malformed" not in str(exc):
+                raise  # locked, busy, I/O: not a finding
+            found = [str(exc)]
+        if found != ["ok"]:
+            raise CorruptionError(
+                self.url,
+                f"{self.path} ({pragma})",
+                f"{self.path!r} failed PRAGMA {pragma}: {'; '.join(found[:5])}. It was refused. "
+                "Stop every process using the file and restore it from a backup "
+                "(docs/reliability.md, section 4).",
+            )
+        self._file_checked = True
 
     def _refuse_foreign(self, c: sqlite3.Connection) -> None:
         """Raise ``SchemaVersionError`` if the file holds another program's tables."""
@@ -274,6 +353,8 @@ class SQLiteDB:
     def error(self, exc: sqlite3.Error) -> StoreError:
         """The storage error for a driver error (raise it ``from exc``)."""
         text = " ".join(str(exc).split()).rstrip(" .")
+        if "malformed" in text:  # SQLITE_CORRUPT: SQLite's own check of a page failed
+            return _malformed(self.url, self.path, text)
         if isinstance(exc, sqlite3.OperationalError):
             hint = (
                 "Another process holds the write lock; raise busy_timeout in the URL "
@@ -503,6 +584,18 @@ class SQLiteDB:
                     (component, len(migrations)),
                 )
             return int(current)
+
+
+def _malformed(url: str, path: str, text: str) -> CorruptionError:
+    """The error for SQLite's own "database disk image is malformed" (a page that fails
+    SQLite's structural checks): the file is damaged, and retrying reads the same bytes."""
+    return CorruptionError(
+        url,
+        f"{path} (SQLite: malformed)",
+        f"SQLite found {path!r} damaged: {text}. Nothing was served from the damaged part. "
+        "Stop every process using the file and restore it from a backup; `PRAGMA "
+        "integrity_check` on a copy lists the damage (docs/reliability.md, section 4).",
+    )
 
 
 def _statements(script: str) -> Iterator[str]:

@@ -44,10 +44,12 @@ _STEP_ID = (
 _STEP_UPSERT = (
     "ON CONFLICT (id) DO UPDATE SET status = excluded.status, result = excluded.result, "
     "error = excluded.error, attempts = excluded.attempts, epoch = excluded.epoch, "
-    "finished_at = excluded.finished_at "
+    "finished_at = excluded.finished_at, checksum = excluded.checksum "
     "WHERE durable_steps.run_id = excluded.run_id AND durable_steps.pos = excluded.pos"
 )
 _VALUES = "?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11"
+# The step's checksum (storage/rowsum.py) is the statement's last parameter.
+_SUMMED = f"id, {_COLS}, checksum"
 
 MIGRATIONS = [
     """
@@ -191,6 +193,9 @@ MIGRATIONS = [
     DROP TABLE durable_steps;
     ALTER TABLE durable_steps_8 RENAME TO durable_steps
     """,
+    # 9: each step row's checksum (storage/rowsum.py), checked when the row is read; the
+    # rows journalled before have NULL there and are served unchecked, as before
+    "ALTER TABLE durable_steps ADD COLUMN checksum INTEGER",
 ]
 
 
@@ -202,38 +207,40 @@ SQLITE_STEPS = StepSQL(
     # A statement that could also find it (below) costs 1.3x this one even when the order
     # is given (8.4 against 6.5 µs warm, 2026-12-05), so the two are kept apart.
     write=(
-        f"INSERT INTO durable_steps (id, {_COLS}) SELECT (r.run_no << 24) + ?14, {_VALUES} "
+        f"INSERT INTO durable_steps ({_SUMMED}) SELECT (r.run_no << 24) + ?14, {_VALUES}, ?15 "
         "FROM durable_runs r WHERE r.run_id = ?12 AND r.epoch = ?13 AND ?14 IS NOT NULL "
         f"{_STEP_UPSERT}"
     ),
     # No order given (an operator's edit): the position's row, else after the run's last.
     found=(
-        f"INSERT INTO durable_steps (id, {_COLS}) SELECT "
-        f"{_STEP_ID.format(order='?14', pos='?2')}, {_VALUES} FROM durable_runs r "
+        f"INSERT INTO durable_steps ({_SUMMED}) SELECT "
+        f"{_STEP_ID.format(order='?14', pos='?2')}, {_VALUES}, ?15 FROM durable_runs r "
         f"WHERE r.run_id = ?12 AND r.epoch = ?13 {_STEP_UPSERT}"
     ),
     child=(
-        f"INSERT INTO durable_steps (id, {_COLS}) SELECT "
-        f"{_STEP_ID.format(order='?18', pos='?2')}, {_VALUES} FROM durable_runs r "
+        f"INSERT INTO durable_steps ({_SUMMED}) SELECT "
+        f"{_STEP_ID.format(order='?18', pos='?2')}, {_VALUES}, ?19 FROM durable_runs r "
         "WHERE r.run_id = ?12 AND r.epoch = ?13 AND EXISTS (SELECT 1 FROM durable_runs c "
         "WHERE c.run_id = ?14 AND c.parent_id = ?15 AND c.workflow = ?16 AND c.args = ?17) "
         f"{_STEP_UPSERT}"
     ),
     of_run=(
-        f"SELECT {_COLS}, id & {_ORDER} FROM durable_steps WHERE {_span('?1')} "
+        f"SELECT {_COLS}, id & {_ORDER}, checksum FROM durable_steps WHERE {_span('?1')} "
         "AND run_id = ?1 ORDER BY id"
     ),
     at=f"SELECT id FROM durable_steps WHERE {_span('?1')} AND pos = ?2",
     delete=f"DELETE FROM durable_steps WHERE {_span('?1')} AND pos = ?2",
     delete_all=f"DELETE FROM durable_steps WHERE {_span('?1')}",
     copy=(
-        f"INSERT INTO durable_steps (id, {_COLS}) SELECT ((SELECT run_no FROM durable_runs "
+        f"INSERT INTO durable_steps ({_SUMMED}) SELECT ((SELECT run_no FROM durable_runs "
         f"WHERE run_id = ?1) << 24) + (s.id & {_ORDER}), ?1, s.pos, s.name, s.kind, s.status, "
-        "s.result, s.error, s.attempts, 0, s.started_at, s.finished_at FROM durable_steps s "
+        "s.result, s.error, s.attempts, 0, s.started_at, s.finished_at, s.checksum "
+        "FROM durable_steps s "
         f"WHERE {_span('?2', 's.id')} AND s.id < ?3 AND s.status IN ('done', 'error') "
         "ORDER BY s.id"
     ),
     ordered=True,
+    summed=True,
 )
 
 

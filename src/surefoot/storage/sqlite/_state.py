@@ -37,6 +37,7 @@ from ..merges import (
     lower_trust,
     merge_refused,
 )
+from ..rowsum import key_sum, refused
 from ..state import MergeOutcome, StateChange, StateRecord, TxnOp, expires_at, write_conflict
 from ._db import SQLiteDB
 from ._state_sql import (
@@ -81,7 +82,7 @@ _NEW = object.__new__
 def _record(row: tuple[Any, ...] | sqlite3.Row) -> StateRecord:
     k, v, ver, rev, author, trust, at, lineage, op, log, exp, *joined = row
     if op in LIST_OPS:
-        items, entries = joined if joined else (None, None)
+        items, entries = joined[:2] if joined else (None, None)
         v, log = f"[{items or ''}]", f"[{entries or ''}]"
     r = _NEW(StateRecord)
     _SKEY(r, k)
@@ -153,20 +154,34 @@ class SQLiteStateStore:
             SELECT + f"WHERE s.ns = :ns AND s.key = :key AND {LIVE}",
             {"ns": self.namespace, "key": key, "at": now},
         )
-        return _record(rows[0]) if rows else None
+        return self._checked(rows[0]) if rows else None
+
+    def _checked(self, row: tuple[Any, ...]) -> StateRecord:
+        """The record of a row read with ``SELECT`` (its checksum last), if its key and value
+        pass the checksum (storage/rowsum.py; NULL: not checked).
+
+        Raises:
+            CorruptionError: they do not; the value is not served.
+        """
+        stored = row[13]
+        if stored is not None and key_sum(row[0], row[1]) != stored:
+            raise refused(
+                self.db.url, f"key {row[0]!r} of namespace {self.namespace!r} (table sf_state)"
+            )
+        return _record(row)
 
     def _read_in(self, c: sqlite3.Connection, key: str) -> StateRecord | None:
         row = c.execute(
             SELECT + "WHERE s.ns = ? AND s.key = ? AND s.deleted = 0", (self.namespace, key)
         ).fetchone()
-        return _record(row) if row is not None else None
+        return self._checked(row) if row is not None else None
 
     def snapshot(self, now: float | None = None) -> dict[str, StateRecord]:
         rows = self.db.read(
             SELECT + f"WHERE s.ns = :ns AND {LIVE} ORDER BY s.key",
             {"ns": self.namespace, "at": now},
         )
-        return {r[0]: _record(r) for r in rows}
+        return {r[0]: self._checked(r) for r in rows}
 
     def revision(self) -> int:
         rows = self.db.read(
@@ -377,6 +392,7 @@ class SQLiteStateStore:
             "sver": seen[0] if seen else None,
             "slin": seen[1] if seen else None,
             "exp": expires_at(now, ttl),
+            "sum": key_sum(key, value),
         }
         # One statement, no read before it; nothing is written while a key is due to expire
         # (UPDATE_ONE), and then, as when it is refused, the transaction below says why.
@@ -528,6 +544,7 @@ class SQLiteStateStore:
                     "sver": None,
                     "slin": None,
                     "exp": expires_at(now, op[3]),
+                    "sum": key_sum(op[1], op[2]),
                 }
                 self._drop_items(c, op[1])
                 rec = _record(c.execute(UPSERT_NOFENCE, params).fetchone())
@@ -567,10 +584,11 @@ class SQLiteStateStore:
         with self.db.write() as c:  # the file's write lock: no other writer until COMMIT
             self._sweep(c, now)
             row = c.execute(
-                f"SELECT {COLS} FROM sf_state WHERE ns = ? AND key = ? AND deleted = 0",
+                f"SELECT {COLS}, NULL, NULL, checksum FROM sf_state "
+                "WHERE ns = ? AND key = ? AND deleted = 0",
                 (self.namespace, key),
             ).fetchone()
-            cur = _record(row) if row is not None else None
+            cur = self._checked(row) if row is not None else None  # not merged into
             state = (cur.value, cur.merge_op, cur.merge_log) if cur is not None else None
             out = apply(key, op, state, arg, entry, merge_id, reducer)
             if out is None:
@@ -587,6 +605,7 @@ class SQLiteStateStore:
                 "now": now,
                 "op": op,
                 "log": log,
+                "sum": key_sum(key, value),
             }
             rec = _record(c.execute(MERGE, params).fetchone())
             return MergeOutcome.of(rec, True)

@@ -170,6 +170,10 @@ MIGRATIONS = [
     CREATE UNIQUE INDEX sf_state_items_member ON sf_state_items (ns, key, member)
         WHERE member IS NOT NULL
     """,
+    # Each key's checksum of its key and value (storage/rowsum.py), checked when the row is
+    # read: SQLite's pages carry none. NULL: not checked (a row written before, a list
+    # merge's row, whose value is its items, or a tombstone).
+    "ALTER TABLE sf_state ADD COLUMN checksum INTEGER",
 ]
 
 COLS = (
@@ -187,10 +191,11 @@ FENCE_OK = (
 # expect None (last-writer-wins) or 0 (create only): one upsert.
 UPSERT = f"""
 INSERT INTO sf_state (ns, key, value, version, revision, author, trust, written_at, lineage,
-                      expires_at)
-SELECT :ns, :key, :value, 1, {NEXT_REV}, :author, :trust, :now, 1, :exp WHERE {FENCE_OK}
+                      expires_at, checksum)
+SELECT :ns, :key, :value, 1, {NEXT_REV}, :author, :trust, :now, 1, :exp, :sum WHERE {FENCE_OK}
 ON CONFLICT (ns, key) DO UPDATE SET
-    value = excluded.value, version = sf_state.version + 1, revision = excluded.revision,
+    value = excluded.value, checksum = excluded.checksum, version = sf_state.version + 1,
+    revision = excluded.revision,
     author = excluded.author, trust = excluded.trust, written_at = excluded.written_at,
     lineage = CASE WHEN :sver IS NOT NULL AND :sver < sf_state.version THEN :slin + 1
                    ELSE sf_state.lineage + 1 END,
@@ -203,7 +208,7 @@ RETURNING {COLS}
 # record written is known once the row count says the version matched.
 UPDATE = f"""
 UPDATE sf_state SET
-    value = :value, version = version + 1, revision = :rev,
+    value = :value, checksum = :sum, version = version + 1, revision = :rev,
     author = :author, trust = :trust, written_at = :now, lineage = lineage + 1,
     merge_op = NULL, merge_log = NULL, deleted = 0, expires_at = :exp
 WHERE ns = :ns AND key = :key AND version = :expect AND {FENCE_OK}
@@ -246,17 +251,18 @@ JOINED = (
 )
 SELECT = (
     f"SELECT {', '.join('s.' + c for c in COLS.split(', '))}, "
-    f"{JOINED.format(col='item')}, {JOINED.format(col='entry')} FROM sf_state s "
+    f"{JOINED.format(col='item')}, {JOINED.format(col='entry')}, s.checksum FROM sf_state s "
 )
 
 
 # A merge: the new value is computed in Python under the write lock, then one upsert.
 MERGE = f"""
 INSERT INTO sf_state (ns, key, value, version, revision, author, trust, written_at, lineage,
-                      merge_op, merge_log)
-VALUES (:ns, :key, :value, 1, {NEXT_REV}, :author, :trust, :now, 1, :op, :log)
+                      merge_op, merge_log, checksum)
+VALUES (:ns, :key, :value, 1, {NEXT_REV}, :author, :trust, :now, 1, :op, :log, :sum)
 ON CONFLICT (ns, key) DO UPDATE SET
-    value = excluded.value, version = sf_state.version + 1, revision = excluded.revision,
+    value = excluded.value, checksum = excluded.checksum, version = sf_state.version + 1,
+    revision = excluded.revision,
     author = excluded.author, trust = excluded.trust, written_at = excluded.written_at,
     lineage = sf_state.lineage + 1, merge_op = excluded.merge_op, merge_log = excluded.merge_log,
     deleted = 0
@@ -266,7 +272,8 @@ RETURNING {COLS}
 # The same when the key has a row (the one read found it): a plain UPDATE, no insert tried.
 MERGE_LIST_UPDATE = """
 UPDATE sf_state SET
-    value = '', version = version + 1, revision = :rev, author = :author, trust = :trust,
+    value = '', checksum = NULL, version = version + 1, revision = :rev, author = :author,
+    trust = :trust,
     written_at = :now, lineage = lineage + 1, merge_op = :op, merge_log = NULL,
     merge_size = :size, deleted = 0
 WHERE ns = :ns AND key = :key
@@ -276,7 +283,7 @@ INSERT INTO sf_state (ns, key, value, version, revision, author, trust, written_
                       merge_op, merge_log, merge_size)
 VALUES (:ns, :key, '', 1, :rev, :author, :trust, :now, 1, :op, NULL, :size)
 ON CONFLICT (ns, key) DO UPDATE SET
-    value = '', version = sf_state.version + 1, revision = excluded.revision,
+    value = '', checksum = NULL, version = sf_state.version + 1, revision = excluded.revision,
     author = excluded.author, trust = excluded.trust, written_at = excluded.written_at,
     lineage = sf_state.lineage + 1, merge_op = excluded.merge_op, merge_log = NULL,
     merge_size = excluded.merge_size, deleted = 0
@@ -350,7 +357,7 @@ FROM (SELECT 1) LEFT JOIN (
 ORDER BY x.revision
 """
 TOMBSTONE = f"""
-UPDATE sf_state SET value = 'null', version = version + 1, revision = {NEXT_REV},
+UPDATE sf_state SET value = 'null', checksum = NULL, version = version + 1, revision = {NEXT_REV},
     author = :author, trust = :trust, written_at = :now, lineage = lineage + 1,
     merge_op = NULL, merge_log = NULL, merge_size = NULL, deleted = :kind, expires_at = NULL
 WHERE ns = :ns AND key = :key AND deleted = 0
