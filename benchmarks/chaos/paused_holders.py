@@ -71,6 +71,9 @@ def skewed(skew: int) -> dict[str, str]:
 
 def start(cmd: list[str], env: dict[str, str], skew: int = 0) -> subprocess.Popen[str]:
     full = {**os.environ, **env, **skewed(skew)}  # (the skew's PYTHONPATH includes HERE)
+    # PYTHONPATHs add up: a checkout's own src (given to this script) must stay first.
+    paths = [e.get("PYTHONPATH", "") for e in (skewed(skew), env, os.environ)]
+    full["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
     return subprocess.Popen(cmd, env=full, stdout=subprocess.PIPE, text=True)
 
 

@@ -469,6 +469,11 @@ class PostgresDB:
 
         return self.run(one, write=write, idempotent=idempotent)
 
+    def server_time(self) -> float:
+        """The server's wall clock, seconds since the epoch (one round trip)."""
+        rows = self.execute("SELECT extract(epoch FROM clock_timestamp())", write=False)
+        return float(rows[0][0])
+
     def prepared(self, sql: str, types: Sequence[str], *, idempotent: bool) -> PreparedWrite:
         """``sql`` as a :class:`PreparedWrite` (one per statement and types)."""
         key = (sql, tuple(types), idempotent)
