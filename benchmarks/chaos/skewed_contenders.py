@@ -32,8 +32,9 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from paused_holders import (  # noqa: E402
     CLOCK,
-    first_line,
+    child,
     finish,
+    first_line,
     ledger_rows,
     rest,
     start,
@@ -109,7 +110,6 @@ ex.close()
 
 
 def key_scenario(url: str, skew: int, tmp: Path) -> dict[str, Any]:
-    from paused_holders import child
 
     ledger = str(tmp / "key-ledger.db")
     src = KEY_HOLDER % {"lease": 2 * HOLD}  # no renewal: the lease outlasts the action
@@ -163,7 +163,7 @@ store.close()
 
 
 def lock_scenario(url: str, skew: int, tmp: Path) -> dict[str, Any]:
-    from paused_holders import child
+
     from surefoot.statebus import Store
 
     src = (LOCK_HOLDER % {"lease": 2 * HOLD}).replace("%", "%%")
