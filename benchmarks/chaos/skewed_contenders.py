@@ -3,7 +3,7 @@ keeps working (its heartbeats and its lease are fine) while a second process who
 moved by ``faketime`` (0, -30 s, +30 s) tries to take the same thing. The companion of
 ``paused_holders.py`` (there the holder is frozen; here it is alive).
 
-    .venv/bin/python benchmarks/chaos/skewed_contenders.py --backend sqlite|postgres \
+    .venv/bin/python benchmarks/chaos/skewed_contenders.py --backend sqlite|postgres|redis \
         [--scenario journal|key|lock|all] [--skews 0,-30,30] [--json report.json]
 
 Pass, per scenario: the contender takes nothing over from the live holder (no
@@ -12,7 +12,8 @@ while the holder works), and no stale write lands. A contender 30 s ahead sees a
 written by the holder's clock as expired 30 s early: on PostgreSQL leases are judged on the
 database's clock (``ServerClock``), so it must take nothing. On SQLite every process shares
 the machine's clock; only a process whose time is faked differs, and it is not corrected
-there (docs/reliability.md §3). Only processes this script started are signalled, by pid.
+there (docs/reliability.md §3). Redis holds Store locks only; they are judged on its
+``TIME``. Only processes this script started are signalled, by pid.
 """
 
 from __future__ import annotations
@@ -194,20 +195,27 @@ SCENARIOS = {"journal": journal_scenario, "key": key_scenario, "lock": lock_scen
 _SHOWN = ("backend", "scenario", "skew", "ok", "seconds", "holder", "contender")
 
 
+REDIS_URL = os.environ.get("SUREFOOT_REDIS_URL", "redis://127.0.0.1:6379/0")
+
+
 def run(backend: str, scenario: str, skew: int) -> dict[str, Any]:
     tag = f"sfskew_{uuid.uuid4().hex[:10]}"
     with tempfile.TemporaryDirectory(prefix="sf-skewed-") as t:
         tmp = Path(t)
-        url = store_url(backend, tmp, tag)
+        # Redis offers Store locks only (no journal, no idempotency keys)
+        url = f"{REDIS_URL}?prefix={tag}" if backend == "redis" else store_url(backend, tmp, tag)
         began = time.monotonic()
         try:
             facts = SCENARIOS[scenario](url, skew, tmp)
         finally:
-            if backend == "postgres":
+            if backend in ("postgres", "redis"):
                 from surefoot import storage
 
                 st: Any = storage.open(url)
-                st.db.drop_schema()
+                if backend == "postgres":
+                    st.db.drop_schema()
+                else:
+                    st.db.delete_prefix()
                 st.close()
         return {
             "backend": backend,
@@ -229,6 +237,8 @@ def main() -> int:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     CLOCK["how"] = args.clock
     scenarios = list(SCENARIOS) if args.scenario == "all" else [args.scenario]
+    if args.backend == "redis":
+        scenarios = [s for s in scenarios if s == "lock"]
     results = []
     for skew in (int(s) for s in args.skews.split(",")):
         for scenario in scenarios:
