@@ -106,6 +106,9 @@ chaos: $(VENV)/.dev-installed
 	  $(BIN)/python benchmarks/chaos/paused_holders.py --backend $$b --skews 30 --clock python \
 	    || exit 1; \
 	done
+	for b in postgres redis sqlite; do \
+	  $(BIN)/python benchmarks/chaos/skewed_contenders.py --backend $$b || exit 1; \
+	done
 	$(BIN)/python benchmarks/chaos/disk_faults.py
 	$(BIN)/python benchmarks/chaos/claim_simulation.py --seeds 500
 	$(BIN)/python benchmarks/chaos/claim_simulation.py --seeds 100 --plant unfenced

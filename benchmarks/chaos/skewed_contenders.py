@@ -45,6 +45,7 @@ from paused_holders import (  # noqa: E402
 
 LEASE = 3.0  # the live holder's: it renews every lease / 3, so load cannot make it lapse
 HOLD = 6.0  # seconds the holder works: two leases, so renewals are needed
+RUN_HOLD = 12.0  # the durable run's step: a worker starting under load takes seconds
 
 
 def journal_scenario(url: str, skew: int, tmp: Path) -> dict[str, Any]:
@@ -55,7 +56,7 @@ def journal_scenario(url: str, skew: int, tmp: Path) -> dict[str, Any]:
     app = paused_app.app
     app.configure(url=url)
     run_id = f"live-{uuid.uuid4().hex[:6]}"
-    h = app.enqueue("stuck", HOLD, run_id=run_id)
+    h = app.enqueue("stuck", RUN_HOLD, run_id=run_id)
 
     def worker(name: str, skew: int = 0) -> Any:
         cmd = [sys.executable, "-m", "surefoot", "worker", "--db", url, "--app"]
@@ -250,18 +251,26 @@ def main() -> int:
                 f"{ {k: v for k, v in r.items() if k not in _SHOWN} }",
                 flush=True,
             )
+    # Guaranteed: no stale write anywhere; no takeover of a live holder on a server's clock,
+    # nor on SQLite by a contender whose clock is not ahead (ahead there: documented).
+    broken = [
+        r
+        for r in results
+        if r["stale_writes_landed"]
+        or (not r["ok"] and (args.backend != "sqlite" or r["skew"] <= 0))
+    ]
     taken = sum(r["takeovers_of_live_holder"] for r in results)
     stale = sum(r["stale_writes_landed"] for r in results)
     print(
         f"== skewed contenders on {args.backend} ({args.clock}): {len(results)} scenarios, "
         f"takeovers of live holders {taken}, stale writes landed {stale}, "
-        f"failed {sum(not r['ok'] for r in results)}; "
+        f"failed {sum(not r['ok'] for r in results)} (guarantees broken {len(broken)}); "
         f"date {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
         f"load average {os.getloadavg()[0]:.2f}"
     )
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2, default=str))
-    return 1 if any(not r["ok"] for r in results) else 0
+    return 1 if broken else 0
 
 
 if __name__ == "__main__":
