@@ -197,11 +197,12 @@ class ServerClock:
 
 def server_clock_for(clock: Clock | None, storage: object) -> Clock:
     """The clock leases on ``storage`` should use: the storage's server clock (PostgreSQL,
-    Redis) when ``clock`` is the real one (None or a ``SystemClock``), else ``clock``
-    itself (a ``FakeClock`` keeps driving time in tests; SQLite and memory storages have no
-    server, and every process there shares the machine's clock)."""
-    if clock is not None and not isinstance(clock, SystemClock):
-        return clock
+    Redis) when ``clock`` is the real one (None or a plain ``SystemClock``), else ``clock``
+    itself (a ``FakeClock`` keeps driving time in tests, a ``SystemClock`` subclass is
+    kept; SQLite and memory storages have no server: every process there shares the
+    machine's clock)."""
+    if clock is not None and type(clock) is not SystemClock:
+        return clock  # a subclass (a shifted clock, say) is a choice: kept
     make = getattr(storage, "server_clock", None)
     server = make() if callable(make) else None
     return server if server is not None else (clock or SystemClock())

@@ -77,3 +77,10 @@ def test_server_clock_for_keeps_a_fake_clock_and_upgrades_the_real_one() -> None
     assert isinstance(server_clock_for(None, object()), SystemClock)  # SQLite, memory
     mine = SystemClock()
     assert server_clock_for(mine, object()) is mine
+
+    class Shifted(SystemClock):  # docs/durable.md: a clock shifted in every process
+        def now(self) -> float:  # type: ignore[override]
+            return time.time() + 30
+
+    shifted = Shifted()
+    assert server_clock_for(shifted, st) is shifted  # a deliberate clock is kept
