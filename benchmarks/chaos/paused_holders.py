@@ -138,7 +138,8 @@ def journal_scenario(url: str, skew: int, tmp: Path) -> dict[str, Any]:
         a.send_signal(signal.SIGSTOP)
         wait(lambda: (app.show(run_id).run.lease_until or 0) < time.time(), 45, "A's lease")
         b = worker("B", 5.0)
-        wait(lambda: app.show(run_id).run.owner == "B", 30, "B to take over")
+        # B's epoch, not B as owner: B may take over and finish between two looks
+        wait(lambda: app.show(run_id).run.epoch > 1, 30, "B to take over")
         a.send_signal(signal.SIGCONT)
         ended = ("succeeded", "failed", "needs_attention", "cancelled")
         try:

@@ -140,8 +140,9 @@ class ServerClock:
     nor holds one longer. Reading costs one round trip, at the first ``now()`` and then at
     most every ``resync`` seconds, never per claim or renewal. Its error is half the read's
     round trip plus the monotonic clock's drift since the read (parts per million). A
-    failed read keeps the last reading (or this process's wall clock before the first one)
-    and is tried again after one second. Sleeps are real.
+    failed read keeps the last reading and is tried again after one second; before the
+    first reading, this process's wall clock stands in and every call tries again. Sleeps
+    are real.
 
     Args:
         read: returns the server's wall time in seconds since the epoch (one query).
@@ -159,7 +160,7 @@ class ServerClock:
 
     def now(self) -> float:
         m = time.monotonic()
-        if m - self._tried >= (self.resync if self._base is not None else 1.0):
+        if self._base is None or m - self._tried >= self.resync:
             self._sync()
             m = time.monotonic()
         base = self._base
@@ -170,12 +171,13 @@ class ServerClock:
     def _sync(self) -> None:
         with self._lock:
             m0 = time.monotonic()
-            if m0 - self._tried < (self.resync if self._base is not None else 1.0):
+            if self._base is not None and m0 - self._tried < self.resync:
                 return  # another thread read it meanwhile
             self._tried = m0
             try:
                 server = float(self._read())
             except Exception:  # the server is down: claims fail anyway; keep the last reading
+                self._tried = m0 - self.resync + 1.0  # and try again in one second
                 return
             m1 = time.monotonic()
             self._base, self._at = server + (m1 - m0) / 2, m1
