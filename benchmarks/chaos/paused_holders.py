@@ -11,8 +11,9 @@ new holder's epoch), the stale holder's effect carries the same key as the new h
 ledger, a service deduplicating by key, applies it once), the stale idempotency claim cannot
 complete over the new one, the stale lock holder's fenced write is refused, and the stale
 holder stops by itself (it records ``lease_lost`` / is refused, without being killed).
-A skew of +30 s makes the frozen holder's lease look 30 s longer to everyone else, so the
-takeover waits that long; -30 s makes it look expired at once. Only processes this script
+On SQLite a skew of +30 s makes the frozen holder's lease look 30 s longer to everyone
+else, so the takeover waits that long, and -30 s makes it look expired at once; on
+PostgreSQL leases are on the database's clock (``ServerClock``), so the skew changes nothing. Only processes this script
 started are signalled, by pid; servers are on 127.0.0.1.
 """
 
