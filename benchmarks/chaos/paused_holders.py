@@ -13,8 +13,9 @@ complete over the new one, the stale lock holder's fenced write is refused, and 
 holder stops by itself (it records ``lease_lost`` / is refused, without being killed).
 On SQLite a skew of +30 s makes the frozen holder's lease look 30 s longer to everyone
 else, so the takeover waits that long, and -30 s makes it look expired at once; on
-PostgreSQL leases are on the database's clock (``ServerClock``), so the skew changes nothing. Only processes this script
-started are signalled, by pid; servers are on 127.0.0.1.
+PostgreSQL leases are on the database's clock (``ServerClock``), so the skew changes
+nothing. Only processes this script started are signalled, by pid; servers are on
+127.0.0.1.
 """
 
 from __future__ import annotations
