@@ -23,7 +23,7 @@ $(VENV)/.run-installed: pyproject.toml lab/pyproject.toml | $(BIN)/python
 
 $(VENV)/.dev-installed: pyproject.toml lab/pyproject.toml | $(BIN)/python
 	$(BIN)/pip install --quiet -e '.[cli,postgres,redis,temporal,ui,otel,pydantic-ai,openai-agents,mcp]' \
-	  -e './lab[dbos,agentdojo]' --group dev
+	  -e './lab[dbos,agentdojo]' --group dev --group chaos
 	touch $@ $(VENV)/.run-installed
 
 $(VENV)/.bench-installed: $(VENV)/.dev-installed
@@ -101,6 +101,10 @@ chaos: $(VENV)/.dev-installed
 	  $(BIN)/python benchmarks/chaos/store_campaign.py --backend $$b --seconds $(CHAOS_SECONDS) \
 	    --workers 4 || exit 1; \
 	done
+	for m in always everysec; do \
+	  $(BIN)/python benchmarks/chaos/store_campaign.py --backend redis --private-redis $$m \
+	    --seconds $(CHAOS_SECONDS) --workers 4 || exit 1; \
+	done
 	for b in sqlite postgres; do \
 	  $(BIN)/python benchmarks/chaos/paused_holders.py --backend $$b --skews 0,-30 || exit 1; \
 	  $(BIN)/python benchmarks/chaos/paused_holders.py --backend $$b --skews 30 --clock python \
@@ -110,6 +114,8 @@ chaos: $(VENV)/.dev-installed
 	  $(BIN)/python benchmarks/chaos/skewed_contenders.py --backend $$b || exit 1; \
 	done
 	$(BIN)/python benchmarks/chaos/disk_faults.py
+	$(BIN)/python benchmarks/chaos/power_loss.py --steps 40 --seeds 3
+	$(BIN)/python benchmarks/chaos/redis_power_loss.py --seconds 4 --seeds 3
 	$(BIN)/python benchmarks/chaos/claim_simulation.py --seeds 500
 	$(BIN)/python benchmarks/chaos/claim_simulation.py --seeds 100 --plant unfenced
 

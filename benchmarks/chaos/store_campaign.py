@@ -14,8 +14,11 @@ every list key; stream appends with unique ids, fetches and acks by one consumer
 Faults: ``kill`` (SIGKILL a worker, start a new one), ``pause`` (SIGSTOP a worker for 0.1 to
 1.5 s, then SIGCONT), and on PostgreSQL ``pg-terminate`` (``pg_terminate_backend`` on the
 campaign's own backends, found by their ``application_name``), on Redis ``client-kill``
-(``CLIENT KILL ID`` for the campaign's own clients, found by their client name). Only the
-processes the campaign started are signalled, by pid; only loopback servers are used.
+(``CLIENT KILL ID`` for the campaign's own clients, found by their client name). With
+``--private-redis always|everysec`` the campaign starts a Redis of its own (append-only file
+on, that ``appendfsync``; private_redis.py) and adds ``server-kill``: SIGKILL that server and
+start it again from its file. Only the processes the campaign started are signalled, by pid;
+only loopback servers are used.
 
 At the end every worker is stopped, a final client reads every key's whole history, the list
 keys and the stream, and drains the consumer group. The report: operations, faults,
@@ -42,6 +45,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from final_state import acked_lost, resolve_unknowns
+
 REGISTERS = [f"r{i}" for i in range(4)]
 MERGES = [f"l{i}" for i in range(4)]
 TXN_LISTS = [f"t{i}" for i in range(3)]
@@ -50,7 +55,7 @@ PG_URL = os.environ.get("SUREFOOT_PG_URL", "postgresql://postgres@127.0.0.1:5432
 REDIS_URL = os.environ.get("SUREFOOT_REDIS_URL", "redis://127.0.0.1:6379/0")
 
 
-def campaign_url(backend: str, workdir: Path, tag: str) -> str:
+def campaign_url(backend: str, workdir: Path, tag: str, redis_url: str = REDIS_URL) -> str:
     """The store URL for this run: its own file, schema or key prefix, and a client name
     by which the nemesis finds the campaign's own connections."""
     if backend == "sqlite":
@@ -58,7 +63,7 @@ def campaign_url(backend: str, workdir: Path, tag: str) -> str:
     if backend == "postgres":
         return f"{PG_URL}?schema={tag}&application_name={tag}&reconnect_timeout=10"
     if backend == "redis":
-        return f"{REDIS_URL}?prefix={tag}&client_name={tag}&reconnect_timeout=10"
+        return f"{redis_url}?prefix={tag}&client_name={tag}&reconnect_timeout=10"
     raise SystemExit(f"unknown backend {backend!r}: sqlite, postgres or redis")
 
 
@@ -158,11 +163,15 @@ def worker(url: str, workdir: Path, index: int, seed: int, plant: str | None) ->
 class Nemesis:
     """Starts the workers and injects faults into them; signals only its own children."""
 
-    def __init__(self, args: argparse.Namespace, url: str, workdir: Path, tag: str) -> None:
+    def __init__(
+        self, args: argparse.Namespace, url: str, workdir: Path, tag: str, server: Any = None
+    ) -> None:
         self.args, self.url, self.workdir, self.tag = args, url, workdir, tag
+        self.server = server  # a PrivateRedis this campaign started, or None
         self.rnd = random.Random(args.seed)
         self.procs: dict[int, subprocess.Popen[bytes]] = {}
         self.faults: Counter[str] = Counter()
+        self.server_kills: list[int] = []  # when each server SIGKILL was sent (monotonic ns)
         self.started = 0
 
     def spawn(self, index: int) -> None:
@@ -183,12 +192,28 @@ class Nemesis:
         self.procs[index] = p
         self.started += 1
 
+    def wait_for_workers(self, timeout: float = 60.0) -> None:
+        """Until each worker has recorded an operation (starting Python and opening the
+        store take seconds on a loaded machine; a fault before then hits nothing)."""
+
+        def working(pid: int) -> bool:
+            f = self.workdir / f"hist-{pid}.jsonl"
+            return f.exists() and f.stat().st_size > 0
+
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if all(working(p.pid) for p in self.procs.values()):
+                return
+            time.sleep(0.05)
+
     def step(self) -> None:
         kinds = ["kill", "pause", "pause"]
         if self.args.backend == "postgres":
             kinds += ["pg-terminate", "pg-terminate"]
         if self.args.backend == "redis":
             kinds += ["client-kill", "client-kill"]
+        if self.server is not None:
+            kinds += ["server-kill", "server-kill"]
         kind = self.rnd.choice(kinds)
         index = self.rnd.choice(sorted(self.procs))
         p = self.procs[index]
@@ -205,6 +230,9 @@ class Nemesis:
                 return
         elif kind == "client-kill" and not self.redis_client_kill():
             return
+        elif kind == "server-kill":  # ours: SIGKILL, down up to 0.5 s, up from its file
+            self.server_kills.append(time.monotonic_ns())
+            self.server.restart(down=self.rnd.uniform(0, 0.5))
         self.faults[kind] += 1
 
     def pg_terminate(self) -> int:
@@ -221,7 +249,7 @@ class Nemesis:
     def redis_client_kill(self) -> int:
         import redis
 
-        r = redis.Redis.from_url(REDIS_URL)
+        r = redis.Redis.from_url(self.server.url if self.server is not None else REDIS_URL)
         try:
             ids = [c["id"] for c in r.client_list() if c.get("name") == self.tag]
             if ids:
@@ -285,41 +313,6 @@ def final_reads(url: str, workdir: Path) -> dict[str, Any]:
     return state
 
 
-def resolve_unknowns(history: Any, state: dict[str, Any]) -> dict[str, Any]:
-    """Each operation without a definite outcome, found applied once, not applied, or
-    (an anomaly) applied more than once in the final state. Reads, fetches and acks change
-    no data a client relies on (an unknown ack's message is acked again when drained)."""
-    written = {k: Counter(v) for k, v in state["history"].items()}
-    elements = {k: Counter(v) for k, v in state["lists"].items()}
-    ids = Counter(state["stream"])
-    out: Counter[str] = Counter()
-    twice = []
-    for p in history.pairs():
-        if p.type != "info":
-            continue
-        v = p.invoke.value
-        if p.f == "write":
-            n = written[v["key"]][v["value"]]
-        elif p.f == "txn" and any(m[0] == "append" for m in v):
-            counts = {elements[k][x] for f, k, x in v if f == "append"}
-            if len(counts) != 1:  # a transaction's appends land together or not at all
-                twice.append(("torn", p.invoke.index))
-                continue
-            (n,) = counts
-        elif p.f == "append":
-            n = ids[v["id"]]
-        else:
-            out["no-effect"] += 1
-            continue
-        if n == 0:
-            out["not-applied"] += 1
-        elif n == 1:
-            out["applied-once"] += 1
-        else:
-            twice.append((p.f, p.invoke.index))
-    return {"resolved": dict(out), "applied-twice-or-torn": twice}
-
-
 def judge(workdir: Path, state: dict[str, Any]) -> dict[str, Any]:
     from surefoot.testing.checkers import check_list_append, check_queue, check_register
     from surefoot.testing.history import History
@@ -338,6 +331,7 @@ def judge(workdir: Path, state: dict[str, Any]) -> dict[str, Any]:
         "anomalies": {k: r.kinds() for k, r in results.items()},
         "reports": {k: r.report() for k, r in results.items() if not r.valid},
         "unknown": resolve_unknowns(history, state),
+        "history": history,
     }
 
 
@@ -351,6 +345,12 @@ def main() -> int:
     ap.add_argument("--json", help="write the report here too")
     ap.add_argument("--keep", help="copy the histories (hist-*.jsonl) into this folder")
     ap.add_argument("--plant", choices=["drop-expect"], help="plant a bug the checks must find")
+    ap.add_argument(
+        "--private-redis",
+        choices=["always", "everysec", "off"],
+        help="start a Redis of the campaign's own (AOF, this appendfsync) and SIGKILL and "
+        "restart it as a fault (only with --backend redis); off: no AOF, a planted fault",
+    )
     ap.add_argument("--worker", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--url", help=argparse.SUPPRESS)
     ap.add_argument("--dir", help=argparse.SUPPRESS)
@@ -362,36 +362,63 @@ def main() -> int:
         worker(args.url, Path(args.dir), args.worker, args.seed, args.plant)
         return 0
 
+    if args.private_redis and args.backend != "redis":
+        raise SystemExit("--private-redis needs --backend redis")
     tag = f"sfchaos_{uuid.uuid4().hex[:10]}"
     with tempfile.TemporaryDirectory(prefix="sf-chaos-") as tmp:
         workdir = Path(tmp)
-        url = campaign_url(args.backend, workdir, tag)
-        open_store(url).close()  # tables made once, before the workers race
-        nemesis = Nemesis(args, url, workdir, tag)
-        began = time.monotonic()
-        for i in range(args.workers):
-            nemesis.spawn(i)
+        server = None
+        if args.private_redis:
+            from private_redis import PrivateRedis
+
+            server = PrivateRedis(workdir / "redis", args.private_redis)
         try:
-            time.sleep(min(1.0, args.seconds / 4))
-            while time.monotonic() - began < args.seconds:
-                nemesis.step()
-                time.sleep(nemesis.rnd.uniform(0.5, 1.5) * args.interval)
+            url = campaign_url(args.backend, workdir, tag, server.url if server else REDIS_URL)
+            open_store(url).close()  # tables made once, before the workers race
+            nemesis = Nemesis(args, url, workdir, tag, server)
+            for i in range(args.workers):
+                nemesis.spawn(i)
+            try:
+                nemesis.wait_for_workers()  # faults start once every worker is working
+                began, began_ns = time.monotonic(), time.monotonic_ns()
+                time.sleep(min(1.0, args.seconds / 4))
+                while time.monotonic() - began < args.seconds:
+                    nemesis.step()
+                    time.sleep(nemesis.rnd.uniform(0.5, 1.5) * args.interval)
+            finally:
+                nemesis.stop_all()
+            try:
+                state, final_error = final_reads(url, workdir), None
+            except Exception as exc:  # e.g. a server that lost its data: nothing to read
+                final_error = f"{type(exc).__name__}: {' '.join(str(exc).split())}"[:300]
+                state = {"history": {k: [] for k in REGISTERS}, "stream": []}
+                state["lists"] = {k: [] for k in [*MERGES, *TXN_LISTS]}
+            verdict = judge(workdir, state)
+            verdict["final_error"] = final_error
+            verdict["acked_lost"] = acked_lost(verdict.pop("history"), state, nemesis.server_kills)
+            if args.keep:
+                Path(args.keep).mkdir(parents=True, exist_ok=True)
+                for f in workdir.glob("hist-*.jsonl"):
+                    shutil.copy(f, args.keep)
+            try:
+                cleanup(args.backend, url)
+            except Exception as exc:
+                print(f"cleanup failed: {type(exc).__name__}: {exc}"[:300])
         finally:
-            nemesis.stop_all()
-        state = final_reads(url, workdir)
-        verdict = judge(workdir, state)
-        if args.keep:
-            Path(args.keep).mkdir(parents=True, exist_ok=True)
-            for f in workdir.glob("hist-*.jsonl"):
-                shutil.copy(f, args.keep)
-        cleanup(args.backend, url)
+            if server is not None:
+                server.close()
+    # An acknowledged write missing at the end is one anomaly more (the checkers flag it
+    # too, as a stale read or a lost element; counted here also when no read saw it).
     anomalies = sum(sum(k.values()) for k in verdict["anomalies"].values())
+    anomalies += verdict["acked_lost"]["count"] + (verdict["final_error"] is not None)
     twice = verdict["unknown"]["applied-twice-or-torn"]
     report = {
         "backend": args.backend,
         "seconds": args.seconds,
         "workers": args.workers,
         "seed": args.seed,
+        "private_redis": args.private_redis,
+        "server_kills_s": [round((k - began_ns) / 1e9, 2) for k in nemesis.server_kills],
         "processes_started": nemesis.started,
         "faults": dict(nemesis.faults),
         **verdict,
@@ -429,6 +456,15 @@ def print_report(r: dict[str, Any]) -> None:
     print(f"anomalies found:  {r['anomalies_total']} {r['anomalies']}")
     twice = u["applied-twice-or-torn"]
     print(f"unknown outcomes: {u['resolved']} (applied twice or torn: {twice})")
+    if r["final_error"]:
+        print(f"final reads FAILED: {r['final_error']}")
+    lost = r["acked_lost"]
+    print(f"acknowledged writes lost: {lost['count']} {lost['examples']}")
+    if r["private_redis"]:
+        print(
+            f"private Redis: appendfsync {r['private_redis']}, SIGKILLed and restarted "
+            f"{r['faults'].get('server-kill', 0)} times"
+        )
     for name, text in r["reports"].items():
         print(f"-- {name}\n{text}")
     print(f"date {r['date']}, load average {r['load'][0]:.2f}")

@@ -6,6 +6,7 @@ outcome resolved. The full campaign is ``make chaos`` (benchmarks/chaos/store_ca
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -57,3 +58,27 @@ def test_postgres_under_kills_pauses_and_terminated_backends(pg_url: str, tmp_pa
 @pytest.mark.services
 def test_redis_under_kills_pauses_and_killed_clients(redis_url: str, tmp_path: Path) -> None:
     assert_clean(campaign("redis", tmp_path, 8.0), "client-kill")
+
+
+@pytest.mark.parametrize("appendfsync", ["always", "everysec"])
+def test_redis_under_server_kills_and_restarts(tmp_path: Path, appendfsync: str) -> None:
+    """A Redis of the campaign's own (append-only file on) SIGKILLed and restarted from its
+    file mid-run: no anomaly, and no acknowledged write lost (a process kill leaves what
+    Redis wrote to its file before answering in the OS's page cache, under both modes)."""
+    pytest.importorskip("redis")
+    if shutil.which("redis-server") is None:
+        pytest.skip("redis-server is not installed")
+    report = campaign("redis", tmp_path, 8.0, "--private-redis", appendfsync)
+    assert_clean(report, "server-kill")
+    assert report["acked_lost"]["count"] == 0, report["acked_lost"]
+
+
+def test_a_redis_that_keeps_nothing_is_caught_losing_writes(tmp_path: Path) -> None:
+    """The campaign can fail: the private Redis without its append-only file loses every
+    acknowledged write at its first restart, and that is flagged."""
+    pytest.importorskip("redis")
+    if shutil.which("redis-server") is None:
+        pytest.skip("redis-server is not installed")
+    report = campaign("redis", tmp_path, 6.0, "--private-redis", "off")
+    assert report["faults"].get("server-kill", 0) >= 1, report["faults"]
+    assert report["acked_lost"]["count"] >= 1 and report["anomalies_total"] >= 1, report

@@ -85,3 +85,44 @@ def test_an_agent_registered_in_another_process_is_known_here(tmp_path: Path) ->
         assert change.value["registered_by"].endswith(f":{pid}")  # user@host:pid
     finally:
         here.close()
+
+
+@pytest.mark.parametrize("kind", BACKENDS)
+def test_a_live_session_follows_a_registration_changed_anywhere(
+    kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """A scope revoked (or trust lowered) in another process reaches sessions opened before it
+    within ``agents.max_age`` seconds (0 here: every operation reads the registration)."""
+    url = backend_url(kind, tmp_path, request, "agents_live")
+    shared = storage.open(url) if kind == "memory" else None
+    a = Store(shared or url, namespace="team")
+    b = Store(shared or url, namespace="team")
+    try:
+        a.register_agent("writer", trust="trusted", read=["*"], write=["*"], by="ops")
+        b.agents.max_age = 0.0
+        live = b.session("writer")  # opened before the change
+        same = a.session("writer")
+        live.write("notes/1", "allowed at first")
+        # revoked in the other store (another process, as far as b can tell)
+        a.register_agent("writer", trust="untrusted", read=["*"], write=["review*"], by="sec")
+        with pytest.raises(ScopeError):
+            live.write("notes/2", "no longer in its write scope")
+        with pytest.raises(ScopeError):
+            same.write("notes/3", "nor here, in the process that re-registered it")
+        entry = live.write("review/1", "still allowed")
+        assert entry.trust == "untrusted" and live.trust == "untrusted"
+        assert b.read("notes/2") is None and a.read("notes/3") is None
+    finally:
+        a.close()
+        b.close()
+        if shared is not None:
+            shared.close()
+
+
+def test_registration_max_age_is_checked() -> None:
+    st = Store("memory://", namespace="team")
+    try:
+        with pytest.raises(ValueError, match="max_age"):
+            type(st.agents)(None, st.clock, max_age=-1)
+    finally:
+        st.close()

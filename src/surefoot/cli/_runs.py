@@ -392,12 +392,24 @@ def _wait(handle: durable.RunHandle, timeout: float) -> str:
     return handle.status()
 
 
-def _report(app: durable.App, run_id: str, what: str, as_json: bool) -> None:
+def _report(
+    app: durable.App, run_id: str, what: str, as_json: bool, *, waited: bool = False
+) -> None:
+    """Print what was done and the run's status now. ``waited``: the command waited for the
+    run's end (resume, retry/fork --wait): a run that ended without a result (failed,
+    cancelled, needs_attention) then raises ``RunFailedError`` after the report, so the
+    command exits 1 with one line on stderr, as ``engine start --wait`` does."""
     info = app.show(run_id).run
     if as_json:
         _echo_json({"run_id": run_id, "action": what, "status": info.status})
     else:
         Console().print(f"{what} {run_id}: now {status_markup(info.status)}")
+    if waited and info.status in _NO_RESULT:
+        raise RunFailedError(run_id, info.status, info.error)
+
+
+# A run that ended in one of these has no result: a command that waited for it exits 1.
+_NO_RESULT = frozenset({_S.FAILED, _S.CANCELLED, _S.NEEDS_ATTENTION})
 
 
 @runs.command("resume")
@@ -415,7 +427,9 @@ def _report(app: durable.App, run_id: str, what: str, as_json: bool) -> None:
 def resume(db: str, app_ref: str | None, run_id: str, timeout: float, as_json: bool) -> None:
     """Run an unfinished run here now (needs --app), waiting up to --timeout for its end.
 
-    A run that has already ended is left alone: the command says nothing was resumed.
+    A run that has already ended is left alone: the command says nothing was resumed
+    (exit 0). Exit status: 0 when the run succeeded (or still runs at --timeout), 1 when
+    it ended failed, cancelled or needs_attention (its status printed, its error on stderr).
     """
     if app_ref is None:
         raise ConfigError("resume executes the run here; pass --app module:app with its workflow")
@@ -445,7 +459,7 @@ def resume(db: str, app_ref: str | None, run_id: str, timeout: float, as_json: b
                 f"{row.epoch}, and its lease runs out in {left:.1f} s; run this command again "
                 "then, or with a longer --timeout"
             )
-        _report(app, run_id, "resumed", as_json)
+        _report(app, run_id, "resumed", as_json, waited=True)
 
 
 @runs.command("cancel")
@@ -467,7 +481,12 @@ def cancel(db: str, app_ref: str | None, run_id: str, reason: str, as_json: bool
 @_db_option
 @_app_option
 @click.option("--reason", default="", help="What was fixed (kept in the audit log).")
-@click.option("--wait", "wait_", is_flag=True, help="Execute it here now (needs --app).")
+@click.option(
+    "--wait",
+    "wait_",
+    is_flag=True,
+    help="Execute it here now (needs --app); exit 1 if it ends without a result.",
+)
 @click.option(
     "--timeout",
     default=60.0,
@@ -488,14 +507,15 @@ def retry(
     """Send a needs_attention or failed run back to work after a fix (workers pick it up).
 
     A failed run goes on from its failed step: the steps that ended in an error run
-    again; every step journalled as done is kept and replays.
+    again; every step journalled as done is kept and replays. With --wait, exit status 1
+    when the run ends failed, cancelled or needs_attention again (its error on stderr).
     """
     _need_app(wait_, app_ref)
     with _app(db, app_ref) as app:
         handle = app.retry(run_id, reason=reason)
         if wait_:
             _wait(handle, timeout)
-        _report(app, run_id, "retried", as_json)
+        _report(app, run_id, "retried", as_json, waited=wait_)
 
 
 @runs.command("resolve")
@@ -532,7 +552,12 @@ def resolve(
 @_db_option
 @_app_option
 @click.option("--new-id", default=None, help="The new run's id (default: RUN-fork-xxxx).")
-@click.option("--wait", "wait_", is_flag=True, help="Execute it here now (needs --app).")
+@click.option(
+    "--wait",
+    "wait_",
+    is_flag=True,
+    help="Execute it here now (needs --app); exit 1 if it ends without a result.",
+)
 @click.option(
     "--timeout",
     default=60.0,
@@ -551,13 +576,17 @@ def fork(
     timeout: float,
     as_json: bool,
 ) -> None:
-    """Start a new run that reuses RUN_ID's journal before STEP and runs STEP onwards again."""
+    """Start a new run that reuses RUN_ID's journal before STEP and runs STEP onwards again.
+
+    With --wait, exit status 1 when the new run ends failed, cancelled or needs_attention.
+    """
     _need_app(wait_, app_ref)
     with _app(db, app_ref) as app:
         handle = app.fork(run_id, step, new_run_id=new_id)
         if wait_:
             _wait(handle, timeout)
-        _report(app, handle.run_id, f"forked {run_id} at step {step} as", as_json)
+        what = f"forked {run_id} at step {step} as"
+        _report(app, handle.run_id, what, as_json, waited=wait_)
 
 
 @runs.command("signal")

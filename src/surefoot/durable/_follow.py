@@ -12,7 +12,10 @@ every event written before its end was read; ``follow=False`` ends at the events
 Attempts: a ``retry`` event for a position means the text held for that position is void
 (its next ``token`` events are the new attempt's). Events of an older attempt of a position
 that come after a newer attempt's marker (a worker that lost its lease and still wrote) are
-dropped. :func:`step_texts` folds events into each position's text of its last attempt.
+dropped, by a reader resumed from an offset too: it first learns each position's newest
+attempt from the events up to its offset, so every reader of a stream hands out the same
+events whatever offsets it resumed from. :func:`step_texts` folds events into each
+position's text of its last attempt.
 """
 
 from __future__ import annotations
@@ -31,6 +34,19 @@ from ..storage.runs import ENDED
 __all__ = ["RunStream", "StreamEvent", "step_texts"]
 
 _PAGE = 500
+_RECALL = 1000  # events read per page when a resumed reader learns the attempts before it
+
+
+def _attempt_of(message_id: str) -> tuple[str, int, int] | None:
+    """(pos, epoch, attempt) from a token writer's message id ``<pos>/<epoch>.<attempt>/<n>``,
+    or None for an id of another form."""
+    parts = message_id.rsplit("/", 2)
+    if len(parts) != 3 or not parts[2].isdigit():
+        return None
+    epoch, _, attempt = parts[1].partition(".")
+    if not (epoch.isdigit() and attempt.isdigit()):
+        return None
+    return parts[0], int(epoch), int(attempt)
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,6 +144,7 @@ class RunStream:
         self.poll = poll
         self.timeout = timeout
         self._latest: dict[str, tuple[int, int]] = {}  # pos -> newest (epoch, attempt) seen
+        self._recalled = self.after == 0  # the events up to ``after`` were taken into account
         self._quiet = True  # no event came in the last wait (or none was made yet)
 
     def _keep(self, ev: StreamEvent) -> bool:
@@ -141,12 +158,41 @@ class RunStream:
             self._latest[ev.pos] = key
         return True
 
+    def _decoded(self, rec: Any) -> StreamEvent:
+        payload = rec.payload if self._decode is None else self._decode(rec.payload)
+        return _event(rec.seq, payload or "")
+
+    def _recall(self) -> None:
+        """Learn the newest attempt of each position from the events up to ``after``, as
+        a reader that read them all would have: a reader resumed after a newer attempt's
+        marker drops a zombie's late write as an unbroken one does. The writer's message
+        ids (``<pos>/<epoch>.<attempt>/<n>``) say it without decoding; other ids are read."""
+        end, seen = self.after, 0
+        while seen < end:
+            page = self._log.range(seen, min(_RECALL, end - seen))
+            if not page:
+                break
+            for rec in page:
+                if rec.seq > end:
+                    return
+                key = _attempt_of(rec.message_id)
+                if key is None:
+                    ev = self._decoded(rec)
+                    key = (ev.pos, ev.epoch, ev.attempt)
+                pos, epoch, attempt = key
+                newest = self._latest.get(pos)
+                if newest is None or (epoch, attempt) > newest:
+                    self._latest[pos] = (epoch, attempt)
+            seen = page[-1].seq
+
     def _page(self) -> list[StreamEvent]:
+        if not self._recalled:
+            self._recalled = True
+            self._recall()
         out = []
         for rec in self._log.range(self.after, _PAGE):
             self.after = rec.seq
-            payload = rec.payload if self._decode is None else self._decode(rec.payload)
-            ev = _event(rec.seq, payload or "")
+            ev = self._decoded(rec)
             if self._keep(ev):
                 out.append(ev)
         return out

@@ -16,6 +16,7 @@ import getpass
 import os
 import socket
 import threading
+import time
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -45,18 +46,28 @@ def registrant() -> str:
 class AgentRegistry(Mapping[str, AgentSpec]):
     """The agents registered in a store's namespace, by name (a read-through cache).
 
-    ``get(name)`` answers from this process's cache, else reads the storage once;
-    ``fresh(name)`` always reads it (a session takes the latest scopes).
+    ``get(name)`` answers from this process's cache while its copy is at most ``max_age``
+    seconds old, else reads the storage again; ``fresh(name)`` always reads it. Sessions
+    check every operation against ``get``, so a registration changed in another process
+    (trust narrowed, a scope revoked) reaches this process's live sessions within
+    ``max_age`` seconds, at the cost of one storage read per agent per ``max_age``.
 
     Args:
         state: where registrations are kept (None: in this process only).
         clock: the store's clock (``registered_at`` of each version).
+        max_age: seconds a cached registration is trusted (0: read the storage every time).
     """
 
-    def __init__(self, state: StateStore | None, clock: Clock) -> None:
+    def __init__(self, state: StateStore | None, clock: Clock, max_age: float = 1.0) -> None:
+        if not isinstance(max_age, (int, float)) or isinstance(max_age, bool) or max_age < 0:
+            raise ValueError(
+                f"max_age is the seconds a cached registration is trusted, a number >= 0; "
+                f"got {max_age!r}"
+            )
         self._state = state
         self._clock = clock
-        self._cache: dict[str, AgentSpec] = {}
+        self.max_age = float(max_age)
+        self._cache: dict[str, tuple[AgentSpec, float]] = {}
         self._lock = threading.Lock()
 
     def put(self, spec: AgentSpec, *, by: str) -> None:
@@ -69,13 +80,15 @@ class AgentRegistry(Mapping[str, AgentSpec]):
                 spec.name, text, author="system", trust="system", expect=None, now=now
             )
         with self._lock:
-            self._cache[spec.name] = spec
+            self._cache[spec.name] = (spec, time.monotonic())
 
     def fresh(self, name: str) -> AgentSpec | None:
         """The registration as the storage holds it now (None: nobody registered ``name``)."""
         if self._state is None:
             with self._lock:
-                return self._cache.get(name)
+                got = self._cache.get(name)
+            return None if got is None else got[0]
+        read_at = time.monotonic()
         rec = self._state.read(name, self._clock.now())
         if rec is None:
             with self._lock:
@@ -84,15 +97,20 @@ class AgentRegistry(Mapping[str, AgentSpec]):
         data: dict[str, Any] = loads(rec.value)
         spec = AgentSpec(name, data["trust"], tuple(data["read"]), tuple(data["write"]))
         with self._lock:
-            self._cache[name] = spec
+            self._cache[name] = (spec, read_at)
         return spec
 
     def get(self, name: str, default: AgentSpec | None = None) -> AgentSpec | None:  # type: ignore[override]
-        """The registration of ``name`` (cached here after the first read), else ``default``."""
+        """The registration of ``name`` (this process's copy while at most ``max_age``
+        seconds old, else read again), else ``default``."""
         with self._lock:
-            spec = self._cache.get(name)
-        if spec is None and self._state is not None:
+            got = self._cache.get(name)
+        if got is not None and (self._state is None or time.monotonic() - got[1] <= self.max_age):
+            spec: AgentSpec | None = got[0]
+        elif self._state is not None:
             spec = self.fresh(name)
+        else:
+            spec = None
         return default if spec is None else spec
 
     def history(self, name: str) -> list[Change]:

@@ -83,11 +83,26 @@ class AgentSession:
 
     def __init__(self, store: SessionHost, spec: AgentSpec) -> None:
         self.store = store
-        self.spec = spec
         self.name = spec.name
-        self.trust = spec.trust
+        self._spec = spec
         self.seen: dict[str, tuple[int, int]] = {}
         self.context: Label = Label()
+
+    @property
+    def spec(self) -> AgentSpec:
+        """The agent's registration as it stands now: a re-registration in any process
+        (trust or scopes changed) reaches this session within ``store.agents.max_age``
+        seconds; every read and write is checked against it."""
+        spec = self.store.agents.get(self.name)
+        if spec is None:  # a bare StateStore's registry, or the registration vanished
+            return self._spec
+        self._spec = spec
+        return spec
+
+    @property
+    def trust(self) -> str:
+        """The agent's registered trust, as it stands now (see ``spec``)."""
+        return self.spec.trust
 
     @property
     def tainted(self) -> bool:

@@ -219,3 +219,76 @@ def test_wait_without_app_is_refused(db: str, capsys: pytest.CaptureFixture[str]
     assert cli_json(capsys, "runs", "show", "saga", "--db", db)["run"]["status"] == (
         "needs_attention"
     )
+
+
+def test_retry_wait_exits_1_when_the_retried_run_ends_failed(
+    db: str, app_ref: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """retry --wait runs the saga here; its rollback completes and the run ends failed: the
+    report is printed, then an error line on stderr and exit 1 (as `engine start --wait`)."""
+    with pytest.raises(SystemExit) as info:
+        main(["runs", "retry", "saga", "--db", db, "--app", app_ref, "--wait", "--json"])
+    assert info.value.code == 1
+    out, err = capsys.readouterr()
+    assert json.loads(out) == {"run_id": "saga", "action": "retried", "status": "failed"}
+    assert err.splitlines()[-1].startswith("surefoot: error: run 'saga' ended failed")
+
+
+def test_resume_exits_1_when_the_run_ends_failed(
+    db: str, app_ref: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """resume waits for the run's end: a run that ends failed exits 1, one that succeeds 0."""
+    assert cli_json(capsys, "runs", "retry", "saga", "--db", db)["status"] == "pending"
+    with pytest.raises(SystemExit) as info:
+        main(["runs", "resume", "saga", "--db", db, "--app", app_ref, "--json"])
+    assert info.value.code == 1
+    out, err = capsys.readouterr()
+    assert json.loads(out) == {"run_id": "saga", "action": "resumed", "status": "failed"}
+    assert err.splitlines()[-1].startswith("surefoot: error: run 'saga' ended failed")
+    res = cli_json(capsys, "runs", "resume", "saga", "--db", db, "--app", app_ref)
+    assert res["resumed"] is False  # ended already: nothing resumed, nothing waited for, 0
+
+
+def test_fork_wait_exits_1_when_the_new_run_ends_failed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """fork --wait runs the new run here: it ends failed again, so exit 1 after the report."""
+    url = f"sqlite:///{tmp_path / 'broken.db'}"
+    name = f"broken_app_{uuid.uuid4().hex[:8]}"
+    (tmp_path / f"{name}.py").write_text(
+        textwrap.dedent(
+            """
+            from surefoot import durable
+            app = durable.App(poll=0.01)
+
+            @app.step
+            def one() -> int:
+                return 1
+
+            @app.step
+            def boom(x: int) -> int:
+                raise ValueError("still broken")
+
+            @app.workflow
+            def broken() -> int:
+                return boom(one())
+            """
+        )
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        mod = __import__(name)
+        mod.app.configure(url=url)
+        with pytest.raises(RunFailedError):
+            mod.app.start(mod.broken, run_id="b").result(timeout=10)
+        mod.app.close()
+        args = ["runs", "fork", "b", "2", "--db", url, "--app", f"{name}:app", "--wait"]
+        with pytest.raises(SystemExit) as info:
+            main([*args, "--new-id", "b2", "--json"])
+    finally:
+        sys.modules.pop(name, None)
+    assert info.value.code == 1
+    out, err = capsys.readouterr()
+    assert json.loads(out)["status"] == "failed"
+    assert err.splitlines()[-1].startswith("surefoot: error: run 'b2' ended failed")
+    assert "still broken" in err.splitlines()[-1]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -257,6 +258,74 @@ def test_a_late_write_of_an_older_attempt_is_dropped_by_the_reader() -> None:
     events = list(RunStream(log, lambda: "succeeded", "r1"))
     assert [e.offset for e in events] == [1, 2, 3, 5, 6]
     assert step_texts(events) == {"1": "new"}
+
+
+def test_a_reader_that_resumes_after_a_takeover_still_drops_the_zombies_late_write(
+    db_url: str,
+) -> None:
+    """Two writers as in a takeover: A (epoch 1) streams position 2, is stopped; B (epoch 2)
+    writes its retry marker and a token; A wakes and writes its late tokens and end; B
+    finishes. A reader that dropped its connection at any offset and resumed with
+    ``after=`` that offset hands out exactly what one unbroken reader does: the zombie's late
+    write is dropped whether or not the resumed reader saw B's marker itself."""
+    from surefoot.durable import RunStream
+    from surefoot.durable._tokens import TokenHub
+
+    with App(db_url) as app:
+        log = app.tokens.log("r1")
+        slow = Batching(max_events=10_000, max_delay=3600.0)  # written only when flushed
+        a, b = TokenHub(lambda _: log, slow), TokenHub(lambda _: log, slow)
+        run_a = SimpleNamespace(run_id="r1", epoch=1, streaming=False)
+        run_b = SimpleNamespace(run_id="r1", epoch=2, streaming=False)
+
+        def say(hub: TokenHub, run: Any, *words: str) -> None:
+            for w in words:
+                hub.emit(run, "ask", "2", 1, "token", w)
+
+        say(a, run_a, "a0 ", "a1 ")
+        a.flush("r1")  # A is stopped here
+        say(b, run_b, "b0 ")
+        b.flush("r1")  # B took the run over: its retry marker, a token
+        say(a, run_a, "a2 ", "a3 ")
+        a.end(run_a, "ask", "2", 1, True)  # A wakes: its late write lands after B's marker
+        say(b, run_b, "b1")
+        b.end(run_b, "ask", "2", 1, True)
+        a.close()
+        b.close()
+        stored = log.range(0, 100)
+        ended = lambda: "succeeded"  # noqa: E731
+        full = list(RunStream(log, ended, "r1"))
+        assert [e.kind for e in full].count("retry") == 1
+        assert step_texts(full) == {"2": "b0 b1"}
+        late = [r.seq for r in stored if "/1.1/" in r.message_id and r.seq > full[0].offset]
+        assert late and not {e.offset for e in full} & set(late[-3:])
+        for k in range(len(stored) + 1):
+            resumed = [e for e in full if e.offset <= k]
+            resumed += RunStream(log, ended, "r1", after=k)
+            assert resumed == full, f"resumed after offset {k}"
+
+
+def test_a_resumed_reader_drops_a_late_write_whatever_the_message_ids() -> None:
+    """The same with ids not written by surefoot's writer (the reader reads the events)."""
+    import json as _json
+
+    from surefoot import storage
+    from surefoot.durable import RunStream
+
+    log = storage.open("memory://").stream("surefoot.run/r1")
+
+    def ev(epoch: int, kind: str, data: Any = None) -> str:
+        return _json.dumps(
+            {"step": "s", "pos": "1", "epoch": epoch, "attempt": 1, "kind": kind, "data": data}
+            | {"at": 0.0}
+        )
+
+    rows = [ev(1, "start"), ev(1, "token", "old "), ev(2, "retry"), ev(1, "token", "late ")]
+    rows += [ev(2, "token", "new"), ev(2, "end", {"ok": True})]
+    log.append_many([(f"m{i}", p) for i, p in enumerate(rows)], now=0.0)
+    for k in range(len(rows) + 1):
+        events = list(RunStream(log, lambda: "succeeded", "r1", after=k))
+        assert [e.offset for e in events] == [o for o in (1, 2, 3, 5, 6) if o > k], k
 
 
 def test_an_event_over_the_stores_limit_is_refused_in_the_step(tmp_path: Any) -> None:

@@ -184,3 +184,32 @@ def test_durable_app_on_redis_is_refused_clearly(rs: RedisStorage) -> None:
             app.list_runs()
     finally:
         app.close()
+
+
+def test_closing_the_sender_of_a_lost_reply_names_it_by_id_and_address(
+    rs: RedisStorage, redis_url: str
+) -> None:
+    """After a server restart ids start again from 1: a lost reply's sender id may then name
+    another client's connection. The kill names the sender by id and address, so that other
+    connection survives; the sender itself (both matching) is closed."""
+    import redis as redis_py
+
+    db = rs.db
+    conn = db.client.connection_pool.get_connection()  # held: as a sender whose reply was lost
+    other = redis_py.Redis.from_url(redis_url.split("?")[0])
+    try:
+        assert conn.surefoot_client_id > 0 and conn.surefoot_client_addr  # CLIENT INFO read
+        other_id = int(other.client_id())
+        # an id that names the other connection, with the address of the one that sent
+        sender = (other_id, conn.surefoot_client_addr)
+        got = db._resolve(sender, lambda: "found", ConnectionError("lost"), 1e18)
+        assert got == "found"
+        ids = {int(c["id"]) for c in other.client_list()}
+        assert other_id in ids  # not closed: it is not the sender
+        mine = (conn.surefoot_client_id, conn.surefoot_client_addr)
+        assert db._resolve(mine, lambda: "found", ConnectionError("lost"), 1e18) == "found"
+        ids = {int(c["id"]) for c in other.client_list()}
+        assert conn.surefoot_client_id not in ids  # the sender, named by both, is closed
+    finally:
+        other.close()
+        conn.disconnect()

@@ -42,17 +42,38 @@ NOT_APPLIED: Any = object()
 
 
 def _connected(conn: Any) -> None:
-    """redis-py's connect hook: the usual handshake, then the server's id for this
-    connection (one round trip per connection), to close it on the server after a lost
-    answer (see ``RedisDB.call``)."""
+    """redis-py's connect hook: the usual handshake, then who the server says this
+    connection is (``CLIENT INFO``: its id and address; one round trip per connection), to
+    close exactly it on the server after a lost answer (see ``RedisDB.call``)."""
     from redis.exceptions import ResponseError  # redis-py is loaded by now
 
     conn.on_connect()
-    conn.send_command("CLIENT", "ID", check_health=False)
+    conn.surefoot_client_id, conn.surefoot_client_addr = 0, ""
     try:
-        conn.surefoot_client_id = int(conn.read_response())
-    except ResponseError:  # not permitted (ACL): a lost answer then stays OutcomeUnknownError
-        conn.surefoot_client_id = 0
+        conn.send_command("CLIENT", "INFO", check_health=False)
+        info = conn.read_response()
+    except ResponseError:  # Redis < 6.2, or not permitted: the id alone, if allowed
+        try:
+            conn.send_command("CLIENT", "ID", check_health=False)
+            conn.surefoot_client_id = int(conn.read_response())
+        except ResponseError:  # not permitted (ACL): a lost answer stays OutcomeUnknownError
+            pass
+        return
+    fields = dict(
+        part.split("=", 1)
+        for part in (info.decode() if isinstance(info, bytes) else str(info)).split()
+        if "=" in part
+    )
+    conn.surefoot_client_id = int(fields.get("id", 0))
+    conn.surefoot_client_addr = fields.get("addr", "")
+
+
+def _who(sender: tuple[int, str]) -> list[str]:
+    """``CLIENT KILL`` filters naming one connection: its id and, where known, its address.
+    Both must match: after a server restart ids start again from 1, and the id alone could
+    close another client's connection."""
+    client_id, addr = sender
+    return ["ID", str(client_id), *(["ADDR", addr] if addr else [])]
 
 
 #: URL query options read by surefoot (others are passed to redis-py's ``from_url``).
@@ -248,7 +269,11 @@ class RedisDB:
                     raise self.unavailable(exc) from exc
                 never_sent = "connecting to" in str(exc)
                 if write and not idempotent and not never_sent:
-                    sender = getattr(getattr(self._used, "conn", None), "surefoot_client_id", 0)
+                    used = getattr(self._used, "conn", None)
+                    sender = (
+                        getattr(used, "surefoot_client_id", 0),
+                        getattr(used, "surefoot_client_addr", ""),
+                    )
                     found = self._resolve(sender, resolve, exc, deadline)
                     if found is not NOT_APPLIED:
                         with self._lock:
@@ -264,7 +289,11 @@ class RedisDB:
             self.clock.sleep(RECONNECT.wait(failed, self._rng))
 
     def _resolve(
-        self, sender: int, resolve: Callable[[], Any] | None, exc: BaseException, deadline: float
+        self,
+        sender: tuple[int, str],
+        resolve: Callable[[], Any] | None,
+        exc: BaseException,
+        deadline: float,
     ) -> Any:
         """Whether a write whose answer was lost landed: its answer, or NOT_APPLIED, once
         the connection ``sender`` (its server-side id) is closed on the server: Redis runs a
@@ -274,7 +303,7 @@ class RedisDB:
             f"lost the connection to Redis at {self.url!r} after a write was sent "
             f"({' '.join(str(exc).split())}); it may or may not have been applied"
         )
-        if resolve is None or not sender:
+        if resolve is None or not sender[0]:
             raise OutcomeUnknownError(
                 self.url, f"{why}. Read the current state before writing again."
             ) from exc
@@ -283,7 +312,7 @@ class RedisDB:
         while True:
             try:
                 try:
-                    self.client.execute_command("CLIENT", "KILL", "ID", str(sender))
+                    self.client.execute_command("CLIENT", "KILL", *_who(sender))
                 except redis.ResponseError as refused:
                     if "no such client" not in str(refused).lower():  # e.g. not permitted
                         raise OutcomeUnknownError(

@@ -42,7 +42,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ...errors import CompactedError, ValueTooLargeError
+from ...errors import CompactedError, StoreError, ValueTooLargeError
 from ..checks import check_size
 from ..history import WatchRead, compaction_victims, txn_plan
 from ..merges import check_contribution, log_entry, merge_refused
@@ -130,7 +130,20 @@ class RedisStateStore:
         self._read_at = db.script("state_read_at", READ_AT)
         mark = db.script("state_log_mark_v2", MARK)
         keys = [self._rev, self._meta, self._hash, self._logkey, self._index]
-        db.call(lambda c: mark(keys=keys, client=c), write=False)
+        import redis  # redis-py is loaded by now (the client above uses it)
+
+        try:
+            db.call(lambda c: mark(keys=keys, client=c), write=False)
+        except redis.ResponseError as exc:
+            # the log is ahead of the marks that say how far it was migrated: the server
+            # lost some of this namespace's keys (a restart without persistence, a FLUSH)
+            raise StoreError(
+                db.url,
+                f"the Redis state of namespace {namespace!r} is incomplete: its change log "
+                f"exists but the marks beside it ({self._meta!r}) were lost ({exc}). The "
+                "server lost data (a restart without appendonly, a deleted key); restore it "
+                "from a backup, or delete the namespace's keys to start it empty.",
+            ) from exc
 
     # -- reads ---------------------------------------------------------------------------
 

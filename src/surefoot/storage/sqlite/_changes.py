@@ -28,6 +28,7 @@ import select
 import struct
 import sys
 import time
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -72,6 +73,9 @@ class FileChanges:
         self.fd = fd
         self.names = names
         self.fresh = True  # made just now: a commit written before it saw no event
+        # closed once: by close(), or when the last reference goes (a watch let go by a
+        # database closed from another thread while this one waited on it)
+        self._close = weakref.finalize(self, os.close, fd)
 
     @classmethod
     def open(cls, path: str) -> FileChanges | None:
@@ -115,7 +119,7 @@ class FileChanges:
         return False
 
     def close(self) -> None:
-        os.close(self.fd)
+        self._close()
 
 
 def wait_for_commit(

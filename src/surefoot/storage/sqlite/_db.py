@@ -116,8 +116,9 @@ class SQLiteDB:
         self._local = threading.local()
         self._lock = threading.Lock()
         self._migrated: set[str] = set()
-        self._all: list[sqlite3.Connection] = []
-        self._watches: list[FileChanges] = []
+        # every connection and file watch opened here, with the thread that owns it
+        self._all: list[tuple[sqlite3.Connection, threading.Thread]] = []
+        self._watches: list[tuple[FileChanges, threading.Thread]] = []
 
     # -- connections -------------------------------------------------------------------
 
@@ -142,7 +143,7 @@ class SQLiteDB:
         local.changes, local.changes_pid = w, _pid
         if w is not None:
             with self._lock:
-                self._watches.append(w)
+                self._watches.append((w, threading.current_thread()))
         return w
 
     def wait_for_commit(self, ready: Callable[[], bool], timeout: float) -> bool:
@@ -193,7 +194,7 @@ class SQLiteDB:
                 self.url, f"{self.path!r} cannot use WAL mode (got {mode!r}); use a local disk"
             )
         with self._lock:
-            self._all.append(c)
+            self._all.append((c, threading.current_thread()))
         return c
 
     def _refuse_foreign(self, c: sqlite3.Connection) -> None:
@@ -245,17 +246,27 @@ class SQLiteDB:
                 time.sleep(0.005)
 
     def close(self) -> None:
-        """Close every connection (and file watch) this object opened (in this process)."""
+        """Close every connection (and file watch) this object opened (in this process).
+
+        Those of this thread, and of threads that have ended, are closed now. Another live
+        thread may be inside a statement on its own connection: closing it under that
+        thread would free what SQLite is using (the process crashed, before). Those are let
+        go instead: the next use in that thread opens a new one, and the old one is closed
+        when the last reference to it, the statement's, is gone.
+        """
+        me = threading.current_thread()
         with self._lock:
             conns, self._all = self._all, []
             watches, self._watches = self._watches, []
-        for c in conns:
-            try:
-                c.close()
-            except sqlite3.Error:
-                pass
-        for w in watches:
-            w.close()
+        for c, owner in conns:
+            if owner is me or not owner.is_alive():
+                try:
+                    c.close()
+                except sqlite3.Error:
+                    pass
+        for w, owner in watches:
+            if owner is me or not owner.is_alive():
+                w.close()
         self._local = threading.local()
 
     # -- transactions ------------------------------------------------------------------
