@@ -31,7 +31,11 @@ def pg(pg_url: str) -> Iterator[str]:
 def test_an_app_on_postgres_uses_the_database_clock_unless_given_a_fake_one(pg: str) -> None:
     app = durable.App(pg)
     app.journal  # noqa: B018 - opens the storage
-    assert isinstance(app.clock, ServerClock)
+    first = app.clock
+    assert isinstance(first, ServerClock)
+    app.close()
+    app.journal  # noqa: B018 - reopened: the new storage's clock
+    assert isinstance(app.clock, ServerClock) and app.clock is not first
     app.close()
     fake = FakeClock()
     app = durable.App(pg, clock=fake)
