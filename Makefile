@@ -110,6 +110,9 @@ chaos: $(VENV)/.dev-installed
 	  $(BIN)/python benchmarks/chaos/paused_holders.py --backend $$b --skews 30 --clock python \
 	    || exit 1; \
 	done
+	for b in postgres redis sqlite; do \
+	  $(BIN)/python benchmarks/chaos/skewed_contenders.py --backend $$b || exit 1; \
+	done
 	$(BIN)/python benchmarks/chaos/disk_faults.py
 	$(BIN)/python benchmarks/chaos/power_loss.py --steps 40 --seeds 3
 	$(BIN)/python benchmarks/chaos/redis_power_loss.py --seconds 4 --seeds 3

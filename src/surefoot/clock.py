@@ -1,8 +1,11 @@
-"""Time as a parameter: the ``Clock`` protocol, the real ``SystemClock`` and ``FakeClock``.
+"""Time as a parameter: the ``Clock`` protocol, the real ``SystemClock``, ``FakeClock`` and
+``ServerClock``.
 
 Everything in surefoot that waits or reads time takes a ``Clock``. ``FakeClock`` moves time
 forward instantly and records every sleep, so tests (yours too) run in microseconds and can
-assert the exact waits: ``assert clock.sleeps == [0.5, 1.0, 2.0]``.
+assert the exact waits: ``assert clock.sleeps == [0.5, 1.0, 2.0]``. ``ServerClock`` reads
+wall time from a shared server (PostgreSQL's or Redis's clock), so leases written by
+processes on different machines, or with skewed clocks, are judged on one clock.
 """
 
 from __future__ import annotations
@@ -10,12 +13,22 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Protocol, runtime_checkable
 
 from .errors import ConfigError
 
-__all__ = ["Clock", "FakeClock", "SystemClock", "default_clock", "seconds", "swap_default_clock"]
+__all__ = [
+    "Clock",
+    "FakeClock",
+    "ServerClock",
+    "SystemClock",
+    "default_clock",
+    "seconds",
+    "server_clock_for",
+    "swap_default_clock",
+]
 
 
 def seconds(value: float | timedelta, name: str = "duration") -> float:
@@ -114,6 +127,87 @@ class FakeClock:
 
     def __repr__(self) -> str:
         return f"FakeClock(now={self._now!r}, sleeps={len(self.sleeps)})"
+
+
+class ServerClock:
+    """Wall time by a server's clock (the database's), carried between reads by this
+    process's monotonic clock: ``now()`` = the server's time at the last read + monotonic
+    seconds since.
+
+    Leases (durable runs, idempotency keys, Store locks) are written and judged with
+    ``now()``: every process sharing the server then compares one clock, so a process whose
+    wall clock runs ahead (or behind, or is stepped) neither sees a live lease as expired
+    nor holds one longer. Reading costs one round trip, at the first ``now()`` and then at
+    most every ``resync`` seconds, never per claim or renewal. Its error is half the read's
+    round trip plus the monotonic clock's drift since the read (parts per million). A
+    failed read keeps the last reading and is tried again after one second; before the
+    first reading, this process's wall clock stands in and every call tries again. Sleeps
+    are real.
+
+    Args:
+        read: returns the server's wall time in seconds since the epoch (one query).
+        resync: seconds between reads.
+    """
+
+    def __init__(self, read: Callable[[], float], *, resync: float = 30.0) -> None:
+        self._read = read
+        self.resync = seconds(resync, "resync")
+        self._lock = threading.Lock()
+        self._base: float | None = None  # the server's time at _at
+        self._at = 0.0  # monotonic time of the reading
+        self._tried = -1e18  # monotonic time of the last attempt
+        self.reads = 0  # readings taken (tests count them)
+
+    def now(self) -> float:
+        m = time.monotonic()
+        if self._base is None or m - self._tried >= self.resync:
+            self._sync()
+            m = time.monotonic()
+        base = self._base
+        if base is None:
+            return time.time()  # the server never answered: nothing better
+        return base + (m - self._at)
+
+    def _sync(self) -> None:
+        with self._lock:
+            m0 = time.monotonic()
+            if self._base is not None and m0 - self._tried < self.resync:
+                return  # another thread read it meanwhile
+            self._tried = m0
+            try:
+                server = float(self._read())
+            except Exception:  # the server is down: claims fail anyway; keep the last reading
+                self._tried = m0 - self.resync + 1.0  # and try again in one second
+                return
+            m1 = time.monotonic()
+            self._base, self._at = server + (m1 - m0) / 2, m1
+            self._tried = m1
+            self.reads += 1
+
+    monotonic = staticmethod(time.monotonic)
+
+    def sleep(self, seconds: float) -> None:
+        if seconds > 0:
+            time.sleep(seconds)
+
+    async def asleep(self, seconds: float) -> None:
+        await asyncio.sleep(seconds if seconds > 0 else 0)
+
+    def __repr__(self) -> str:
+        return f"ServerClock(resync={self.resync:g}, reads={self.reads})"
+
+
+def server_clock_for(clock: Clock | None, storage: object) -> Clock:
+    """The clock leases on ``storage`` should use: the storage's server clock (PostgreSQL,
+    Redis) when ``clock`` is the real one (None or a plain ``SystemClock``), else ``clock``
+    itself (a ``FakeClock`` keeps driving time in tests, a ``SystemClock`` subclass is
+    kept; SQLite and memory storages have no server: every process there shares the
+    machine's clock)."""
+    if clock is not None and type(clock) is not SystemClock:
+        return clock  # a subclass (a shifted clock, say) is a choice: kept
+    make = getattr(storage, "server_clock", None)
+    server = make() if callable(make) else None
+    return server if server is not None else (clock or SystemClock())
 
 
 _DEFAULT: list[Clock] = []  # the process-wide default: empty means a SystemClock

@@ -1,7 +1,8 @@
 """§3 of the reliability campaigns, bounded: a holder of a durable run, an idempotency key
 and a Store lock is frozen (SIGSTOP) past its lease, another takes over, the first is woken
-(SIGCONT), with its clock as is and skewed by -30 s (libfaketime: its lease looks expired at
-once to everyone else). The +30 s skew (a 31 s takeover) runs in ``make chaos``
+(SIGCONT), with its clock as is and skewed by -30 s (libfaketime: on SQLite its lease looks
+expired at once to everyone else) and, on PostgreSQL, +30 s (leases there are on the
+database's clock). SQLite's +30 s (a 31 s takeover) runs in ``make chaos``
 (benchmarks/chaos/paused_holders.py), which prints what each scenario saw."""
 
 from __future__ import annotations
@@ -78,3 +79,12 @@ def test_sqlite_paused_holders_with_a_clock_30_s_behind(tmp_path: Path) -> None:
 def test_postgres_paused_holders_with_a_clock_30_s_behind(pg_url: str, tmp_path: Path) -> None:
     needs_libfaketime()
     assert_safe(holders("postgres", -30, tmp_path))
+
+
+@pytest.mark.services
+def test_postgres_paused_holders_with_a_clock_30_s_ahead(pg_url: str, tmp_path: Path) -> None:
+    """On the database's clock the skew changes nothing: before, the run was parked
+    ``needs_attention`` (the holder's libfaketime-stalled heartbeats and its +30 s leases)
+    and the key and the lock waited out a 31 s lease."""
+    needs_libfaketime()
+    assert_safe(holders("postgres", 30, tmp_path))

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar, overload
 
 from .. import codec, storage
-from ..clock import Clock, SystemClock
+from ..clock import Clock, ServerClock, SystemClock, server_clock_for
 from ..clock import seconds as _secs
 from ..errors import ConfigError, UnknownRunError
 from ..storage.journal import Journal
@@ -214,6 +214,11 @@ class App:
                     if not self.create:
                         check_exists(self.url)
                     st = storage.open(self.url)
+                    # On PostgreSQL leases are judged on the database's clock (a real
+                    # clock only: a FakeClock keeps driving time); reopened, the new
+                    # storage's (the old one's connection closed with it).
+                    real = isinstance(self.clock, ServerClock)
+                    self.clock = server_clock_for(SystemClock() if real else self.clock, st)
                     # compress/encrypt stored values, chunk large ones (see _payloads)
                     j = wrap(st.journal(), self.payload_codec, self.value_chunks)
                     self._journal = j

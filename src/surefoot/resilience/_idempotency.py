@@ -12,7 +12,7 @@ from datetime import timedelta
 from typing import Any, TypeVar
 
 from .. import codec
-from ..clock import Clock, SystemClock
+from ..clock import Clock, server_clock_for
 from ..errors import ConfigError, IdempotencyConflictError, IdempotencyInProgressError
 from ..storage.keys import KeyRecord, KeyStore
 from ._checks import duration
@@ -180,10 +180,11 @@ class IdempotentExecutor:
         include_action: bool = True,
     ) -> None:
         self._storage: Any = None
+        source: Any = store  # what may offer the server's clock (server_clock_for)
         if isinstance(store, str):
             from .. import storage
 
-            self._storage = storage.open(store)
+            self._storage = source = storage.open(store)
             store = self._storage.keystore()
         elif not isinstance(store, KeyStore) and hasattr(store, "keystore"):
             store = store.keystore()
@@ -198,7 +199,8 @@ class IdempotentExecutor:
         self.wait = wait
         self.wait_timeout = _finite(wait_timeout, "wait_timeout")
         self.poll = _finite(poll, "poll", positive=True)
-        self.clock: Clock = clock if clock is not None else SystemClock()
+        # On PostgreSQL the lease is judged on the database's clock (a real clock only).
+        self.clock: Clock = server_clock_for(clock, source)
         self.namespace = namespace
         if not isinstance(include_action, bool):
             raise ConfigError(f"include_action must be True or False, got {include_action!r}")

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from .. import storage as _storage
-from ..clock import Clock, SystemClock
+from ..clock import Clock, server_clock_for
 from ..codec import dumps, loads
 from ..errors import ConfigError, ConflictError
 from ..guard import Labeled
@@ -94,7 +94,8 @@ class Store:
                 f"StateStore, got {url!r}"
             )
         self.namespace = namespace
-        self.clock: Clock = clock if clock is not None else SystemClock()
+        # On PostgreSQL and Redis, leases and TTLs are judged on the server's clock.
+        self.clock: Clock = server_clock_for(clock, self.storage)
         # kept in the storage beside the namespace: shared by every process (see _agents)
         self.agents = AgentRegistry(
             self.storage.statestore(agents_namespace(namespace)) if self.storage else None,

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ...clock import Clock
+from ...clock import Clock, ServerClock
 from ..url import StorageURL, parse_url
 from ._db import OPTIONS, Listener, PostgresDB
 
@@ -49,6 +49,15 @@ class PostgresStorage:
         parsed = parse_url(url) if isinstance(url, str) else url
         self.url = parsed.url
         self.db = PostgresDB(parsed, clock=clock)
+        self._server_clock: ServerClock | None = None
+
+    def server_clock(self) -> ServerClock:
+        """PostgreSQL's clock (``clock_timestamp()``), shared by this storage's journal,
+        idempotency keys and Store: leases are judged on the database's time, not on each
+        process's (``surefoot.clock.server_clock_for``)."""
+        if self._server_clock is None:
+            self._server_clock = ServerClock(self.db.server_time)
+        return self._server_clock
 
     def keystore(self) -> PostgresKeyStore:
         from ._keys import PostgresKeyStore

@@ -160,6 +160,8 @@ class PostgresDB:
         self._lane: Any = None  # see _take
         self._lane_until = 0.0
         self._lane_lock = threading.Lock()
+        self._clock_conn: Any = None  # see server_time
+        self._clock_lock = threading.Lock()
         self._lane_on = self.pool_max >= 2  # one connection alone stays the pool's
         self.conninfo = self._conninfo(parsed.url)
         self._probe()
@@ -234,9 +236,13 @@ class PostgresDB:
         )
 
     def close(self) -> None:
-        """Close the pool and every connection in it."""
+        """Close the pool and every connection in it (and the clock's)."""
         self._drop_lane(5.0)
         self.pool.close()
+        with self._clock_lock:
+            if self._clock_conn is not None:
+                self._clock_conn.close()
+                self._clock_conn = None
 
     # -- running statements ------------------------------------------------------------
 
@@ -468,6 +474,31 @@ class PostgresDB:
             return cur.fetchall() if res is not None and res.status == _TUPLES_OK else []
 
         return self.run(one, write=write, idempotent=idempotent)
+
+    def server_time(self) -> float:
+        """The server's wall clock, seconds since the epoch (one round trip).
+
+        Read on a connection of its own, never the pool's: the time is asked for anywhere,
+        also while this thread holds the pool's only connection (the default
+        ``pool_max=1``), where waiting for the pool would stall until its timeout.
+
+        Raises:
+            psycopg.Error: the server cannot be reached (``ServerClock`` keeps its last
+                reading).
+        """
+        with self._clock_lock:
+            conn = self._clock_conn
+            if conn is None or conn.closed:
+                conn = self._clock_conn = self.psycopg.connect(
+                    self.conninfo, autocommit=True, connect_timeout=self.connect_timeout
+                )
+            try:
+                row = conn.execute("SELECT extract(epoch FROM clock_timestamp())").fetchone()
+            except BaseException:
+                conn.close()
+                raise
+            self.round_trips += 1
+            return float(row[0])
 
     def prepared(self, sql: str, types: Sequence[str], *, idempotent: bool) -> PreparedWrite:
         """``sql`` as a :class:`PreparedWrite` (one per statement and types)."""

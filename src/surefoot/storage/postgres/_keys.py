@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ...clock import ServerClock
 from ...errors import StoreUnavailableError
 from ..keys import KeyRecord
 from ._db import NOT_APPLIED, PostgresDB
@@ -70,6 +71,10 @@ class PostgresKeyStore:
     def __init__(self, db: PostgresDB) -> None:
         self.db = db
         db.migrate("keys", MIGRATIONS)
+
+    def server_clock(self) -> ServerClock:
+        """The database's clock, for an ``IdempotentExecutor`` given this store itself."""
+        return ServerClock(self.db.server_time)
 
     def claim(
         self, key: str, fingerprint: str, owner: str, now: float, lease_until: float

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, NoReturn
 
-from ...clock import Clock
+from ...clock import Clock, ServerClock
 from ...errors import ConfigError
 from ..url import StorageURL, parse_url
 from ._client import OPTIONS, RedisDB
@@ -49,6 +49,19 @@ class RedisStorage:
         parsed = parse_url(url) if isinstance(url, str) else url
         self.url = parsed.url
         self.db = RedisDB(parsed, clock=clock)
+        self._server_clock: ServerClock | None = None
+
+    def server_clock(self) -> ServerClock:
+        """Redis's clock (``TIME``): Store leases are judged on the server's time, not on
+        each process's (``surefoot.clock.server_clock_for``)."""
+        if self._server_clock is None:
+
+            def read() -> float:
+                secs, micros = self.db.call(lambda r: r.time(), write=False, idempotent=True)
+                return int(secs) + int(micros) / 1e6
+
+            self._server_clock = ServerClock(read)
+        return self._server_clock
 
     def _unsupported(self, what: str) -> NoReturn:
         raise ConfigError(
