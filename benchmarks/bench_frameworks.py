@@ -45,7 +45,17 @@ from pathlib import Path
 from typing import Any
 
 PG = os.environ.get("SUREFOOT_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
-CASES = ("none", "surefoot-sqlite", "surefoot-pg", "dbos-sqlite", "dbos-pg", "temporal")
+CASES = (
+    "none",
+    "floor",
+    "journal-sqlite",
+    "journal-pg",
+    "surefoot-sqlite",
+    "surefoot-pg",
+    "dbos-sqlite",
+    "dbos-pg",
+    "temporal",
+)
 _TEXT = (
     "the agent reads a file then calls a tool and checks the result before it writes the "
     "answer back to the user with a short summary of what changed and why it matters"
@@ -94,14 +104,17 @@ def build_agent(capabilities: list[Any]) -> Any:
     return agent
 
 
-async def conversation(agent: Any, n: int) -> int:
-    """``n`` turns; the size of the conversation's messages as PydanticAI serializes them."""
+async def conversation(agent: Any, n: int, steps: Any = None) -> int:
+    """``n`` turns; the size of the conversation's messages as PydanticAI serializes them.
+    ``steps``: a coroutine function run after each turn (the bare journal case's steps)."""
     from pydantic_ai.messages import ModelMessagesTypeAdapter
 
     history = None
     for i in range(n):
         result = await agent.run(text(i), message_history=history)
         history = result.all_messages()
+        if steps is not None:
+            await steps(i)
     return len(ModelMessagesTypeAdapter.dump_json(history or []))
 
 
@@ -152,17 +165,32 @@ def one(case: str, n: int, d: Path) -> dict[str, Any]:
         t0, c0 = time.perf_counter(), time.process_time()
         size = asyncio.run(conversation(agent, n))
         return _timed(t0, c0, 0, size)
-    if case.startswith("surefoot"):
+    if case == "floor":
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        from bench_frameworks_floor import NoJournalDurability
+
+        agent = build_agent([NoJournalDurability()])
+        asyncio.run(conversation(agent, 1))
+        t0, c0 = time.perf_counter(), time.process_time()
+        size = asyncio.run(conversation(agent, n))
+        return _timed(t0, c0, 0, size)
+    if case.startswith(("surefoot", "journal")):
         from surefoot import durable
         from surefoot.integrations.pydantic_ai import SurefootDurability
 
         url = f"sqlite:///{d / 'runs.db'}" if case.endswith("sqlite") else f"{PG}?schema={schema}"
         app = durable.App(url)
-        agent = build_agent([SurefootDurability(app)])
+        if case.startswith("journal"):  # the bare journal: the agent undurable, 4 steps a turn
+            sys.path.insert(0, str(Path(__file__).resolve().parent))
+            from bench_frameworks_floor import journal_steps
+
+            agent, steps = build_agent([]), journal_steps(app)
+        else:
+            agent, steps = build_agent([SurefootDurability(app)]), None
 
         @app.workflow
         async def chat(n: int) -> int:
-            return await conversation(agent, n)
+            return await conversation(agent, n, steps)
 
         app.start(chat, 1, run_id="warm").result(timeout=600)  # the journal opened, warm
         warm = stored_bytes(url, SUREFOOT_BYTES, schema)
