@@ -761,13 +761,12 @@ def main() -> None:
             print(f"  {c:16} {r[what] / big * 1000:8.2f} ms{extra}")
         report_targets(res, turns, what, label)
     print("\nbytes of stored values (x that case's conversation, its messages as JSON)")
-    print("  turns " + "".join(f"{c:>24}" for c in cases if c != "none") + f"{'conversation':>14}")
+    stored = [c for c in cases if c not in ("none", "floor")]  # the floor stores nothing
+    print("  turns " + "".join(f"{c:>24}" for c in stored) + f"{'conversation':>14}")
     for n in turns:
         row = f"  {n:5} "
         conv = res["none"][n].get("conversation", 0) if "none" in res else 0
-        for c in cases:
-            if c == "none":
-                continue
+        for c in stored:
             r = res[c][n]
             if "error" in r:
                 row += f"{'-':>24}"
