@@ -9,6 +9,11 @@ conversation: ``n`` agent runs, each given the history so far.
 Each case runs in its own process (DBOS is process-global) on a fresh journal:
 
 * ``none``: the same loop, no capability;
+* ``floor``: ``NoJournalDurability`` (bench_frameworks_floor.py): a capability on the same
+  ``pydantic_ai.durable_exec`` builder with surefoot's engine spec, every operation wrapped,
+  encoded and decoded, nothing journalled: what any engine on that builder pays;
+* ``journal-sqlite`` / ``journal-pg``: the bare journal: the agent with no capability inside a
+  surefoot workflow, plus per turn the 4 surefoot steps SurefootDurability journals;
 * ``surefoot-sqlite`` / ``surefoot-pg``: ``SurefootDurability(app)`` (surefoot.integrations);
 * ``dbos-sqlite`` / ``dbos-pg``: ``DBOSDurability()`` inside a ``@DBOS.workflow``;
 * ``temporal``: ``TemporalDurability()`` in a workflow on a Temporal dev server started
@@ -16,16 +21,21 @@ Each case runs in its own process (DBOS is process-global) on a fresh journal:
   only (bounded: its overhead is compared with ``none`` at that same number of turns).
 
 Printed: seconds per turn and the overhead per turn over ``none`` (target: surefoot's at
-most 1/3 of DBOS's and 1/20 of Temporal's); bytes of stored values after 10, 50 and 100
+most 1/3 of DBOS's and 1/20 of Temporal's), split into the builder's floor and surefoot's
+own, with the ceiling the floor sets on those ratios (at the most turns each case runs
+``--rounds`` times, interleaved, the median CPU kept); bytes of stored values after 10, 50 and 100
 turns, and their ratio to the conversation's own size (its messages as PydanticAI serializes
 them; target: surefoot at most 3x at 100 turns, growing linearly), beside DBOS's and
 Temporal's (its workflow history size in bytes, as ``describe()`` reports it).
 
 With ``--kills``, also the crash test's agent (tests/crash/pydantic_ai_app.py) in a
 ``surefoot worker`` SIGKILLed at each kind of point on SQLite and PostgreSQL: completed model
-requests repeated and effects duplicated (target 0 and 0), and seconds until the run moves.
+requests repeated and effects duplicated (target 0 and 0), and seconds until the run moves;
+beside it the same agent's worker under DBOSDurability (bench_frameworks_dbos_worker.py) and
+under TemporalDurability (bench_frameworks_temporal_worker.py, on a dev server started here).
 
-    .venv/bin/python benchmarks/bench_frameworks.py [--turns 10,50,100] [--kills] [--json F]
+    .venv/bin/python benchmarks/bench_frameworks.py [--turns 10,50,100] [--rounds 3] [--kills]
+        [--kill-only sqlite,pg,dbos,temporal] [--json F]
 """
 
 from __future__ import annotations
@@ -45,7 +55,17 @@ from pathlib import Path
 from typing import Any
 
 PG = os.environ.get("SUREFOOT_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
-CASES = ("none", "surefoot-sqlite", "surefoot-pg", "dbos-sqlite", "dbos-pg", "temporal")
+CASES = (
+    "none",
+    "floor",
+    "journal-sqlite",
+    "journal-pg",
+    "surefoot-sqlite",
+    "surefoot-pg",
+    "dbos-sqlite",
+    "dbos-pg",
+    "temporal",
+)
 _TEXT = (
     "the agent reads a file then calls a tool and checks the result before it writes the "
     "answer back to the user with a short summary of what changed and why it matters"
@@ -94,14 +114,17 @@ def build_agent(capabilities: list[Any]) -> Any:
     return agent
 
 
-async def conversation(agent: Any, n: int) -> int:
-    """``n`` turns; the size of the conversation's messages as PydanticAI serializes them."""
+async def conversation(agent: Any, n: int, steps: Any = None) -> int:
+    """``n`` turns; the size of the conversation's messages as PydanticAI serializes them.
+    ``steps``: a coroutine function run after each turn (the bare journal case's steps)."""
     from pydantic_ai.messages import ModelMessagesTypeAdapter
 
     history = None
     for i in range(n):
         result = await agent.run(text(i), message_history=history)
         history = result.all_messages()
+        if steps is not None:
+            await steps(i)
     return len(ModelMessagesTypeAdapter.dump_json(history or []))
 
 
@@ -152,17 +175,32 @@ def one(case: str, n: int, d: Path) -> dict[str, Any]:
         t0, c0 = time.perf_counter(), time.process_time()
         size = asyncio.run(conversation(agent, n))
         return _timed(t0, c0, 0, size)
-    if case.startswith("surefoot"):
+    if case == "floor":
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        from bench_frameworks_floor import NoJournalDurability
+
+        agent = build_agent([NoJournalDurability()])
+        asyncio.run(conversation(agent, 1))
+        t0, c0 = time.perf_counter(), time.process_time()
+        size = asyncio.run(conversation(agent, n))
+        return _timed(t0, c0, 0, size)
+    if case.startswith(("surefoot", "journal")):
         from surefoot import durable
         from surefoot.integrations.pydantic_ai import SurefootDurability
 
         url = f"sqlite:///{d / 'runs.db'}" if case.endswith("sqlite") else f"{PG}?schema={schema}"
         app = durable.App(url)
-        agent = build_agent([SurefootDurability(app)])
+        if case.startswith("journal"):  # the bare journal: the agent undurable, 4 steps a turn
+            sys.path.insert(0, str(Path(__file__).resolve().parent))
+            from bench_frameworks_floor import journal_steps
+
+            agent, steps = build_agent([]), journal_steps(app)
+        else:
+            agent, steps = build_agent([SurefootDurability(app)]), None
 
         @app.workflow
         async def chat(n: int) -> int:
-            return await conversation(agent, n)
+            return await conversation(agent, n, steps)
 
         app.start(chat, 1, run_id="warm").result(timeout=600)  # the journal opened, warm
         warm = stored_bytes(url, SUREFOOT_BYTES, schema)
@@ -456,10 +494,121 @@ def dbos_kill_point(point: str) -> dict[str, Any]:
     }
 
 
+TEMPORAL_WORKER = Path(__file__).resolve().parent / "bench_frameworks_temporal_worker.py"
+
+
+def temporal_kill_point(point: str) -> dict[str, Any]:
+    """The same agent under TemporalDurability (bench_frameworks_temporal_worker.py) in a
+    worker process on a dev server started here, SIGKILLed (by its pid) at ``point`` and
+    started again: completed model requests and the time to move are read from the
+    workflow's history (a completed activity), repeats from the ledger."""
+    import signal
+    from collections import Counter
+
+    from temporalio.client import Client
+
+    from surefoot.engines.temporal import DevServer
+
+    def ledger_events(ledger: Path) -> list[dict[str, Any]]:
+        if not ledger.exists():
+            return []
+        return [json.loads(x) for x in ledger.read_text().splitlines() if x.strip()]
+
+    async def completed(client: Any) -> list[str]:
+        """The activity types completed so far in ``t1``'s history, in order."""
+        names: dict[int, str] = {}
+        done: list[str] = []
+        history = await client.get_workflow_handle("t1").fetch_history()
+        for ev in history.events:
+            if ev.HasField("activity_task_scheduled_event_attributes"):
+                attrs = ev.activity_task_scheduled_event_attributes
+                names[ev.event_id] = attrs.activity_type.name
+            elif ev.HasField("activity_task_completed_event_attributes"):
+                done.append(names[ev.activity_task_completed_event_attributes.scheduled_event_id])
+        return done
+
+    async def until(check: Any, limit: float = 240) -> Any:
+        deadline = time.monotonic() + limit
+        while not (got := await check()):
+            if time.monotonic() > deadline:
+                raise TimeoutError(point)
+            await asyncio.sleep(0.05)
+        return got
+
+    async def go(address: str, d: Path) -> dict[str, Any]:
+        ledger = d / "ledger.jsonl"
+
+        def worker(hang: str) -> subprocess.Popen[bytes]:
+            env = {**os.environ, "SF_PAI_LEDGER": str(ledger), "SF_PAI_HANG": hang}
+            cmd = [sys.executable, str(TEMPORAL_WORKER), address]
+            return subprocess.Popen(
+                cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+            )
+
+        async def hung() -> bool:
+            return any(e.get("at") == point for e in ledger_events(ledger))
+
+        client = await Client.connect(address)
+        handle = await client.start_workflow(
+            "trip", "plan a trip to Paris", id="t1", task_queue="trip"
+        )
+        proc = worker("" if point == "approval" else point)
+        try:
+            if point == "approval":
+                await until(lambda: _async(lambda: handle.query("waiting")))
+            else:
+                await until(hung)
+            os.kill(proc.pid, signal.SIGKILL)
+            killed = time.monotonic()
+            proc.wait()
+            before = await completed(client)
+            if point == "approval":
+                await handle.signal("approve", "p1")
+            restarted = time.monotonic()
+            proc = worker("")
+
+            async def moved_on() -> bool:
+                return len(await completed(client)) > len(before)
+
+            await until(moved_on)
+            moved = time.monotonic()
+            if point != "approval":
+                await until(lambda: _async(lambda: handle.query("waiting")))
+                await handle.signal("approve", "p1")
+            output = await asyncio.wait_for(handle.result(), 240)
+        finally:
+            if proc.poll() is None:
+                os.kill(proc.pid, signal.SIGKILL)
+                proc.wait()
+        events = ledger_events(ledger)
+        turns = Counter(e["turn"] for e in events if e["ev"] == "model")
+        done_requests = sum(1 for name in before if "model" in name.lower())
+        applied = Counter(e["key"] for e in events if e["ev"] == "effect_applied")
+        return {
+            "repeated_requests": sum(turns[t] - 1 for t in range(done_requests)),
+            "duplicate_effects": sum(n - 1 for n in applied.values()),
+            "effect_requests": sum(1 for e in events if e["ev"] == "effect_request"),
+            "lookups": sum(1 for e in events if e.get("tool") == "lookup"),
+            "model_requests": sum(turns.values()),
+            "restart_to_next_step": moved - restarted,
+            "kill_to_next_step": moved - killed,
+            "finished": output == "booked and published",
+        }
+
+    with tempfile.TemporaryDirectory() as d, DevServer(Path(d) / "temporal.db") as server:
+        return asyncio.run(go(server.address, Path(d)))
+
+
+async def _async(fn: Any) -> Any:
+    return await fn()
+
+
 def report_kills(kills: dict[str, dict[str, dict[str, Any]]]) -> None:
-    print("\nthe worker SIGKILLed, restarted under the same id (the crash test's agent; DBOS:")
-    print("  DBOSDurability, publish without approval, book keyed by hand); no repeat: 4")
-    print("  requests (5 when one was in flight), 2 lookups, 1 effect call")
+    print("\nthe worker SIGKILLed, restarted (the crash test's agent; DBOS: DBOSDurability,")
+    print("  publish without approval, book keyed by hand; Temporal: TemporalDurability, a new")
+    print("  worker process, approval by signal, book keyed by hand); no repeat: 4 requests")
+    print("  (5 when one was in flight), 2 lookups, 1 effect call; target 0 and 0 for surefoot,")
+    print("  the peers as measured")
     head = (
         "journal",
         "killed in",
@@ -469,6 +618,7 @@ def report_kills(kills: dict[str, dict[str, dict[str, Any]]]) -> None:
         "lookups",
         "effect calls",
         "restart->next step",
+        "kill->next step",
     )
     print(f"  {head[0]:12} {head[1]:13}" + "".join(f" {h:>13}" for h in head[2:]))
     for backend, points in kills.items():
@@ -481,12 +631,69 @@ def report_kills(kills: dict[str, dict[str, dict[str, Any]]]) -> None:
                 r["lookups"],
                 r["effect_requests"],
                 f"{r['restart_to_next_step']:.2f} s",
+                f"{r['kill_to_next_step']:.2f} s",
             )
+            mine = backend in ("sqlite", "pg")
+            verdict = ("PASS" if ok else "MISS") if mine else "(peer, as measured)"
             print(
-                f"  {backend:12} {pt:13}"
-                + "".join(f" {c!s:>13}" for c in cells)
-                + f"  {'PASS' if ok else 'MISS'}"
+                f"  {backend:12} {pt:13}" + "".join(f" {c!s:>13}" for c in cells) + f"  {verdict}"
             )
+
+
+def _over(res: dict[str, dict[int, dict[str, Any]]], case: str, n: int, what: str) -> float | None:
+    """``case``'s ``what`` (seconds or cpu) per turn over ``none``'s at ``n`` turns."""
+    r, base = res.get(case, {}).get(n, {}), res.get("none", {}).get(n, {})
+    if not r or not base or "error" in r or "error" in base:
+        return None
+    return (float(r[what]) - float(base[what])) / n
+
+
+def report_targets(
+    res: dict[str, dict[int, dict[str, Any]]], turns: list[int], what: str, label: str
+) -> None:
+    """surefoot's overhead beside the builder's floor and the bare journal, its ratios to
+    DBOS's and Temporal's with PASS/MISS, and the ceiling the floor puts on those ratios."""
+    big = max(turns)
+    ran = [n for n in turns if _over(res, "temporal", n, what) is not None]
+    tn = max(ran) if ran else None
+    floor = _over(res, "floor", big, what)
+    for sf in ("surefoot-sqlite", "surefoot-pg"):
+        db = sf.replace("surefoot", "dbos")
+        journal = _over(res, sf.replace("surefoot", "journal"), big, what)
+        mine = _over(res, sf, big, what)
+        if mine is None:
+            continue
+        parts = [f"  {label}, {sf}: {mine * 1000:+.2f} ms/turn"]
+        if floor is not None:
+            parts.append(
+                f"= builder floor {floor * 1000:+.2f} + surefoot's own {1000 * (mine - floor):+.2f}"
+            )
+        if journal is not None:
+            parts.append(f"(bare journal, 4 steps: {journal * 1000:+.2f})")
+        print(" ".join(parts))
+        peers = [(db, big, 1 / 3, "1/3")]
+        if tn is not None:
+            peers.append(("temporal", tn, 1 / 20, "1/20"))
+        for peer, n, target, says in peers:
+            theirs = _over(res, peer, n, what)
+            at_n = _over(res, sf, n, what)
+            if theirs is None or at_n is None or theirs <= 0:
+                continue
+            ratio = at_n / theirs
+            line = (
+                f"    / {peer} ({n} turns, {theirs * 1000:+.2f} ms/turn) = {ratio:.3f} "
+                f"(target <= {says}) {'PASS' if ratio <= target else 'MISS'}"
+            )
+            fl = _over(res, "floor", n, what)
+            if fl is not None:
+                ceiling = fl / theirs
+                line += f"; the builder's floor alone = {ceiling:.3f} of it"
+                if ceiling > target:
+                    line += (
+                        f": {says} is impossible for any engine on this builder unless the "
+                        f"builder's own cost per turn falls below {target * theirs * 1000:.2f} ms"
+                    )
+            print(line)
 
 
 def main() -> None:
@@ -495,7 +702,11 @@ def main() -> None:
     p.add_argument("--cases", default=",".join(CASES))
     p.add_argument("--json", default=None)
     p.add_argument("--temporal-max", type=int, default=100, help="most turns run on Temporal")
-    p.add_argument("--kills", action="store_true", help="also SIGKILL surefoot's worker")
+    p.add_argument("--rounds", type=int, default=3, help="runs of each case at the most turns")
+    p.add_argument("--kills", action="store_true", help="also SIGKILL each engine's worker")
+    p.add_argument(
+        "--kill-only", default=None, help="only these kill suites (sqlite,pg,dbos,temporal)"
+    )
     p.add_argument("--one", default=None, help=argparse.SUPPRESS)
     p.add_argument("--n", type=int, default=0, help=argparse.SUPPRESS)
     p.add_argument("--dir", default=None, help=argparse.SUPPRESS)
@@ -506,19 +717,34 @@ def main() -> None:
     turns = [int(t) for t in a.turns.split(",")]
     cases = a.cases.split(",")
     res: dict[str, dict[int, dict[str, Any]]] = {c: {} for c in cases}
+    big = max(turns) if turns else 0
+    loads = [os.getloadavg()[0]]
     for n in turns:
+        # At the most turns each case runs --rounds times, the cases interleaved (so the
+        # machine's drift hits all alike); the round of median CPU is kept (Temporal: once).
+        got: dict[str, list[dict[str, Any]]] = {c: [] for c in cases}
+        for _ in range(a.rounds if n == big else 1):
+            for c in cases:
+                if c == "temporal" and (n > a.temporal_max or got[c]):
+                    continue
+                got[c].append(run_case(c, n))
+                loads.append(os.getloadavg()[0])
+                print(f"  {c} n={n}: {got[c][-1]}", file=sys.stderr, flush=True)
         for c in cases:
-            if c == "temporal" and n > a.temporal_max:
+            ok = sorted((r for r in got[c] if "error" not in r), key=lambda r: float(r["cpu"]))
+            if ok:
+                res[c][n] = {**ok[len(ok) // 2], "cpu_rounds": [r["cpu"] for r in ok]}
+            elif got[c]:
+                res[c][n] = got[c][0]
+            else:
                 res[c][n] = {"error": f"not run (more than --temporal-max {a.temporal_max})"}
-                continue
-            res[c][n] = run_case(c, n)
-            print(f"  {c} n={n}: {res[c][n]}", file=sys.stderr, flush=True)
     load = os.getloadavg()
     print(
         f"bench_frameworks {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
-        f"load {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; model: PydanticAI FunctionModel"
+        f"load {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} (1-min load over the run: "
+        f"{min(loads):.1f}-{max(loads):.1f}); model: PydanticAI FunctionModel; "
+        f"{a.rounds} rounds at {big} turns, the median CPU kept"
     )
-    big = max(turns)
     for what, label in (("seconds", "wall"), ("cpu", "process CPU")):
         print(f"\n{label} per turn ({big} turns), and over none")
         base = res.get("none", {}).get(big, {}).get(what)
@@ -533,37 +759,14 @@ def main() -> None:
                 over[c] = (r[what] - base) / big
                 extra = f"  {over[c] * 1000:+8.2f} ms"
             print(f"  {c:16} {r[what] / big * 1000:8.2f} ms{extra}")
-        for sf, db in (("surefoot-sqlite", "dbos-sqlite"), ("surefoot-pg", "dbos-pg")):
-            if sf in over and db in over and over[db] > 0:
-                ratio = over[sf] / over[db]
-                verdict = "PASS" if ratio <= 1 / 3 else "MISS"
-                print(
-                    f"  {label}: {sf} overhead / {db} overhead = {ratio:.2f} "
-                    f"(target <= 0.33) {verdict}"
-                )
-        ran = [n for n in turns if "error" not in res.get("temporal", {}).get(n, {"error": 1})]
-        if ran and "none" in res:
-            tn = max(ran)
-            t_over = (res["temporal"][tn][what] - res["none"][tn][what]) / tn
-            print(f"  temporal at {tn} turns: {t_over * 1000:+8.2f} ms per turn over none")
-            for sf in ("surefoot-sqlite", "surefoot-pg"):
-                r = res.get(sf, {}).get(tn, {})
-                if "error" in r or not r or t_over <= 0:
-                    continue
-                ratio = (r[what] - res["none"][tn][what]) / tn / t_over
-                verdict = "PASS" if ratio <= 1 / 20 else "MISS"
-                print(
-                    f"  {label}: {sf} overhead / temporal overhead ({tn} turns) = {ratio:.3f} "
-                    f"(target <= 0.05) {verdict}"
-                )
+        report_targets(res, turns, what, label)
     print("\nbytes of stored values (x that case's conversation, its messages as JSON)")
-    print("  turns " + "".join(f"{c:>24}" for c in cases if c != "none") + f"{'conversation':>14}")
+    stored = [c for c in cases if c not in ("none", "floor")]  # the floor stores nothing
+    print("  turns " + "".join(f"{c:>24}" for c in stored) + f"{'conversation':>14}")
     for n in turns:
         row = f"  {n:5} "
         conv = res["none"][n].get("conversation", 0) if "none" in res else 0
-        for c in cases:
-            if c == "none":
-                continue
+        for c in stored:
             r = res[c][n]
             if "error" in r:
                 row += f"{'-':>24}"
@@ -581,8 +784,14 @@ def main() -> None:
                 f"{'PASS' if ratio <= 3 else 'MISS'}"
             )
     if a.kills:
-        kills = {b: {pt: kill_point(b, pt) for pt in KILL_POINTS} for b in ("sqlite", "pg")}
-        kills["dbos-sqlite"] = {pt: dbos_kill_point(pt) for pt in KILL_POINTS[:3]}
+        only = set((a.kill_only or "sqlite,pg,dbos,temporal").split(","))
+        kills = {
+            b: {pt: kill_point(b, pt) for pt in KILL_POINTS} for b in ("sqlite", "pg") if b in only
+        }
+        if "dbos" in only:
+            kills["dbos-sqlite"] = {pt: dbos_kill_point(pt) for pt in KILL_POINTS[:3]}
+        if "temporal" in only:
+            kills["temporal"] = {pt: temporal_kill_point(pt) for pt in KILL_POINTS}
         report_kills(kills)
         res["kills"] = kills  # type: ignore[assignment]
     if a.json:

@@ -136,6 +136,31 @@ def dumps(value: Any, *, where: str | None = None) -> str:
         raise EncodeError(tname or str(exc), path, where) from None
 
 
+def dumps_json_values(value: Any) -> str | None:
+    """``value``'s JSON text when it is made of JSON's own types and reads back equal (a
+    dict or a list whose text ``loads`` gives back ``==`` to it); None when it is not, or
+    may not be, and ``dumps`` must encode it (a tuple, a non-``str`` key, a tagged value,
+    NaN, an object the encoder refuses).
+
+    One C encode and one C decode, no walk in Python: for values a JSON codec produced
+    (pydantic's ``mode='json'``), which hold no subclass of ``int`` or ``str`` (an
+    ``IntEnum`` reads back equal but as another type: its caller must not pass one).
+    """
+    if _c_encode is None or type(value) not in (dict, list):
+        return None
+    try:
+        text = "".join(_c_encode(value, 0))
+    except (TypeError, ValueError, RecursionError):
+        return None
+    if TAG in text:
+        return None
+    try:
+        back, end = _scan(text, 0)
+    except (StopIteration, ValueError):
+        return None
+    return text if end == len(text) and back == value else None
+
+
 _SCALAR = (str, int, float, bool)
 _NESTED = (list, tuple, dict)
 

@@ -50,3 +50,7 @@ class StepDef:
     retry: StepRetry
     compensate: CompDef | None
     returns: Any = Any  # the return annotation: how its journalled result is read back
+    json_values: bool = False
+    """Its results are JSON's own types already (a framework's JSON codec made them, e.g.
+    pydantic's ``dump_python(mode='json')``): encoded by the C encoder and checked by one
+    decode and ``==``, not by the walks a value of any type needs (see ``_decide.encode``)."""

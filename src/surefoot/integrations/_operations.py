@@ -121,10 +121,16 @@ class OperationSteps:
         self._agent_runs[key] = n
         return run.run_id if n == 1 else f"{run.run_id}:{n}"
 
-    def step(self, name: str, *, effect: bool = False, retry: Any = None) -> Any:
+    def step(
+        self, name: str, *, effect: bool = False, retry: Any = None, json_values: bool = False
+    ) -> Any:
         """The step named ``name``: call it with ``(body, effect_key)`` inside a run.
 
-        ``body`` is an async callable returning the unit's JSON-ready result. An effect
+        ``body`` is an async callable returning the unit's JSON-ready result;
+        ``json_values``: its results are JSON's own types already (a framework's JSON codec
+        made them, as PydanticAI's ``JSON_CODEC`` does: no tuple, no ``IntEnum``), so they are
+        journalled by one C encode and checked by one decode, without surefoot's walks over
+        values of any type (a result that is not such still gets the full check). An effect
         step commits an intent row before it runs; after a crash between the intent and
         the result it runs again, with the same ``effect_key`` (declared ``idempotent``:
         the key makes it so).
@@ -155,6 +161,7 @@ class OperationSteps:
 
         run_unit.__name__ = run_unit.__qualname__ = name.replace(".", "_")
         step = self.app.step(name=name, effect=effect, idempotent=effect, retry=retry)(run_unit)
+        step.__surefoot_step__.json_values = json_values  # type: ignore[attr-defined]
         self._steps[name] = (step, effect)
         return step
 

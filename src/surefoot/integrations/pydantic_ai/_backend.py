@@ -125,7 +125,8 @@ class SurefootOperationBackend(CallableOperationBackend[StepOptions]):
                     "surefoot run; effects need the model's tool_call_id for their key"
                 )
             key = calls.effect_key(call_id)
-        step = self.steps.step(name, effect=effect, retry=config.retry)
+        # The body returns what PydanticAI's JSON_CODEC made (pydantic's mode='json').
+        step = self.steps.step(name, effect=effect, retry=config.retry, json_values=True)
         ran: list[bool] = []
 
         async def run_body() -> object:

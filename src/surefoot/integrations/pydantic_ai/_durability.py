@@ -43,6 +43,8 @@ from pydantic_ai.tools import (
 from pydantic_ai.toolsets import FunctionToolset
 
 from ...durable import App, RunHandle, current_run
+from ...durable._context import current as current_scope
+from ...durable._current import in_step
 from ...durable.engine import engine_scheme
 from ...errors import ConfigError, StepMismatchError
 from ...resilience import RetryPolicy
@@ -106,11 +108,9 @@ def _journal_only(app: App) -> None:
 
 
 def _in_run() -> bool:
-    try:
-        current_run()
-    except ConfigError:
-        return False
-    return True
+    """In a surefoot run's code or one of its steps (what ``current_run()`` answers, without
+    building its ``RunContext``: PydanticAI asks several times per operation)."""
+    return in_step.get() is not None or current_scope.get() is not None
 
 
 @dataclass(init=False, kw_only=True)
@@ -296,7 +296,7 @@ class SurefootDurability(BaseDurabilityCapability[AgentDepsT]):
         async def body() -> list[str]:
             return now
 
-        step = self._steps.step(f"{self.name}__operations")
+        step = self._steps.step(f"{self.name}__operations", json_values=True)
         recorded = await step(body)
         if recorded != now:
             gone = sorted(set(recorded) - set(now))
