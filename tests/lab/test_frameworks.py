@@ -1,6 +1,7 @@
-"""durable.frameworks: a PydanticAI agent on surefoot in real worker processes, SIGKILLed
-mid-run at random, completes every run and repeats no journalled model request and no
-booking effect (counted by the agent's ledger, outside the journal)."""
+"""durable.frameworks: one PydanticAI agent on surefoot, DBOS and Temporal in real worker
+processes, SIGKILLed mid-run at random. surefoot completes every run and repeats no
+journalled model request and no booking effect (counted by the agent's ledger, outside every
+engine); each peer gets a row of its own, measured, or saying why it was not run."""
 
 from __future__ import annotations
 
@@ -11,13 +12,15 @@ import pytest
 pytest.importorskip("pydantic_ai")
 
 import surefoot_lab as lab
-from surefoot_lab import LabContext
+from surefoot_lab import LabContext, Table
+from surefoot_lab.durable import frameworks
 
 
 def test_quick_run_survives_kills_with_no_repeat_of_completed_work(tmp_path: Path) -> None:
     exp = next(e for e in lab.experiments() if e.id == "durable.frameworks")
     assert exp.exercise == "Hard 1, Hard 2"
-    result = exp.run(LabContext(workdir=tmp_path, quick=True))
+    absent = "the local model is absent (llama-cpp-python is not installed)"
+    result = exp.run(LabContext(workdir=tmp_path, quick=True, llm_absent=absent))
     f = result.facts
     assert f["kills"] >= 1, f  # the workers were killed at least once mid-run
     assert f["completed"] == f["runs"] == 4, f
@@ -28,4 +31,25 @@ def test_quick_run_survives_kills_with_no_repeat_of_completed_work(tmp_path: Pat
     # each run's 3 requests were made; only requests in flight at a kill ran twice
     assert f["model_calls"] == 3 * f["runs"] + f["repeated_model_calls"], f
     assert f["repeated_model_calls"] <= f["kills"] * 4, f  # at most 4 runs per worker at once
-    assert "FunctionModel" in result.model
+    # one row per engine: measured, or one line saying why not
+    (table,) = result.tables
+    assert [row[0] for row in table.rows] == ["surefoot", "dbos", "temporal"]
+    for name in ("dbos", "temporal"):
+        peer = f["engines"][name]
+        if "skipped" in peer:
+            continue
+        assert peer["runs"] == 2, peer
+        assert peer["completed"] == peer["runs"], peer  # both peers recover a killed run
+        assert peer["runs_without_effect"] == 0, peer
+        assert peer["model_calls"] == 3 * peer["runs"] + peer["repeated_model_calls"], peer
+    # --llm local asked for without the model: the FunctionModel's figures, saying so
+    assert "FunctionModel" in result.model and absent in result.model
+    assert absent in result.answer
+
+
+def test_an_engine_that_is_not_installed_is_a_row_saying_so() -> None:
+    t = Table("t", ["engine", "completed", "a", "b"])
+    skipped = frameworks._peer("dbos", "dbos is not installed (the lab's `dbos` extra)", dict)
+    frameworks._row(t, "dbos", skipped)
+    assert t.rows == [["dbos", "not run: dbos is not installed (the lab's `dbos` extra)", "-", "-"]]
+    assert "dbos: not run (dbos is not installed" in frameworks._sentence("dbos", skipped)
