@@ -150,20 +150,21 @@ def _sentence(engine: str, r: dict[str, Any]) -> str:
 
 
 def _sizes(ctx: LabContext, full: bool) -> dict[str, Any]:
-    """Runs, kills and time limits per engine: the peers get fewer runs (their worker
-    processes take seconds to start and DBOS recovers a dead worker's runs only when it
-    comes back), and a real model fewer still (each final answer is a real completion)."""
+    """Runs, kills and time limits per engine. Every engine gets the same schedule (the same
+    runs, the same number of kills drawn from the same seed), except under ``--quick``,
+    where surefoot keeps 4 runs and the peers get 2 (their assertions are lighter). Each
+    kill costs a worker restart: seconds of imports on an idle machine, up to 40 s at load
+    13 on two cores (2026-12-06), hence few kills, and the time limits are upper bounds
+    counted from each engine's first model request. A real model gets fewer runs (each
+    final answer is a real completion) and three times the time."""
     if ctx.quick:
-        sizes = {"runs": 4, "max_kills": 3, "peer_runs": 2, "peer_kills": 1}
+        sizes = {"runs": 4, "max_kills": 2, "peer_runs": 2, "peer_kills": 1}
     elif full:
-        sizes = {"runs": 60, "max_kills": 40, "peer_runs": 20, "peer_kills": 8}
+        sizes = {"runs": 20, "max_kills": 8, "peer_runs": 20, "peer_kills": 8}
     else:
-        sizes = {"runs": 8, "max_kills": 8, "peer_runs": 4, "peer_kills": 2}
-    # upper bounds, from each engine's first model request: a worker restarted after a kill
-    # took up to 40 s to import its libraries at load 13 on two cores (2026-12-06); the runs
-    # end long before on an idle machine
+        sizes = {"runs": 4, "max_kills": 2, "peer_runs": 4, "peer_kills": 2}
     sizes["time_limit"] = sizes["peer_time_limit"] = 240.0 if full else 90.0
-    if ctx.llm is not None:  # a real completion per run: fewer runs, more time
+    if ctx.llm is not None:
         sizes["runs"] = min(sizes["runs"], 4)
         sizes["peer_runs"] = min(sizes["peer_runs"], 2)
         sizes["time_limit"] *= 3
@@ -259,8 +260,8 @@ def frameworks(ctx: LabContext) -> LabResult:
         "journal, DBOS's steps, Temporal's history). surefoot keys the booking itself; for DBOS "
         "and Temporal the tool builds the key by hand (run and tool call id), so a booking "
         "request beyond one per run is a tool call run again that a service without the key "
-        f"would have applied twice. The peers run {z['peer_runs']} runs and at most "
-        f"{z['peer_kills']} kills, surefoot {z['runs']} runs and {z['max_kills']} kills.",
+        f"would have applied twice. Runs per engine: surefoot {z['runs']}, DBOS and Temporal "
+        f"{z['peer_runs']}; at most {z['max_kills']} / {z['peer_kills']} kills.",
     )
     for name in ("surefoot", "dbos", "temporal"):
         _row(t, name, results[name])
@@ -268,9 +269,12 @@ def frameworks(ctx: LabContext) -> LabResult:
     answer = (
         "; ".join(_sentence(n, results[n]) for n in ("surefoot", "dbos", "temporal"))
         + f" (the three at once, {params['seconds']} s in all, load {load[0]})."
-        " surefoot: no completed model request or tool call runs again; its booking key comes"
-        " from the run and the tool call id, the same on every resume. DBOSDurability makes"
-        " model requests steps but not tools: a recovered run calls its tools again."
+        " surefoot journals each model request and each tool call: what ran again was in"
+        " flight at a kill, and its booking key, from the run and the tool call id, is the same"
+        " on every resume. DBOSDurability journals model requests but not tool calls (a tool is"
+        " a step only if the user makes it one), so a recovered run calls its tools again."
+        " TemporalDurability makes both activities; an attempt whose worker died (or missed its"
+        " heartbeat) runs again."
     )
     if ctx.llm is None and ctx.llm_absent:
         answer += (
