@@ -53,3 +53,25 @@ def test_an_engine_that_is_not_installed_is_a_row_saying_so() -> None:
     frameworks._row(t, "dbos", skipped)
     assert t.rows == [["dbos", "not run: dbos is not installed (the lab's `dbos` extra)", "-", "-"]]
     assert "dbos: not run (dbos is not installed" in frameworks._sentence("dbos", skipped)
+
+
+def test_on_an_endpoint_every_engine_asks_the_real_model_for_each_final_answer(
+    tmp_path: Path,
+) -> None:
+    """--llm URL (surefoot's FakeProvider as the endpoint): the workers of all three engines
+    ask it for each run's final answer inside the engine's model step; the answer names
+    the model as the endpoint reports it."""
+    from surefoot.testing import FakeProvider
+    from surefoot_lab.local_model import lab_model
+
+    exp = next(e for e in lab.experiments() if e.id == "durable.frameworks")
+    with FakeProvider(model="served-model-7") as fp, lab_model(fp.openai_url) as m:
+        result = exp.run(LabContext(workdir=tmp_path, quick=True, llm=m))
+        received = fp.count()
+    engines = result.facts["engines"]
+    ran = [r for r in engines.values() if "skipped" not in r]
+    for r in ran:
+        assert r["completed"] == r["runs"], r
+        assert r["real_model_answers"] >= r["runs"], r  # one per run, more if one was cut off
+    assert received >= sum(r["real_model_answers"] for r in ran)  # a kill may cut one off
+    assert "served-model-7" in result.model and "served-model-7" in result.answer

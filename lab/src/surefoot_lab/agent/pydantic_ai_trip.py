@@ -134,6 +134,7 @@ def trip_agent(
             )
         if os.environ.get("SUREFOOT_LAB_LLM_URL"):
             text = _real_answer("In one sentence, confirm a booked trip to Paris.")
+            _note(ledger, ev="llm", run=run, chars=len(text))
         else:
             text = f"booked Paris for {run}"
         return ModelResponse(parts=[TextPart(text)])

@@ -117,8 +117,8 @@ def repeated_after_recorded(
 
 def ledger_figures(ledger: Path, ids: Sequence[str]) -> dict[str, Any]:
     """What the agent's services received for runs ``ids``: model requests (per run, and
-    beyond the first for the same run and turn), lookups, booking requests and bookings
-    applied more than once."""
+    beyond the first for the same run and turn), lookups, booking requests, bookings
+    applied more than once, and the real model's answers (``--llm``)."""
     events = read_ledger(ledger)
     model = Counter((e["run"], e["turn"]) for e in events if e["ev"] == "model")
     applied = Counter(e["run"] for e in events if e["ev"] == "effect_applied")
@@ -133,4 +133,5 @@ def ledger_figures(ledger: Path, ids: Sequence[str]) -> dict[str, Any]:
         "duplicate_effects": sum(n - 1 for n in applied.values()),
         "runs_without_effect": sum(1 for r in ids if applied[r] == 0),
         "lookups": sum(1 for e in events if e.get("tool") == "lookup"),
+        "real_model_answers": sum(1 for e in events if e["ev"] == "llm"),
     }

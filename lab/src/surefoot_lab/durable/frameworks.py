@@ -142,6 +142,11 @@ def _sentence(engine: str, r: dict[str, Any]) -> str:
         f"(2 without a repeat), {r['effect_requests']} booking requests, "
         f"{r['duplicate_effects']} duplicate bookings"
         + (
+            f", {r['real_model_answers']} answers from the real model"
+            if r.get("real_model_answers")
+            else ""
+        )
+        + (
             f", {r['retried_attempts']} activity attempts retried by the server"
             if "retried_attempts" in r
             else ""
@@ -157,6 +162,7 @@ def _sizes(ctx: LabContext, full: bool) -> dict[str, Any]:
     13 on two cores (2026-12-06), hence few kills, and the time limits are upper bounds
     counted from each engine's first model request. A real model gets fewer runs (each
     final answer is a real completion) and three times the time."""
+    sizes: dict[str, Any]
     if ctx.quick:
         sizes = {"runs": 4, "max_kills": 2, "peer_runs": 2, "peer_kills": 1}
     elif full:
