@@ -36,6 +36,7 @@ def test_quick_run_survives_kills_with_no_repeat_of_completed_work(tmp_path: Pat
     assert [row[0] for row in table.rows] == ["surefoot", "dbos", "temporal"]
     for name in ("dbos", "temporal"):
         peer = f["engines"][name]
+        assert not peer.get("failed"), peer
         if "skipped" in peer:
             continue
         assert peer["runs"] == 2, peer
@@ -49,10 +50,21 @@ def test_quick_run_survives_kills_with_no_repeat_of_completed_work(tmp_path: Pat
 
 def test_an_engine_that_is_not_installed_is_a_row_saying_so() -> None:
     t = Table("t", ["engine", "completed", "a", "b"])
-    skipped = frameworks._peer("dbos", "dbos is not installed (the lab's `dbos` extra)", dict)
+    skipped = frameworks._peer("dbos is not installed (the lab's `dbos` extra)", dict)
     frameworks._row(t, "dbos", skipped)
     assert t.rows == [["dbos", "not run: dbos is not installed (the lab's `dbos` extra)", "-", "-"]]
     assert "dbos: not run (dbos is not installed" in frameworks._sentence("dbos", skipped)
+
+
+def test_a_peer_that_fails_is_a_row_saying_so_not_a_failed_experiment() -> None:
+    def boom() -> dict[str, object]:
+        raise TimeoutError("the DBOS worker did not start")
+
+    failed = frameworks._peer(None, boom)
+    assert failed == {
+        "skipped": "failed: TimeoutError: the DBOS worker did not start",
+        "failed": True,
+    }
 
 
 def test_on_an_endpoint_every_engine_asks_the_real_model_for_each_final_answer(

@@ -106,11 +106,15 @@ def kill_runs(
     }
 
 
-def _peer(name: str, missing: str | None, run: Callable[[], dict[str, Any]]) -> dict[str, Any]:
-    """A peer's figures, or ``{"skipped": why}`` when its engine is not installed."""
+def _peer(missing: str | None, run: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """A peer's figures; ``{"skipped": why}`` when its engine is not installed, and
+    ``{"skipped": "failed: …"}`` when its run raised (the other rows still stand)."""
     if missing is not None:
         return {"skipped": missing}
-    return run()
+    try:
+        return run()
+    except Exception as exc:  # a peer's failure is reported in its row, not raised
+        return {"skipped": f"failed: {type(exc).__name__}: {exc}", "failed": True}
 
 
 def _row(t: Table, engine: str, r: dict[str, Any]) -> None:
@@ -218,14 +222,12 @@ def frameworks(ctx: LabContext) -> LabResult:
             llm=ctx.llm,
         ),
         "dbos": lambda: _peer(
-            "dbos",
             dbos_missing(),
             lambda: dbos_kill_runs(
                 ctx.workdir, runs=z["peer_runs"], schedule=peer, delay=delay, llm=ctx.llm
             ),
         ),
         "temporal": lambda: _peer(
-            "temporal",
             temporal_missing(),
             lambda: temporal_kill_runs(
                 ctx.workdir, runs=z["peer_runs"], schedule=peer, delay=delay, llm=ctx.llm
