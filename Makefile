@@ -61,7 +61,7 @@ $(VENV)/.local-llm-installed: pyproject.toml lab/pyproject.toml lab/requirements
 
 local-llm: $(VENV)/.local-llm-installed
 
-REAL_EXPERIMENTS := statebus.real-agents durable.chaos statebus.injection durable.port
+REAL_EXPERIMENTS := statebus.real-agents durable.chaos statebus.injection durable.port durable.frameworks
 
 run-real: $(VENV)/.local-llm-installed
 	$(BIN)/surefoot lab run $(REAL_EXPERIMENTS) --llm local \

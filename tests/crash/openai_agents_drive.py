@@ -12,8 +12,8 @@ from surefoot.integrations.openai_agents import approve, pending_approvals
 db, run_id = sys.argv[1], sys.argv[2]
 openai_agents_app.app.configure(url=db)
 if "--approve" in sys.argv:
-    for digest in pending_approvals(openai_agents_app.app, run_id):
-        approve(openai_agents_app.app, run_id, digest, by="test")
+    for call in pending_approvals(openai_agents_app.app, run_id):
+        approve(openai_agents_app.app, run_id, call.digest, by="test")
 handle = openai_agents_app.app.start(openai_agents_app.support, "refund A1", run_id=run_id)
 print(handle.result(timeout=60))
 openai_agents_app.app.close()

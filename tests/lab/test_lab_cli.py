@@ -144,3 +144,35 @@ def test_python_dash_m_surefoot_lab_is_the_same_group() -> None:
     assert {"chaos", "list", "run"} <= {
         line.split()[0] for line in out.stdout.split("Commands:")[1].splitlines() if line.strip()
     }
+
+
+def test_llm_local_without_the_model_runs_and_says_the_model_is_absent(
+    lab_cli: LabCLI, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """--llm local without `make local-llm` used to stop the lab with a one-line error; it now
+    runs the experiments on their own model, says on stderr why, and the report records it."""
+    from surefoot_lab.cli import _experiments
+
+    monkeypatch.setattr(
+        _experiments, "local_model_missing", lambda: "llama-cpp-python is not installed"
+    )
+    report = tmp_path / "r.json"
+    code, out, err = lab_cli(
+        "run", "resilience.waits", "--quick", "--llm", "local", "--json", str(report)
+    )
+    assert code == 0, err
+    assert "--llm local: the local model is absent (llama-cpp-python is not installed)" in err
+    assert "Answer." in out
+    (exp,) = json.loads(report.read_text())["experiments"]
+    assert "llama-cpp-python is not installed" in exp["params"]["llm_absent"]
+
+
+def test_a_real_model_experiment_says_the_local_model_was_absent(tmp_path: Path) -> None:
+    """An experiment that runs on a real model when given one says, when the local model was
+    asked for but absent, that its figures are its own model's."""
+    exp = lab.Experiment(
+        "x.real", "000.txt", "Hard 1", "t", lambda ctx: lab.LabResult(answer="0 lost."), True
+    )
+    res = exp.run(lab.LabContext(workdir=tmp_path, llm_absent="the local model is absent (x)"))
+    assert res.answer.startswith("0 lost. --llm local was asked for, but the local model is")
+    assert res.params["llm_absent"] == "the local model is absent (x)"

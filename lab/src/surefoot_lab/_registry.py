@@ -90,6 +90,9 @@ class LabContext:
         full: the full sweep where an experiment runs a stated subset by default (``--full``).
         progress: called with (done, total) on long runs.
         llm: the real model to run on (``--llm local`` or a URL); None: the FakeLLM.
+        llm_absent: why the real model asked for could not be used (``--llm local``
+            without ``make local-llm``); the experiments then run on their own model and
+            say so. None: no real model was asked for, or it is there.
     """
 
     workdir: Path
@@ -100,6 +103,7 @@ class LabContext:
     full: bool = False
     progress: Callable[[int, int], None] = lambda done, total: None
     llm: LabModel | None = None
+    llm_absent: str | None = None
 
     def seed_list(self, default: int) -> list[int]:
         n = self.seeds if self.seeds is not None else default
@@ -133,6 +137,13 @@ class Experiment:
         if ctx.seeds is not None:
             result.params.setdefault("seeds", ctx.seeds)
         result.params.setdefault("date", started.isoformat(timespec="seconds"))
+        if ctx.llm is None and ctx.llm_absent:
+            result.params.setdefault("llm_absent", ctx.llm_absent)
+            if self.real_llm and ctx.llm_absent not in result.answer:
+                result.answer = (
+                    f"{result.answer} --llm local was asked for, but {ctx.llm_absent}: these "
+                    f"are the figures of {result.model}."
+                ).strip()
         if ctx.llm is not None:
             if self.real_llm:
                 result.params.setdefault("llm", {"model": ctx.llm.model, "url": ctx.llm.base_url})

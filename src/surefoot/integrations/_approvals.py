@@ -14,6 +14,11 @@ arguments, so an answer names one call with those exact arguments and releases n
 and write each answer to the run's audit log (who, the tool, the call, the decision). A call
 is answered once; the first answer stands. Every request is journalled (``approval.request``)
 before the first wait, so ``pending_approvals`` / ``pending_results`` list them all at once.
+
+A listing shows each call as an ``ApprovalRequest`` (tool, arguments, call id, digest), its
+arguments redacted as surefoot's logs redact (``shown_args``): whoever reads the list of
+waiting calls sees no password or API key the model put in them, while the digest still binds
+the real arguments. The OpenAI Agents integration lists its waiting calls the same way.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from typing import Any
 
 from ..durable import App, current_run
 from ..errors import ConfigError
+from ..telemetry import redact_value
 from ._operations import OperationSteps, call_digest
 
 __all__ = [
@@ -36,6 +42,7 @@ __all__ = [
     "deliver",
     "pending_approvals",
     "pending_results",
+    "shown_args",
 ]
 
 REQUEST_STEP = "approval.request"
@@ -46,15 +53,29 @@ _PREFIX = {"approval": "approve:", "external": "result:"}
 _AUDIT = {"approval": ("approval", "denial"), "external": ("external_result",)}
 
 
+def shown_args(args: Any) -> Any:
+    """A call's arguments as a listing shows them: a value under a secret-looking name
+    (``password``, ``api_key``, ``token`` …) is ``[redacted]``, and secrets inside text (an
+    ``sk-…`` key, ``token=…``) are masked, as in surefoot's logs. A JSON text is decoded
+    first; the digest is always computed from the arguments as the model sent them."""
+    if isinstance(args, str):
+        try:
+            args = json.loads(args) if args.strip() else {}
+        except ValueError:
+            pass  # shown as the text it is, redacted
+    return redact_value(args)
+
+
 @dataclass(frozen=True, slots=True)
 class ApprovalRequest:
     """A tool call that waits for an answer.
 
     Attributes:
         tool_call_id: the model's id for the call. tool: the tool's name. args: the
-            arguments the call runs with. digest: ``call_digest`` of them (what an answer
-            must name). signal: the signal it waits for. kind: ``approval`` (a person
-            decides) or ``external`` (its result is made elsewhere and delivered).
+            arguments the call runs with, redacted for display (``shown_args``). digest:
+            the digest of the real arguments (what an answer must name). signal: the
+            signal it waits for. kind: ``approval`` (a person decides) or ``external``
+            (its result is made elsewhere and delivered).
     """
 
     tool_call_id: str
@@ -149,8 +170,9 @@ def _requests(app: App, run_id: str, kind: str) -> tuple[list[ApprovalRequest], 
         r = s.result
         if s.name != REQUEST_STEP or not isinstance(r, dict) or r.get("kind", "approval") != kind:
             continue
+        args = shown_args(r["args"])
         out.append(
-            ApprovalRequest(r["tool_call_id"], r["tool"], r["args"], r["digest"], r["signal"], kind)
+            ApprovalRequest(r["tool_call_id"], r["tool"], args, r["digest"], r["signal"], kind)
         )
     return out, answered, detail
 

@@ -20,6 +20,7 @@ from ._log import (
     get_logger,
     log_event,
     redact,
+    redact_value,
 )
 from ._metrics import (
     BREAKER_TRANSITIONS,
@@ -82,6 +83,7 @@ __all__ = [
     "prometheus_text",
     "reason_code",
     "redact",
+    "redact_value",
     "run_context",
     "start_span",
     "trace_id_of",

@@ -28,6 +28,7 @@ __all__ = [
     "get_logger",
     "log_event",
     "redact",
+    "redact_value",
 ]
 
 LOG_FORMATS = ("text", "json")
@@ -70,6 +71,17 @@ def redact(text: str) -> str:
     text = _BEARER.sub(lambda m: f"{m.group(1)} {REDACTED}", text)
     text = _ASSIGNED.sub(lambda m: m.group(1) + REDACTED, text)
     return text
+
+
+def redact_value(value: Any, name: str = "") -> Any:
+    """``value`` (JSON-like) as logs show it: the value of a field named like a secret
+    (``api_key``, ``password``, ``token`` …) is ``[redacted]`` whatever it holds, and text
+    anywhere goes through :func:`redact`. ``name``: the field ``value`` is held under.
+
+    >>> redact_value({"to": "ann", "password": "pw", "note": "key sk-abcdefghijkl"})
+    {'to': 'ann', 'password': '[redacted]', 'note': 'key [redacted]'}
+    """
+    return _redact_value(name, value)
 
 
 def _redact_value(name: str, value: Any) -> Any:

@@ -129,14 +129,19 @@ def test_an_approval_names_one_call_and_never_releases_another(tmp_path: Path) -
     deadline = time.monotonic() + 30
     while handle.status() != "sleeping" and time.monotonic() < deadline:
         time.sleep(0.05)  # the run executes on the app's own thread until it sleeps
-    assert sorted(pending_approvals(app, "r3")) == sorted([ann, eve])
+    waiting = pending_approvals(app, "r3")
+    # each waiting call with its tool, arguments and call id, in the order the model asked
+    assert [(w.tool, w.args, w.tool_call_id, w.digest) for w in waiting] == [
+        ("pay", {"payee": "ann", "cents": 5}, "a", ann),
+        ("pay", {"payee": "eve", "cents": 900}, "b", eve),
+    ]
     with pytest.raises(ConfigError, match="does not wait for an approval"):
         approve(app, "r3", "0" * 24)
     approve(app, "r3", ann, by="alice")
     with pytest.raises(TimeoutError):
         handle.result(timeout=1.5)
     assert CALLS == ["pay ann 5 r3:a"]  # eve's call still waits
-    assert pending_approvals(app, "r3") == [eve]
+    assert [w.digest for w in pending_approvals(app, "r3")] == [eve]
     approve(app, "r3", eve, approved=False, by="alice", reason="too much")
     assert handle.result(timeout=30) == "paid (2 requests)"
     assert CALLS == ["pay ann 5 r3:a"]  # refused: never ran
@@ -149,6 +154,50 @@ def test_an_approval_names_one_call_and_never_releases_another(tmp_path: Path) -
     assert any("not approved: too much" in json.dumps(o) for o in outputs)
     signals = [a for a in app.show("r3").audit if "signal" in a.action]
     assert signals, app.show("r3").audit
+    app.close()
+
+
+@function_tool
+def wire(payee: str, cents: int, api_key: str, memo: str) -> str:
+    """Wire money."""
+    CALLS.append(f"wire {payee} {cents}")
+    return f"wired {payee}"
+
+
+def test_pending_approvals_show_the_call_with_secrets_redacted_as_the_logs_do(
+    tmp_path: Path,
+) -> None:
+    """The listing masks what surefoot's logs mask (a secret-named argument, a key inside
+    text); the digest still binds the real arguments, so approving it releases that call."""
+    CALLS.clear()
+    args = {"payee": "ann", "cents": 5, "api_key": "k-123", "memo": "key sk-abcdefghijklmnop"}
+    model = ScriptedModel([[function_call("wire", args, call_id="w1")], [assistant_message("ok")]])
+    app = durable.App(f"sqlite:///{tmp_path / 'runs.db'}")
+    run = DurableRunner(app, approvals=["wire"])
+    agent = Agent(name="bank", instructions="Pay.", model=model, tools=[wire])
+
+    @app.workflow
+    async def bank(q: str) -> str:
+        return str((await run.run(agent, q)).final_output)
+
+    handle = app.start(bank, "wire ann", run_id="r5")
+    deadline = time.monotonic() + 30
+    while handle.status() != "sleeping" and time.monotonic() < deadline:
+        time.sleep(0.05)
+    (call,) = pending_approvals(app, "r5")
+    assert (call.tool, call.tool_call_id, call.kind) == ("wire", "w1", "approval")
+    assert call.args == {
+        "payee": "ann",
+        "cents": 5,
+        "api_key": "[redacted]",
+        "memo": "key [redacted]",
+    }
+    assert call.digest == approval_digest("wire", json.dumps(args), "w1")
+    assert call.signal == "approve:" + call.digest
+    assert "k-123" not in repr(call) and "sk-abc" not in repr(call)
+    approve(app, "r5", call.digest, by="alice")
+    assert handle.result(timeout=30) == "ok"
+    assert CALLS == ["wire ann 5"]
     app.close()
 
 
@@ -181,7 +230,7 @@ def test_an_approval_that_is_not_a_bool_is_refused_and_the_run_keeps_waiting(
         with pytest.raises(ConfigError, match="approve") as err:
             approve(app, "r4", digest, **bad)
         assert repr(next(iter(bad.values()))) in str(err.value)
-    assert pending_approvals(app, "r4") == [digest]  # nothing was sent
+    assert [w.digest for w in pending_approvals(app, "r4")] == [digest]  # nothing was sent
     approve(app, "r4", digest, approved=False, by="alice")
     assert handle.result(timeout=30) == "paid (2 requests)"
     assert CALLS == []

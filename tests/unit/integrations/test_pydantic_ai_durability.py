@@ -274,6 +274,36 @@ def test_an_approval_releases_exactly_the_call_it_names(app: durable.App) -> Non
     assert audit[0][2]["reason"] == "too much"
 
 
+def test_pending_approvals_show_secrets_redacted_as_the_logs_do(app: durable.App) -> None:
+    """The listing masks what surefoot's logs mask (a secret-named argument, a key inside
+    text); the digest binds the real arguments, and the tool runs with them."""
+    ran: list[str] = []
+    args = {"to": "ann", "password": "hunter2", "memo": "token=abc123"}
+    agent = Agent(
+        scripted([[ToolCallPart("login", args, tool_call_id="g1")]], []),
+        name="gate",
+        capabilities=[SurefootDurability(app)],
+    )
+
+    @agent.tool_plain(requires_approval=True)
+    def login(to: str, password: str, memo: str) -> str:
+        ran.append(password)
+        return "in"
+
+    handle = start(agent, "log in", run_id="g")
+    for _ in range(1000):
+        if pending_approvals(app, "g") and handle.status() == "sleeping":
+            break
+        time.sleep(0.01)
+    (call,) = pending_approvals(app, "g")
+    assert (call.tool, call.tool_call_id) == ("login", "g1")
+    assert call.args == {"to": "ann", "password": "[redacted]", "memo": "token=[redacted]"}
+    assert call.digest == call_digest("g", "g1", "login", args)
+    assert approve(app, "g", call.digest, by="ann")
+    assert app.resume("g").result(timeout=30) == "done after 1 turns"
+    assert ran == ["hunter2"]
+
+
 # The persisted names: changing one strands every run in flight. Never update these pins
 # as part of a rename unless migrating in-flight runs is intended and reviewed.
 PINNED = [

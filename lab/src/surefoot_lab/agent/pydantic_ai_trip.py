@@ -16,22 +16,41 @@ journal, so what a crash repeated is counted by the "services", not by surefoot.
 
 ``SUREFOOT_LAB_PAI_DELAY`` (seconds, default 0.05) is how long each model request and tool
 call takes, so that kills land inside them.
+
+``trip_agent`` builds the same agent (script, tools, ledger) under any durability capability:
+``_dbos_trip`` runs it under PydanticAI's ``DBOSDurability``,
+``_temporal_trip`` under its ``TemporalDurability``, so the three engines are
+measured on one agent.
 """
 
-from __future__ import annotations
+# no ``from __future__ import annotations``: PydanticAI reads the tools' annotations at run
+# time, and ``RunContext`` is imported inside ``trip_agent`` (the extra is imported lazily)
 
 import json
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from surefoot import durable
 
-__all__ = ["MODEL_REQUESTS", "build", "read_ledger"]
+__all__ = [
+    "MODEL_REQUESTS",
+    "TEMPORAL_HEARTBEAT_S",
+    "TEMPORAL_STICKY_S",
+    "build",
+    "hand_made_key",
+    "read_ledger",
+    "trip_agent",
+]
 
 MODEL_REQUESTS = 3
 """Model requests of one run that nothing repeated."""
+TEMPORAL_HEARTBEAT_S = 2.0
+"""The heartbeat timeout of the Temporal workers' activities (``_temporal_trip``)."""
+TEMPORAL_STICKY_S = 1.0
+"""How long a workflow task waits on a dead Temporal worker's sticky queue."""
 
 
 def _note(ledger: Path, **event: Any) -> None:
@@ -69,9 +88,24 @@ def _real_answer(prompt: str) -> str:
     return str(resp.choices[0].message.content)
 
 
-def build(url: str, ledger: Path, *, delay: float = 0.05) -> tuple[durable.App, Any]:
-    """The app and its workflow ``trip(run)``: one agent run, its usage returned."""
-    from pydantic_ai import Agent
+def hand_made_key(ctx: Any, run: str) -> str:
+    """The booking's key as a DBOS or Temporal user builds it (their engines give a tool none):
+    the run and the model's tool call id."""
+    return f"{run}:{ctx.tool_call_id}"
+
+
+def trip_agent(
+    ledger: Path,
+    *,
+    delay: float,
+    capabilities: list[Any],
+    key: Callable[[Any, str], str] = hand_made_key,
+    book_metadata: dict[str, Any] | None = None,
+) -> Any:
+    """The trip agent (PydanticAI ``Agent`` named ``trip``) under ``capabilities``: its
+    scripted model and tools write to ``ledger``; ``key(ctx, run)`` is the booking's
+    idempotency key; ``book_metadata`` goes on the ``book`` tool (surefoot: an effect)."""
+    from pydantic_ai import Agent, RunContext
     from pydantic_ai.messages import (
         ModelMessage,
         ModelResponse,
@@ -80,10 +114,6 @@ def build(url: str, ledger: Path, *, delay: float = 0.05) -> tuple[durable.App, 
         UserPromptPart,
     )
     from pydantic_ai.models.function import AgentInfo, FunctionModel
-
-    from surefoot.integrations.pydantic_ai import SurefootDurability, current_effect_key
-
-    app = durable.App(url, lease=2.0, poll=0.05)
 
     def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         first = messages[0].parts[0]
@@ -104,11 +134,12 @@ def build(url: str, ledger: Path, *, delay: float = 0.05) -> tuple[durable.App, 
             )
         if os.environ.get("SUREFOOT_LAB_LLM_URL"):
             text = _real_answer("In one sentence, confirm a booked trip to Paris.")
+            _note(ledger, ev="llm", run=run, chars=len(text))
         else:
             text = f"booked Paris for {run}"
         return ModelResponse(parts=[TextPart(text)])
 
-    agent = Agent(FunctionModel(model), name="trip", capabilities=[SurefootDurability(app)])
+    agent = Agent(FunctionModel(model), name="trip", capabilities=capabilities)
 
     @agent.tool_plain
     def lookup(city: str, run: str) -> str:
@@ -116,15 +147,31 @@ def build(url: str, ledger: Path, *, delay: float = 0.05) -> tuple[durable.App, 
         time.sleep(delay)
         return f"{city}: sunny"
 
-    @agent.tool_plain(metadata={"surefoot": {"effect": True}})
-    def book(city: str, run: str) -> str:
-        key = current_effect_key()
-        _note(ledger, ev="effect_request", run=run, key=key)
+    @agent.tool(metadata=book_metadata)
+    def book(ctx: RunContext[None], city: str, run: str) -> str:
+        k = key(ctx, run)
+        _note(ledger, ev="effect_request", run=run, key=k)
         applied = {e["key"] for e in read_ledger(ledger) if e["ev"] == "effect_applied"}
-        if key not in applied:  # the booking service applies a key once
-            _note(ledger, ev="effect_applied", run=run, key=key)
+        if k not in applied:  # the booking service applies a key once
+            _note(ledger, ev="effect_applied", run=run, key=k)
         time.sleep(delay)
-        return f"booked {city} ({key})"
+        return f"booked {city} ({k})"
+
+    return agent
+
+
+def build(url: str, ledger: Path, *, delay: float = 0.05) -> tuple[durable.App, Any]:
+    """The app and its workflow ``trip(run)``: one agent run, its usage returned."""
+    from surefoot.integrations.pydantic_ai import SurefootDurability, current_effect_key
+
+    app = durable.App(url, lease=2.0, poll=0.05)
+    agent = trip_agent(
+        ledger,
+        delay=delay,
+        capabilities=[SurefootDurability(app)],
+        key=lambda ctx, run: current_effect_key(),
+        book_metadata={"surefoot": {"effect": True}},
+    )
 
     @app.workflow
     async def trip(run: str) -> dict[str, Any]:

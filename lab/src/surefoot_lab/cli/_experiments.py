@@ -28,7 +28,7 @@ from surefoot.errors import ConfigError
 
 from .._registry import Experiment, LabResult, context, experiments, select
 from .._report import to_json, to_markdown
-from ..local_model import lab_model
+from ..local_model import lab_model, local_model_missing
 from ._tables import rich_table
 
 __all__ = ["PlainProgress", "list_", "run"]
@@ -147,7 +147,8 @@ def list_(as_json: bool) -> None:
     default="fake",
     show_default=True,
     metavar="fake|local|URL",
-    help="The model: the seeded FakeLLM, the local SmolLM2 server (`make local-llm`), or an "
+    help="The model: the seeded FakeLLM, the local SmolLM2 server (`make local-llm`; when it "
+    "is not installed the experiments run on their own model and say so), or an "
     "OpenAI-compatible API root such as http://127.0.0.1:8080/v1.",
 )
 @click.option(
@@ -196,9 +197,24 @@ def run(
         if res.answer:
             console.print(Text.assemble(("Answer.", "bold"), " ", res.answer))
 
+    # --llm local without the model: run on the experiments' own model, and say so (a lab
+    # run is worth having without the 98 MB model; each answer names what was absent)
+    why = local_model_missing() if llm.strip().lower() == "local" else None
+    absent = None if why is None else f"the local model is absent ({why})"
+    if absent is not None:
+        click.echo(f"surefoot lab: --llm local: {absent}; running without it", err=True)
+        llm = "fake"
+
     def one(exp: Experiment, tick: Tick) -> None:
         with context(
-            seeds=seeds, seed=seed, db=db, quick=quick, full=full, progress=tick, llm=model
+            seeds=seeds,
+            seed=seed,
+            db=db,
+            quick=quick,
+            full=full,
+            progress=tick,
+            llm=model,
+            llm_absent=absent,
         ) as ctx:
             res = exp.run(ctx)
         results.append((exp, res))

@@ -6,8 +6,9 @@ counted by the services, not by the code under test. In-process experiments use 
 ``FakeClock``; ``durable.kill9`` and ``durable.chaos`` use real worker processes and SIGKILL.
 
 The modules register in the exercises' order: ``crashes`` (strategies, window, effects,
-kill9), ``operations`` (versions, timers, chaos, saga), ``port`` (the DBOS port) and
-``scaleout`` (chaos on PostgreSQL).
+kill9), ``operations`` (versions, timers, chaos, saga), ``port`` (the DBOS and Temporal
+ports), ``frameworks`` (a PydanticAI agent on surefoot, DBOS and Temporal, killed at random)
+and ``scaleout`` (chaos on PostgreSQL).
 """
 
 from __future__ import annotations

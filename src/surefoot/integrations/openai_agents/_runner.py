@@ -17,8 +17,10 @@ function tools are wrapped:
   turnstile by ``call_id`` starts each call's step only after the previous one's began.
 - a tool that needs approval waits, before it runs, for the signal ``approve:<digest>`` where
   the digest covers the tool's name, its arguments and the call id: the run sleeps holding no
-  worker, and an approval names exactly one call. ``pending_approvals`` lists what a run waits
-  for; ``approve`` sends a decision (in the journal and the audit log as any signal).
+  worker, and an approval names exactly one call. ``pending_approvals`` lists the calls a run
+  waits for (tool, arguments redacted as the logs redact them, call id, digest: read from the
+  journalled model turn that asked for them, so nothing new is journalled); ``approve`` sends a
+  decision (in the journal and the audit log as any signal).
 
 Handoffs stay inside the one durable run: the agents handed to are wrapped the same way.
 
@@ -39,6 +41,7 @@ from typing import Any
 
 from ... import durable
 from ...errors import ConfigError
+from .._approvals import ApprovalRequest, shown_args
 from ._streaming import completed_event, forward_step, streamed_call
 
 __all__ = [
@@ -100,14 +103,46 @@ def approval_digest(tool: str, arguments: str, call_id: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:24]
 
 
-def pending_approvals(app: durable.App, run_id: str) -> list[str]:
-    """The approval digests a run waits for now (empty when it waits for none)."""
+def pending_approvals(app: durable.App, run_id: str) -> list[ApprovalRequest]:
+    """The calls a run waits to have approved now, in the order the model asked for them
+    (empty when it waits for none): each with its tool, its arguments (redacted as
+    surefoot's logs redact them: ``shown_args``), the model's call id and the digest
+    ``approve`` takes. The calls are read from the journalled model turns that asked for
+    them.
+
+    Raises:
+        UnknownRunError: no such run.
+    """
     waiting = app.handle(run_id).info().waiting_for or ""
-    return [
-        name[len(APPROVAL_PREFIX) :]
-        for name in waiting.split(", ")
-        if name.startswith(APPROVAL_PREFIX)
-    ]
+    digests = {
+        n[len(APPROVAL_PREFIX) :] for n in waiting.split(", ") if n.startswith(APPROVAL_PREFIX)
+    }
+    if not digests:
+        return []
+    out: list[ApprovalRequest] = []
+    for tool, args, call_id in _asked_calls(app, run_id):
+        digest = approval_digest(tool, args, call_id)
+        if digest in digests and all(r.digest != digest for r in out):
+            signal = APPROVAL_PREFIX + digest
+            out.append(ApprovalRequest(call_id, tool, shown_args(args), digest, signal))
+    seen = {r.digest for r in out}  # a wait whose call no journalled turn shows (not expected)
+    out += [ApprovalRequest("", "", None, d, APPROVAL_PREFIX + d) for d in sorted(digests - seen)]
+    return out
+
+
+def _asked_calls(app: durable.App, run_id: str) -> list[tuple[str, str, str]]:
+    """(tool, arguments as the model sent them, call id) of every function call in the
+    run's journalled model turns, in order."""
+    calls = []
+    for step in app.show(run_id).steps:
+        response = step.result if step.name == MODEL_STEP else None
+        output = response.get("output") if isinstance(response, dict) else None
+        for item in output if isinstance(output, list) else []:
+            if isinstance(item, dict) and item.get("type") == "function_call":
+                calls.append(
+                    (str(item.get("name")), str(item.get("arguments")), str(item.get("call_id")))
+                )
+    return calls
 
 
 def approve(
@@ -132,7 +167,7 @@ def approve(
     for field, value in (("by", by), ("reason", reason)):
         if not isinstance(value, str):
             raise ConfigError(f"approve({field}=...) takes text, got {value!r}; nothing was sent")
-    pending = pending_approvals(app, run_id)
+    pending = [r.digest for r in pending_approvals(app, run_id)]
     if digest not in pending:
         waits = ", ".join(pending) or "no approval"
         raise ConfigError(
