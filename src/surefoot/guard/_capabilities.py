@@ -33,7 +33,15 @@ from typing import Any
 
 from ..errors import ConfigError, TrustError
 from ._labels import Label, Labeled, plain
-from ._tools import Arg, Delegation, ToolPolicy, document_of, kind_of, label_output
+from ._tools import (
+    Arg,
+    Delegation,
+    ToolPolicy,
+    document_of,
+    kind_of,
+    label_output,
+    named_in,
+)
 
 __all__ = ["Answer", "CapabilityPolicy"]
 
@@ -66,11 +74,13 @@ class Answer:
         label: what it derives from.
         marked: True when it derives from untrusted data not endorsed; whoever displays it
             must show :attr:`notice` with it.
+        withheld: the sources of parts cut from it (:func:`~surefoot.guard.compose_answer`).
     """
 
     text: str
     label: Label
     marked: bool
+    withheld: tuple[str, ...] = ()
 
     @property
     def notice(self) -> str:
@@ -156,7 +166,9 @@ class CapabilityPolicy:
         """This policy plus ``grants``, each checked against the user's own ``task``.
 
         A grant is sound only when the user said it: the task must be untainted (the user's
-        words, not something read) and must name the document (its selector, verbatim).
+        words, not something read) and must name the document (its selector, verbatim) and
+        the element it points at (verbatim, or a file name in words: ``team meeting
+        minutes`` names ``team-meeting-minutes.docx``, :func:`named_in`).
 
         Raises:
             TrustError: the task is tainted or unlabelled, an argument is not delegable, or
@@ -171,7 +183,7 @@ class CapabilityPolicy:
             )
         new = tuple(grants)
         for d in new:
-            if d.item and d.item not in str(task.value):
+            if d.item and not named_in(d.item, str(task.value)):
                 raise TrustError(
                     f"delegation {d.describe()!r} names an element the task does not: "
                     f"{d.item!r} is not in {str(task.value)!r:.120}; a delegation to a "
@@ -225,6 +237,7 @@ class CapabilityPolicy:
                     tuple(t.get("items", ())),
                     tuple(t.get("audience", ())),
                     tuple(t.get("carried", ())),
+                    tuple(t.get("readers", ())),
                 )
                 for name, t in data["tools"].items()
             ]
