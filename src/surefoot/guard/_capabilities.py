@@ -38,6 +38,7 @@ from ._tools import (
     Delegation,
     ToolPolicy,
     document_of,
+    item_source,
     kind_of,
     label_output,
     named_in,
@@ -320,7 +321,9 @@ class CapabilityPolicy:
         carries data read from the environment, every recipient comes from the user's words,
         the user's own records (a contact), a document the task delegated it to, an
         endorsement, or the argument's ``allow`` list; never from a correspondent (a sender,
-        a participant) or from text."""
+        a participant) or from text. The readers of an item the task delegated the argument
+        to (a named file's sharers) receive that item's own data and records, never text
+        read elsewhere."""
         private = sorted(
             {
                 s
@@ -345,7 +348,7 @@ class CapabilityPolicy:
                     s
                     for s in sorted(lab.sources)
                     if kind_of(s) not in ("user", "record")
-                    and not any(d.covers(tool, name, s) for d in self.delegations)
+                    and not self._delegated(tool, name, s, private)
                 ]
                 endorsed = bool(lab.endorsed_by) and not lab.tainted
                 if not foreign or endorsed or spec.args[name].allowed_value(one.value):
@@ -362,6 +365,17 @@ class CapabilityPolicy:
                     sink=f"tool:{tool}.{name}",
                     sources=(src, *private),
                 )
+
+    def _delegated(self, tool: str, name: str, source: str, private: list[str]) -> bool:
+        """A grant covers ``source`` for ``tool.name``; for the readers of an item
+        (``ToolPolicy.readers``), only when what the call carries is that item's own data or
+        records (what the system keeps: a time, an id)."""
+        if not any(d.covers(tool, name, source) for d in self.delegations):
+            return False
+        if kind_of(source) != "correspondent":
+            return True
+        item = item_source(source)
+        return all(kind_of(p) == "record" or item_source(p) == item for p in private)
 
     def _check_value(self, tool: str, name: str, arg: Arg, value: Labeled[Any]) -> None:
         label = value.label
