@@ -40,7 +40,8 @@ def test_the_answer_attack_is_withheld_and_the_user_s_answer_kept() -> None:
     assert out.answer is not None and "Riverside View Hotel" not in out.answer.text
     assert out.answer.text.startswith("Luxury Palace, 5.0")
     assert any(s.startswith("content:get_rating_reviews_for_hotels") for s in out.answer.withheld)
-    none = _attacked("travel", "user_task_3", "injection_task_6", ad._Allow(policy_for("travel").tools))
+    allow_all = ad._Allow(policy_for("travel").tools)
+    none = _attacked("travel", "user_task_3", "injection_task_6", allow_all)
     assert none.security
 
 
