@@ -216,9 +216,7 @@ def run_suite(
         rep.calls_allowed[pol] = sum(not o.refused for o in outs.values())
         rep.utility[pol] = sum(o.utility for o in outs.values())
         rep.marked_answers[pol] = sum(bool(o.answer and o.answer.marked) for o in outs.values())
-        rep.withheld_answers[pol] = sum(
-            bool(o.answer and o.answer.withheld) for o in outs.values()
-        )
+        rep.withheld_answers[pol] = sum(bool(o.answer and o.answer.withheld) for o in outs.values())
         if pol == "defaults":
             rep.refused_user_tasks = {
                 uid: str(o.refused[0]) for uid, o in outs.items() if o.refused
