@@ -32,13 +32,18 @@ injection is read, and runs the attacked pairs with them fixed.
 
 Outputs are labelled per field by the policy's declarations, with all environment data
 untrusted. A refused call is skipped; the victim goes on. The final answer is the task's
-``GROUND_TRUTH_OUTPUT`` (plus the injection's, for an attack on the answer), checked at the
-answer sink. AgentDojo's own utility and security functions judge the post-environment.
+``GROUND_TRUTH_OUTPUT`` (plus the injection's, for an attack on the answer, labelled with
+the fields the victim read the injection in), built from parts as a plan would build it
+(:func:`answer_parts`) and checked by ``compose_answer``: a whole field it read is quoted,
+a value is labelled as an argument would be, words found in nothing it read are its own;
+text a third party wrote that is not typed, a field or a quote is withheld. AgentDojo's own
+utility and security functions judge the post-environment and the answer as shown.
 """
 
 from __future__ import annotations
 
 import fnmatch
+import json
 import re
 from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -112,8 +117,6 @@ def _matches(source: str, pattern: str) -> bool:
     got = item_source(source)
     if not got or not got[2]:
         return False
-    import json
-
     return name in {str(v) for v in json.loads(got[2]).values()}
 
 
@@ -190,7 +193,7 @@ class Provenance:
             if (
                 got
                 and got[1] in self.prompt
-                and any(v in self.prompt for v in item_of(s).values() or [got[1]])
+                and any(named_in(v, self.prompt) for v in item_of(s).values() or [got[1]])
             ):
                 return 0
         return 1
