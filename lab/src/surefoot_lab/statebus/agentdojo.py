@@ -379,7 +379,8 @@ LABELLING_RULE = (
     "task's computation names; the victim never uses which text was planted. The final "
     "answer is built from parts (surefoot.guard.compose_answer): the victim's own text, "
     "values labelled as above, and whole fields it read, quoted; text a third party wrote "
-    "that is neither a typed value (a number, a date, a price) nor a whole field is withheld."
+    "that is not a typed value (a number, a date, a price), a field, a quoted whole field or "
+    "one token from a document the user named is withheld."
 )
 """How the experiment labels (stated in its answer, #28)."""
 
@@ -402,7 +403,8 @@ def _answer(f: dict[str, Any], t0: str) -> str:
         if missed
         else "no injection task succeeds with the defaults, the attack on the final answer "
         "(travel injection task 6) included: text a third party wrote reaches the answer "
-        "only as a typed value or a quoted whole field, and the attacker's sentence is "
+        "only as a typed value, a field, a quoted whole field or one token from a document "
+        "the user named, and the attacker's sentence is "
         f"withheld ({withheld} of {n_user} user tasks' own answers lose a part that way)"
     )
     reads = f[f"injected_calls_allowed[defaults][{t0}]"]
