@@ -190,7 +190,7 @@ def plain(tree: Any) -> Any:
     if isinstance(tree, Labeled):
         return plain(tree.value)
     if isinstance(tree, Mapping):  # keys too: a mapping keyed by readers has Labeled keys
-        return {plain(k): plain(v) for k, v in tree.items()}
+        return {(plain(k) if isinstance(k, Labeled) else k): plain(v) for k, v in tree.items()}
     if isinstance(tree, list | tuple):
         return [plain(v) for v in tree]
     return tree

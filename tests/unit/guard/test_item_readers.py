@@ -212,3 +212,9 @@ def test_the_sharers_a_task_names_receive_only_that_file_s_data() -> None:
     assert info.value.sink == "tool:send_email.recipients"
     ids = Labeled("25", files[0]["id_"].label)  # the file's own record goes
     granted.check_call("send_email", {"recipients": Labeled([david], david.label), "body": ids})
+
+
+def test_plain_unwraps_labelled_keys_and_keeps_others() -> None:
+    """Only a ``Labeled`` key is unwrapped: a tuple key stays a (hashable) tuple."""
+    tree = {Labeled("a@x.com"): Labeled("r"), ("x", 1): [Labeled(2)]}
+    assert plain(tree) == {"a@x.com": "r", ("x", 1): [2]}
