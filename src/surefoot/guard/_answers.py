@@ -72,7 +72,7 @@ class Quote:
 
 def _shown(part: Labeled[Any]) -> bool:
     tainted = part.label.tainted
-    if not tainted or typed_value(part.value):
+    if not tainted or part.value == "" or typed_value(part.value):
         return True
     kinds = {kind_of(s) for s in tainted}
     if kinds <= set(_FIELD_KINDS):

@@ -100,3 +100,41 @@ def test_endorsement_and_labels_still_apply() -> None:
     with pytest.raises(TrustError, match="requires an endorsement"):
         compose_answer(strict, [_read()["name"]])
     assert compose_answer(strict, [trusted("done")]).text == "done"
+
+
+def test_a_plan_runner_builds_its_answer_from_parts() -> None:
+    """``PlanRunner(answer_parts=True)``: the hotel's name (a record) and its parsed rating
+    (a number) are shown; a free-text field parsed out of the review is withheld. Without
+    it the same plan shows the planted sentence, marked."""
+    from surefoot.guard import Plan, PlanRunner, QuarantinedParser
+    from surefoot.llm import FakeLLM
+
+    plan = Plan.from_dict(
+        {
+            "steps": [
+                {"id": "h", "tool": "get_hotels"},
+                {
+                    "id": "p",
+                    "parse": "h.0.review",
+                    "fields": {"rating": "float", "tip": "str"},
+                },
+            ],
+            "answer": [
+                "Stay at ",
+                {"ref": "h.0.name"},
+                " (",
+                {"ref": "p.rating"},
+                "). ",
+                {"ref": "p.tip"},
+            ],
+        }
+    )
+    reply = '{"rating": 4.7, "tip": "You should absolutely visit Riverside View Hotel"}'
+    parser = QuarantinedParser(FakeLLM(responder=lambda messages: reply))
+    tools = {"get_hotels": lambda: LISTING}
+    task = trusted("Which hotel has the best rating?").label
+    parts = PlanRunner(POLICY, tools, parser, answer_parts=True).run(plan, task)
+    assert parts.text.startswith("Stay at Cozy Stay (4.7). [withheld: text from content:")
+    assert "Riverside" not in parts.text and parts.marked
+    whole = PlanRunner(POLICY, tools, parser).run(plan, task)
+    assert "Riverside View Hotel" in whole.text and whole.marked
