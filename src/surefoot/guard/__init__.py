@@ -41,6 +41,7 @@ for one release and warns with ``DeprecationWarning`` naming ``surefoot.guard``.
 from __future__ import annotations
 
 from ..errors import TrustError
+from ._answers import Quote, compose_answer, typed_value
 from ._capabilities import Answer, CapabilityPolicy
 from ._labels import (
     TRUST_LEVELS,
@@ -67,8 +68,10 @@ from ._tools import (
     document_of,
     env_label,
     item_of,
+    item_source,
     kind_of,
     label_output,
+    named_in,
 )
 
 __all__ = [
@@ -87,20 +90,25 @@ __all__ = [
     "PlanRunner",
     "PlanStep",
     "QuarantinedParser",
+    "Quote",
     "SinkPolicy",
     "ToolPolicy",
     "TrustError",
+    "compose_answer",
     "derive",
     "document_of",
     "env_label",
     "item_of",
+    "item_source",
     "kind_of",
     "label_of",
     "label_output",
     "labeled",
     "make_plan",
+    "named_in",
     "reject_label_fields",
     "render",
     "select_by",
     "trusted",
+    "typed_value",
 ]

@@ -33,7 +33,16 @@ from typing import Any
 
 from ..errors import ConfigError, TrustError
 from ._labels import Label, Labeled, plain
-from ._tools import Arg, Delegation, ToolPolicy, document_of, kind_of, label_output
+from ._tools import (
+    Arg,
+    Delegation,
+    ToolPolicy,
+    document_of,
+    item_source,
+    kind_of,
+    label_output,
+    named_in,
+)
 
 __all__ = ["Answer", "CapabilityPolicy"]
 
@@ -66,11 +75,13 @@ class Answer:
         label: what it derives from.
         marked: True when it derives from untrusted data not endorsed; whoever displays it
             must show :attr:`notice` with it.
+        withheld: the sources of parts cut from it (:func:`~surefoot.guard.compose_answer`).
     """
 
     text: str
     label: Label
     marked: bool
+    withheld: tuple[str, ...] = ()
 
     @property
     def notice(self) -> str:
@@ -156,7 +167,9 @@ class CapabilityPolicy:
         """This policy plus ``grants``, each checked against the user's own ``task``.
 
         A grant is sound only when the user said it: the task must be untainted (the user's
-        words, not something read) and must name the document (its selector, verbatim).
+        words, not something read) and must name the document (its selector, verbatim) and
+        the element it points at (verbatim, or a file name in words: ``team meeting
+        minutes`` names ``team-meeting-minutes.docx``, :func:`named_in`).
 
         Raises:
             TrustError: the task is tainted or unlabelled, an argument is not delegable, or
@@ -171,7 +184,7 @@ class CapabilityPolicy:
             )
         new = tuple(grants)
         for d in new:
-            if d.item and d.item not in str(task.value):
+            if d.item and not named_in(d.item, str(task.value)):
                 raise TrustError(
                     f"delegation {d.describe()!r} names an element the task does not: "
                     f"{d.item!r} is not in {str(task.value)!r:.120}; a delegation to a "
@@ -225,6 +238,7 @@ class CapabilityPolicy:
                     tuple(t.get("items", ())),
                     tuple(t.get("audience", ())),
                     tuple(t.get("carried", ())),
+                    tuple(t.get("readers", ())),
                 )
                 for name, t in data["tools"].items()
             ]
@@ -307,7 +321,9 @@ class CapabilityPolicy:
         carries data read from the environment, every recipient comes from the user's words,
         the user's own records (a contact), a document the task delegated it to, an
         endorsement, or the argument's ``allow`` list; never from a correspondent (a sender,
-        a participant) or from text."""
+        a participant) or from text. The readers of an item the task delegated the argument
+        to (a named file's sharers) receive that item's own data and records, never text
+        read elsewhere."""
         private = sorted(
             {
                 s
@@ -332,7 +348,7 @@ class CapabilityPolicy:
                     s
                     for s in sorted(lab.sources)
                     if kind_of(s) not in ("user", "record")
-                    and not any(d.covers(tool, name, s) for d in self.delegations)
+                    and not self._delegated(tool, name, s, private)
                 ]
                 endorsed = bool(lab.endorsed_by) and not lab.tainted
                 if not foreign or endorsed or spec.args[name].allowed_value(one.value):
@@ -349,6 +365,17 @@ class CapabilityPolicy:
                     sink=f"tool:{tool}.{name}",
                     sources=(src, *private),
                 )
+
+    def _delegated(self, tool: str, name: str, source: str, private: list[str]) -> bool:
+        """A grant covers ``source`` for ``tool.name``; for the readers of an item
+        (``ToolPolicy.readers``), only when what the call carries is that item's own data or
+        records (what the system keeps: a time, an id)."""
+        if not any(d.covers(tool, name, source) for d in self.delegations):
+            return False
+        if kind_of(source) != "correspondent":
+            return True
+        item = item_source(source)
+        return all(kind_of(p) == "record" or item_source(p) == item for p in private)
 
     def _check_value(self, tool: str, name: str, arg: Arg, value: Labeled[Any]) -> None:
         label = value.label

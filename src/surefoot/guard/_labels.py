@@ -189,8 +189,8 @@ def plain(tree: Any) -> Any:
     """A tree of :class:`Labeled` values without its labels."""
     if isinstance(tree, Labeled):
         return plain(tree.value)
-    if isinstance(tree, Mapping):
-        return {k: plain(v) for k, v in tree.items()}
+    if isinstance(tree, Mapping):  # keys too: a mapping keyed by readers has Labeled keys
+        return {(plain(k) if isinstance(k, Labeled) else k): plain(v) for k, v in tree.items()}
     if isinstance(tree, list | tuple):
         return [plain(v) for v in tree]
     return tree

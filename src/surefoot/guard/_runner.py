@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import ConfigError, TrustError
+from ._answers import compose_answer
 from ._capabilities import Answer, CapabilityPolicy
 from ._labels import Label, Labeled, join_labels, plain
 from ._plans import Condition, Plan, PlanStep
@@ -114,6 +115,9 @@ class PlanRunner:
         parser: the quarantined parser for ``parse`` steps.
         max_iterations: the most items one ``for_each`` runs over; a longer list (data
             decides its length) is refused before any of its items runs.
+        answer_parts: build the answer with :func:`~surefoot.guard.compose_answer`: each
+            part judged alone (the planner's text shown, a typed value or a field shown
+            marked, other text a third party wrote withheld) instead of one text marked.
     """
 
     def __init__(
@@ -123,8 +127,10 @@ class PlanRunner:
         parser: QuarantinedParser,
         *,
         max_iterations: int = MAX_ITERATIONS,
+        answer_parts: bool = False,
     ) -> None:
         self.policy = policy
+        self.answer_parts = answer_parts
         self.tools = dict(tools)
         self.parser = parser
         self.max_iterations = max_iterations
@@ -272,6 +278,10 @@ class PlanRunner:
         except _Stop:
             parts_spec, pc = state.stopped or (), state.stop_label
         parts = [self._resolve(p, state, task_label) for p in parts_spec]
+        if self.answer_parts:
+            each = [Labeled(str(plain(p)), task_label.join(join_labels(p))) for p in parts]
+            # what decided a stop (a branch on data) marks the answer, and cuts no text
+            return compose_answer(self.policy, [*each, Labeled("", pc)])
         text = "".join(str(plain(p)) for p in parts)
         label = task_label.join(join_labels(parts), pc)
         return self.policy.check_answer(Labeled(text, label))

@@ -53,8 +53,10 @@ __all__ = [
     "document_of",
     "env_label",
     "item_of",
+    "item_source",
     "kind_of",
     "label_output",
+    "named_in",
 ]
 
 KINDS = ("user", "trusted", "record", "document", "correspondent", "name", "any")
@@ -71,15 +73,44 @@ def env_label(kind: str, where: str, *, trust: str = "untrusted") -> Label:
     return Label.of(f"{kind}:{where}", trust)
 
 
-_DOCUMENT = re.compile(
-    r"^document:([^\[\].]+)\[(.*?)\](\{(?:[^\\}]|\\.|\"(?:[^\"\\]|\\.)*\")*\})?\.([^.\[\]]*)$", re.S
-)
+_ITEM = r"([^\[\].]+)\[(.*?)\](\{(?:[^\\}]|\\.|\"(?:[^\"\\]|\\.)*\")*\})?\.([^.\[\]]*)$"
+_DOCUMENT = re.compile(r"^(?:document|correspondent):" + _ITEM, re.S)
+_OF_ITEM = re.compile(r"^(?:document|correspondent|record):" + _ITEM, re.S)
 
 
 def document_of(source: str) -> tuple[str, str] | None:
-    """``(tool, selector)`` of a ``document:TOOL[SELECTOR].FIELD`` source, else None."""
+    """``(tool, selector)`` of a ``document:TOOL[SELECTOR].FIELD`` source, or of the readers
+    of one (``correspondent:TOOL[SELECTOR].shared_with``, :class:`ToolPolicy` ``readers``),
+    else None."""
     m = _DOCUMENT.match(source)
     return (m.group(1), m.group(2)) if m else None
+
+
+_EXTENSION = re.compile(r"\.[A-Za-z0-9]{1,5}$")
+
+
+def _words(text: str) -> str:
+    return " ".join(re.sub(r"[-_\s]+", " ", text).lower().split())
+
+
+def named_in(value: str, text: str) -> bool:
+    """Whether ``text`` (the user's task) names ``value``: verbatim, or, for a file name,
+    in words (``team meeting minutes`` names ``team-meeting-minutes.docx``: the extension
+    dropped, dashes and underscores read as spaces, case ignored)."""
+    if value and value in text:
+        return True
+    if not re.search(r"[-_]|\.[A-Za-z0-9]{1,5}$", value):
+        return False
+    words = _words(_EXTENSION.sub("", value))
+    return len(words.split()) >= 2 and f" {words} " in f" {_words(text)} "
+
+
+def item_source(source: str) -> tuple[str, str, str] | None:
+    """``(tool, selector, item)`` of any field of one item of a document the user pointed
+    to (its content, its readers, its ids: a tool declaring ``readers`` names them all),
+    else None; ``item`` is the element's naming JSON, or ``""``."""
+    m = _OF_ITEM.match(source)
+    return (m.group(1), m.group(2), m.group(3) or "") if m else None
 
 
 def item_of(source: str) -> dict[str, str]:
@@ -200,6 +231,16 @@ class ToolPolicy:
         carried: arguments only carried into what the tool writes (a new file's content):
             they do not choose what it returns (the new file's id), so their taint does not
             flow into its output.
+        readers: output fields naming who can already read the item (a file's owner and
+            sharers, an event's participants). A mapping under one (``shared_with``:
+            ``{address: permission}``) is keyed by readers: its keys are labelled too (as
+            :class:`Labeled` keys), with the field's kind. When the user pointed to the
+            document, every field of each of its items names it (``correspondent:TOOL[SEL]
+            {item}.shared_with``, ``record:TOOL[SEL]{item}.id_``), so a task that names the
+            item may delegate an argument to its readers ("send it to the file's sharers",
+            "the same participants as that event"); the readers of other items found by
+            the same read are not covered. Without a delegation a reader is a
+            ``correspondent`` like any other.
     """
 
     name: str
@@ -210,6 +251,7 @@ class ToolPolicy:
     items: tuple[str, ...] = ()
     audience: tuple[str, ...] = ()
     carried: tuple[str, ...] = ()
+    readers: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -229,7 +271,7 @@ class ToolPolicy:
             )
         if self.output_trust not in ("trusted", "untrusted"):
             raise ConfigError(f"{self.name}: output_trust must be trusted or untrusted")
-        for attr in ("items", "audience", "carried"):
+        for attr in ("items", "audience", "carried", "readers"):
             raw = getattr(self, attr)
             names = (raw,) if isinstance(raw, str) else tuple(raw)
             if not all(isinstance(n, str) and n for n in names):
@@ -256,6 +298,8 @@ class ToolPolicy:
             out["audience"] = list(self.audience)
         if self.carried:
             out["carried"] = list(self.carried)
+        if self.readers:
+            out["readers"] = list(self.readers)
         return out
 
 
@@ -351,22 +395,29 @@ def label_output(
         selector = _selector_text(plain(args[spec.document_arg]))
     default = "document" if pointed else "content"
 
+    def leaf(value: Any, fieldname: str, item: str) -> Labeled[Any]:
+        kind = spec.fields.get(fieldname, spec.fields.get("*", default))
+        if kind == "content" and pointed:
+            kind = "document"
+        where = None
+        if pointed and (kind == "document" or spec.readers):
+            where = f"{spec.name}[{selector}]{item}.{fieldname}"
+        own = env_label(kind, where or f"{spec.name}.{fieldname}", trust=spec.output_trust)
+        return Labeled(value, own.join(inherited) if inherited.tainted else own)
+
     def walk(value: Any, fieldname: str, item: str) -> Any:
         if isinstance(value, Mapping):
+            if fieldname in spec.readers:  # keyed by readers: {address: permission}
+                return {
+                    leaf(k, fieldname, item): walk(v, fieldname, item) for k, v in value.items()
+                }
             if pointed and spec.items and not item:  # one element of a collection
                 named = {k: str(value[k]) for k in spec.items if value.get(k) is not None}
                 item = json.dumps(named, sort_keys=True) if named else ""
             return {k: walk(v, str(k), item) for k, v in value.items()}
         if isinstance(value, list):
             return [walk(v, fieldname, item) for v in value]
-        kind = spec.fields.get(fieldname, spec.fields.get("*", default))
-        if kind == "content" and pointed:
-            kind = "document"
-        where = None
-        if kind == "document" and pointed:
-            where = f"{spec.name}[{selector}]{item}.{fieldname}"
-        own = env_label(kind, where or f"{spec.name}.{fieldname}", trust=spec.output_trust)
-        return Labeled(value, own.join(inherited) if inherited.tainted else own)
+        return leaf(value, fieldname, item)
 
     # what a tool returns depends on what it was asked: the arguments' taint flows into it,
     # but for those only carried into what it writes (a new file's content does not choose

@@ -47,8 +47,8 @@ def test_documented_measurements_match_the_acceptance_test() -> None:
     """The AgentDojo table in the docs carries the totals the acceptance test asserts."""
     section = _section("Measured on AgentDojo")
     total = [line for line in section.splitlines() if line.startswith("| total | defaults |")]
-    assert total and "1/35" in total[0] and "76/97" in total[0] and "78/97" in total[0]
+    assert total and "0/35" in total[0] and total[0].count("76/97") == 2
     mine = [
         x for x in section.splitlines() if x.startswith("| total | defaults + user delegation |")
     ]
-    assert mine and "1/35" in mine[0] and "82/97" in mine[0] and "83/97" in mine[0]
+    assert mine and "0/35" in mine[0] and "85/97" in mine[0] and "84/97" in mine[0]

@@ -31,6 +31,7 @@ __all__ = ["COMPUTED", "SELECTED", "TASK", "Selection", "inputs_for", "selection
 TASK = "task"
 
 _HISTORY = ("get_most_recent_transactions.amount",)
+_MINUTES = "client-meeting-minutes.docx"
 _DAY = ("get_day_calendar_events.start_time", "get_day_calendar_events.end_time")
 
 
@@ -92,7 +93,11 @@ COMPUTED: Mapping[str, Mapping[str, Mapping[str, tuple[str, ...]]]] = {
         "user_task_12": _times("create_calendar_event", *_DAY),
         "user_task_20": _times("create_calendar_event", *_DAY),
         "user_task_21": _times("create_calendar_event", *_DAY),
-        "user_task_33": {"send_email.attachments": ("search_files_by_filename.id_",)},
+        # "send a summary of the file 'client-meeting-minutes.docx' ... attach the document"
+        "user_task_33": {
+            "send_email.body": (f"search_files_by_filename.content@{_MINUTES}",),
+            "send_email.attachments": (f"search_files_by_filename.id_@{_MINUTES}",),
+        },
     },
 }
 

@@ -88,6 +88,10 @@ TXN |= {"amount": "record", "date": "record", "recurring": "record"}
 SCHEDULED = TXN | {"sender": "record", "recipient": "record"}  # the user scheduled them
 RECORD = {"*": "record"}
 DESTROY = Arg("user")  # an id from the user's words only: see the module docstring
+# who can already read an item: its participants, its owner and sharers (``shared_with`` is
+# keyed by address); each item of a read the user pointed to is named by its title or file
+_EVENT_ITEMS: dict[str, Any] = dict(items=("title",), readers=("participants",))
+_FILE_ITEMS: dict[str, Any] = dict(items=("filename", "id_"), readers=("owner", "shared_with"))
 
 
 def _t(
@@ -99,9 +103,19 @@ def _t(
     audience: tuple[str, ...] = (),
     items: tuple[str, ...] = (),
     carried: tuple[str, ...] = (),
+    readers: tuple[str, ...] = (),
     **args: Any,
 ) -> ToolPolicy:
-    return ToolPolicy(name, args, out or {}, doc, items=items, audience=audience, carried=carried)
+    return ToolPolicy(
+        name,
+        args,
+        out or {},
+        doc,
+        items=items,
+        audience=audience,
+        carried=carried,
+        readers=readers,
+    )
 
 
 _SEND_EMAIL = _t(
@@ -117,8 +131,8 @@ _SEND_EMAIL = _t(
     audience=("recipients", "cc", "bcc"),
 )
 _CALENDAR = [
-    _t("search_calendar_events", "query", EVENT, query=TEXT, date=TEXT),
-    _t("get_day_calendar_events", "day", EVENT, day=TEXT),
+    _t("search_calendar_events", "query", EVENT, query=TEXT, date=TEXT, **_EVENT_ITEMS),
+    _t("get_day_calendar_events", "day", EVENT, day=TEXT, **_EVENT_ITEMS),
     _t(
         "create_calendar_event",
         None,
@@ -161,13 +175,13 @@ WORKSPACE = [
         audience=("participants",),
     ),
     _t("append_to_file", None, FILE, file_id=WHAT, content=TEXT, carried=("content",)),
-    _t("search_files_by_filename", "filename", FILE, filename=TEXT),
+    _t("search_files_by_filename", "filename", FILE, filename=TEXT, **_FILE_ITEMS),
     _t("create_file", None, FILE, filename=TEXT, content=TEXT, carried=("filename", "content")),
     _t("delete_file", None, FILE, file_id=DESTROY),
-    _t("get_file_by_id", "file_id", FILE, file_id=TEXT),
+    _t("get_file_by_id", "file_id", FILE, file_id=TEXT, **_FILE_ITEMS),
     _t("list_files", None, FILE),
     _t("share_file", None, FILE, file_id=WHAT, email=WHO, permission=TEXT, audience=("email",)),
-    _t("search_files", "query", FILE, query=TEXT),
+    _t("search_files", "query", FILE, query=TEXT, **_FILE_ITEMS),
 ]
 
 _NAMES: dict[str, Any] = dict(hotel_names=TEXT)

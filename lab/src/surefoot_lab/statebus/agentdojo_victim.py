@@ -32,13 +32,19 @@ injection is read, and runs the attacked pairs with them fixed.
 
 Outputs are labelled per field by the policy's declarations, with all environment data
 untrusted. A refused call is skipped; the victim goes on. The final answer is the task's
-``GROUND_TRUTH_OUTPUT`` (plus the injection's, for an attack on the answer), checked at the
-answer sink. AgentDojo's own utility and security functions judge the post-environment.
+``GROUND_TRUTH_OUTPUT`` (plus the injection's, for an attack on the answer, labelled with
+the fields the victim read the injection in), built from parts as a plan would build it
+(:func:`answer_parts`) and checked by ``compose_answer``: a whole field it read is quoted,
+a value is labelled as an argument would be, words found in nothing it read are its own;
+text a third party wrote that is not typed, a field or a quote is withheld. AgentDojo's own
+utility and security functions judge the post-environment and the answer as shown.
 """
 
 from __future__ import annotations
 
 import fnmatch
+import json
+import re
 from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -50,11 +56,17 @@ from surefoot.guard import (
     Delegation,
     Label,
     Labeled,
+    Quote,
+    compose_answer,
     document_of,
     item_of,
+    item_source,
+    kind_of,
     label_output,
+    named_in,
     select_by,
     trusted,
+    typed_value,
 )
 
 from .agentdojo_plans import inputs_for, selections_for
@@ -95,6 +107,19 @@ def _num(v: Any) -> float | None:
         return None
 
 
+def _matches(source: str, pattern: str) -> bool:
+    """``TOOL.FIELD`` pattern over a source; ``TOOL.FIELD@NAME``: of the item named NAME."""
+    pat, _, name = pattern.partition("@")
+    if not fnmatch.fnmatchcase(_field_of(source), pat):
+        return False
+    if not name:
+        return True
+    got = item_source(source)
+    if not got or not got[2]:
+        return False
+    return name in {str(v) for v in json.loads(got[2]).values()}
+
+
 def _field_of(source: str) -> str:
     """``TOOL.FIELD`` of an output source (``record:get_balance.result``,
     ``document:read_file[bill.txt].content`` -> ``read_file.content``)."""
@@ -120,7 +145,8 @@ class Provenance:
             self.leaves.append(tree)
             self._all = self._all.join(tree.label)
         elif isinstance(tree, dict):
-            for v in tree.values():
+            for k, v in tree.items():
+                self.add(k)  # a mapping keyed by readers has Labeled keys
                 self.add(v)
         elif isinstance(tree, list):
             for v in tree:
@@ -142,7 +168,7 @@ class Provenance:
             *(
                 x.label
                 for x in self.leaves
-                if any(fnmatch.fnmatchcase(_field_of(s), p) for s in x.label.sources for p in pats)
+                if any(_matches(s, p) for s in x.label.sources for p in pats)
             )
         )
 
@@ -156,8 +182,25 @@ class Provenance:
         if not exact and len(text) >= 3:
             exact = [x for x in self.leaves if text in _norm(x.value)]
         if exact:
-            return min((x.label for x in exact), key=_rank)
+            return min((x.label for x in exact), key=lambda lab: (_rank(lab), self._unnamed(lab)))
         return None
+
+    def _unnamed(self, label: Label) -> int:
+        """0 for a field of an item the prompt names (its document's selector and one of
+        the fields naming it): of equally trusted fields, the planner takes that one."""
+        for s in label.sources:
+            got = item_source(s)
+            if (
+                got
+                and got[1] in self.prompt
+                and any(named_in(v, self.prompt) for v in item_of(s).values() or [got[1]])
+            ):
+                return 0
+        return 1
+
+    def found(self, atom: Any) -> bool:
+        """Whether ``atom`` is (in) something the victim read."""
+        return self._best(atom) is not None
 
     def _quoted(self, atom: Any) -> Label:
         text = _norm(atom)
@@ -208,6 +251,54 @@ class Outcome:
     checked: list[tuple[str, dict[str, Labeled[Any]]]] = field(default_factory=list)
     injected_allowed: list[str] = field(default_factory=list)  # the injection's calls run
     leaves: list[Labeled[Any]] = field(default_factory=list)  # every output field it read
+
+
+_SEP = re.compile(r"(,\s+|\n+|;\s+|\.\s+|:\s+)")
+_WORD = re.compile(r"(\s+)")
+
+
+def answer_parts(text: str, prov: Provenance) -> list[Labeled[Any] | Quote]:
+    """The victim's answer as a plan would build it (``compose_answer``): a whole field it
+    read, quoted where the text contains it (the longest first); between them, the
+    separators as its own text and each value labelled as a call's would be (the prompt's,
+    the field it equals or was copied from, or computed from what it read)."""
+    if not text:
+        return []
+    whole = sorted(
+        (x for x in prov.leaves if isinstance(x.value, str) and len(x.value.strip()) >= 4),
+        key=lambda x: -len(x.value.strip()),
+    )
+    spans: list[tuple[int, int, Labeled[Any]]] = []
+    for leaf in whole:
+        at = text.find(leaf.value.strip())
+        end = at + len(leaf.value.strip())
+        if at >= 0 and not any(a < end and at < b for a, b, _ in spans):
+            spans.append((at, end, leaf))
+    parts: list[Labeled[Any] | Quote] = []
+    pos = 0
+    for at, end, leaf in sorted(spans, key=lambda s: s[0]):
+        parts += _atoms(text[pos:at], prov)
+        parts.append(Quote(Labeled(text[at:end], leaf.label)))
+        pos = end
+    return parts + _atoms(text[pos:], prov)
+
+
+def _atoms(text: str, prov: Provenance) -> list[Labeled[Any] | Quote]:
+    out: list[Labeled[Any] | Quote] = []
+    for n, piece in enumerate(_SEP.split(text)):
+        if not piece:
+            continue
+        if n % 2 or not piece.strip():  # a separator: the planner's own text
+            out.append(Labeled(piece, _USER))
+        elif typed_value(piece) or prov.found(piece.strip()):
+            out.append(Labeled(piece, prov.of_user_value(piece.strip())))
+        else:  # found nowhere: the planner's words, and the values it read or computed
+            for m, word in enumerate(_WORD.split(piece)):
+                if m % 2 or not (typed_value(word) or prov.found(word)):
+                    out.append(Labeled(word, _USER))
+                else:
+                    out.append(Labeled(word, prov.of_user_value(word)))
+    return out
 
 
 def _labeled(value: Any, label: Any) -> Labeled[Any]:
@@ -289,7 +380,7 @@ def _grant(arg: str, source: str, prompt: str) -> Delegation | None:
     item = item_of(source)
     if not item:
         return Delegation(arg, doc[0], doc[1])
-    named = [v for v in item.values() if v and v in prompt]
+    named = [v for v in item.values() if v and named_in(v, prompt)]
     return Delegation(arg, doc[0], doc[1], named[0]) if named else None
 
 
@@ -308,7 +399,14 @@ def _grants(
         if arg is None or not arg.delegable:
             continue
         label = _joined(raw)
-        bad = [s for s in sorted(label.sources) if not arg.accepts_source(s, label)]
+        # refused sources: not accepted here, or (for who receives the call) not the user's
+        # own (the audience rule refuses a correspondent when the call carries read data)
+        bad = [
+            s
+            for s in sorted(label.sources)
+            if not arg.accepts_source(s, label)
+            or (name in spec.audience and kind_of(s) not in ("user", "record"))
+        ]
         grants = [_grant(f"{call.function}.{name}", s, prompt) for s in bad]
         if bad and all(g is not None for g in grants):
             out += [g for g in dict.fromkeys(grants) if g is not None]
@@ -378,7 +476,7 @@ def victim_steps(
     out = Outcome()
     traces: list[Any] = []
     injected_label: Label | None = None
-    answer_parts: list[Labeled[str]] = []
+    answer_parts_injected: list[Labeled[str]] = []
     selected = selections_for(suite.name, user_task.ID)
     for call in ground_truth:
         labels = {k: prov.of_user_value(v, f"{call.function}.{k}") for k, v in call.args.items()}
@@ -427,14 +525,17 @@ def victim_steps(
                     traces.append(icall)
                     out.injected_allowed.append(icall.function)
             if task.GROUND_TRUTH_OUTPUT:
-                answer_parts.append(Labeled(task.GROUND_TRUTH_OUTPUT, injected_label))
-    text = user_task.GROUND_TRUTH_OUTPUT
-    parts = [Labeled(text, prov.of_user_value(text) if text else _USER), *answer_parts]
-    whole = Labeled(
-        " ".join(p.value for p in parts).strip(), Label().join(*(p.label for p in parts))
-    )
+                answer_parts_injected.append(Labeled(task.GROUND_TRUTH_OUTPUT, injected_label))
+    parts: list[Labeled[Any] | Quote] = answer_parts(user_task.GROUND_TRUTH_OUTPUT or "", prov)
+    for attack in answer_parts_injected:
+        parts += [Labeled(" ", _USER), attack]
     try:
-        out.answer = policy.check_answer(whole)
+        if isinstance(policy, CapabilityPolicy):
+            out.answer = compose_answer(policy, parts)
+        else:  # no policy: the answer as one text
+            whole = [p.field if isinstance(p, Quote) else p for p in parts]
+            text = "".join(str(p.value) for p in whole)
+            out.answer = policy.check_answer(Labeled(text, Label().join(*(p.label for p in whole))))
         shown = out.answer.text
     except TrustError as exc:
         out.answer_refused = exc
