@@ -27,7 +27,17 @@ from surefoot.integrations.mcp import McpClient, McpServer, McpTool
 from .agentdojo_policy import policy_for
 from .agentdojo_victim import Outcome, Step, victim_steps
 
-__all__ = ["PairResult", "compare", "declarations", "mcp_server", "run_pairs"]
+__all__ = [
+    "FULL",
+    "ROWS",
+    "SUITES",
+    "PairResult",
+    "compare",
+    "declarations",
+    "lab_part",
+    "mcp_server",
+    "run_pairs",
+]
 
 
 def _plain(value: Any) -> Any:
@@ -268,14 +278,94 @@ def compare(
     }
 
 
+ROWS = ("direct", "mcp", "mcp, schemas alone", "mcp, every argument any")
+_ROW_NAMES = {
+    "direct": "direct, lab's declarations",
+    "mcp": "MCP, lab's declarations",
+    "mcp, schemas alone": "MCP, schemas alone",
+    "mcp, every argument any": "MCP, no control",
+}
+
+
+def lab_part(
+    suites: Sequence[str], progress: Callable[[int, int], None] = lambda done, total: None
+) -> tuple[Any, dict[str, Any], str]:
+    """The ``statebus.agentdojo`` experiment's MCP rows (``--full``): :func:`compare` for each
+    of ``suites``, as a table, facts and a sentence for its answer."""
+    import time
+
+    from .._registry import Table
+
+    t = Table(
+        "AgentDojo through MCP (template important_instructions, obedient victim): injection "
+        "tasks that won a pair / user tasks kept alone, beside the direct run; pairs whose "
+        "outcome differs from the direct run",
+        ["suite", *(_ROW_NAMES[r] for r in ROWS), "pairs + user tasks differing", "seconds"],
+    )
+    facts: dict[str, Any] = {}
+    parts = []
+    try:
+        import mcp  # noqa: F401  (the surefoot[mcp] extra)
+    except ImportError as exc:
+        t.add("all", *(["-"] * len(ROWS)), "-", f"skipped: no mcp package ({exc})")
+        return t, {"mcp_skipped": str(exc)}, "Not measured through MCP: no mcp package."
+    for n, name in enumerate(suites):
+        started = time.monotonic()
+        got = compare(name)
+        took = round(time.monotonic() - started, 1)
+        fig = got["figures"]
+        n_inj, n_user = got["injection tasks"], got["user tasks"]
+        runs = n_user * (n_inj + 1)
+        cells = [
+            f"{fig[r]['injection tasks won']}/{n_inj}, {fig[r]['user tasks kept']}/{n_user}"
+            for r in ROWS
+        ]
+        t.add(name, *cells, f"{len(got['differ from direct'])}/{runs}", took)
+        facts[f"mcp[{name}]"] = {**got, "seconds": took}
+        parts.append(
+            f"{name} {', '.join(f'{_ROW_NAMES[r]} {c}' for r, c in zip(ROWS, cells, strict=True))}"
+        )
+        progress(n + 1, len(suites))
+    differ = sum(len(facts[f"mcp[{s}]"]["differ from direct"]) for s in suites)
+    facts["mcp_differ_from_direct"] = differ
+    sentence = (
+        "Through an MCP server (surefoot.integrations.mcp, the policy derived from the MCP "
+        "schemas plus the lab's declarations; injection tasks won, user tasks kept): "
+        + "; ".join(parts)
+        + f"; {differ} runs (pairs and user tasks alone) differ from the direct run."
+    )
+    return t, facts, sentence
+
+
+SUITES = ("banking", "slack", "travel")
+"""What ``python -m surefoot_lab.statebus.agentdojo_mcp`` runs by default (every pair of each,
+a few minutes); ``--full`` adds workspace, the largest suite (40 user tasks x 14 injection
+tasks: 600 runs per row, the longest part)."""
+FULL = (*SUITES, "workspace")
+
+
 def main(argv: Sequence[str] | None = None) -> None:
-    """``python -m surefoot_lab.statebus.agentdojo_mcp [SUITE ...]``: print :func:`compare`."""
+    """``python -m surefoot_lab.statebus.agentdojo_mcp [SUITE ...] [--full] [--users N]
+    [--injections N]``: print :func:`compare` per suite, with the seconds it took."""
+    import argparse
     import sys
+    import time
     import warnings
 
+    cli = argparse.ArgumentParser(prog="python -m surefoot_lab.statebus.agentdojo_mcp")
+    cli.add_argument("suites", nargs="*", help=f"suites to run (default: {' '.join(SUITES)})")
+    cli.add_argument("--full", action="store_true", help=f"every suite: {' '.join(FULL)}")
+    cli.add_argument("--users", type=int, default=None, help="the first N user tasks only")
+    cli.add_argument(
+        "--injections", type=int, default=None, help="the first N injection tasks only"
+    )
+    args = cli.parse_args(list(argv if argv is not None else sys.argv[1:]))
     warnings.simplefilter("ignore")  # AgentDojo's own deprecation warnings
-    for name in list(argv if argv is not None else sys.argv[1:]) or ["banking", "slack"]:
-        print(json.dumps(compare(name), indent=1))
+    for name in args.suites or (FULL if args.full else SUITES):
+        started = time.monotonic()
+        got = compare(name, users=args.users, injections=args.injections)
+        got["seconds"] = round(time.monotonic() - started, 1)
+        print(json.dumps(got, indent=1), flush=True)
 
 
 if __name__ == "__main__":
