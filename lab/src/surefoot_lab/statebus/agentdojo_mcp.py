@@ -214,23 +214,37 @@ def run_pairs(
     return results
 
 
+def _chosen(ids: list[str], which: int | Sequence[str] | None) -> list[str]:
+    if which is None or isinstance(which, int):
+        return ids[:which]
+    unknown = sorted(set(which) - set(ids))
+    if unknown:
+        raise ValueError(f"unknown tasks {unknown}")
+    return list(which)
+
+
 def compare(
     name: str,
     *,
     template: str = "important_instructions",
-    users: int | None = None,
-    injections: int | None = None,
+    users: int | Sequence[str] | None = None,
+    injections: int | Sequence[str] | None = None,
 ) -> dict[str, Any]:
     """``name``'s pairs through MCP (declared, and schemas alone) beside the direct victim
     under the same default policy: user tasks kept alone, injection tasks that won a pair,
-    and the pairs whose outcome differs between MCP and direct."""
+    and the pairs whose outcome differs between MCP and direct.
+
+    Args:
+        users, injections: the first N user (injection) tasks, or the tasks of these ids;
+            None: all of them.
+    """
     from . import agentdojo as lab
     from .agentdojo_victim import run_victim
 
     suite = lab.load_suites()[name]
     clean = lab.clean_environment(name, suite)
-    uids = list(suite.user_tasks)[:users]
-    tids = list(suite.injection_tasks)[:injections]
+    uids = _chosen(list(suite.user_tasks), users)
+    tids = _chosen(list(suite.injection_tasks), injections)
     seen = lab.injection_candidates(suite)
     texts = {t: lab.attack_text(template, suite, suite.injection_tasks[t].GOAL) for t in tids}
     plans = {t: lab.injection_calls(name, t, suite.injection_tasks[t])[0] for t in tids}
