@@ -54,3 +54,49 @@ def test_workspace_through_mcp_matches_the_direct_run() -> None:
     assert figures["mcp, schemas alone"]["injection tasks won"] == 0
     assert figures["mcp, schemas alone"]["user tasks kept"] <= figures["mcp"]["user tasks kept"]
     assert figures["mcp, every argument any"]["injection tasks won"] > 0
+
+
+def test_the_labs_full_run_adds_the_suites_through_mcp(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`surefoot lab run statebus.agentdojo --full` runs every suite through MCP too (the
+    default run does not: workspace through MCP is the longest part); each suite is a row
+    with the four columns of docs/mcp.md and the runs that differ from the direct run."""
+    import surefoot_lab as lab
+    from surefoot_lab.statebus import agentdojo as ad
+    from surefoot_lab.statebus import agentdojo_mcp as am
+
+    canned = {
+        "injection tasks": 14,
+        "user tasks": 40,
+        "figures": {
+            row: {"injection tasks won": won, "user tasks kept": kept, "pairs injected": 560}
+            for row, won, kept in zip(am.ROWS, (0, 0, 0, 14), (33, 33, 20, 40), strict=True)
+        },
+        "differ from direct": [],
+    }
+    asked: list[str] = []
+
+    def fake_compare(name: str, **kw: object) -> dict[str, object]:
+        asked.append(name)
+        return canned
+
+    monkeypatch.setattr(am, "compare", fake_compare)
+    monkeypatch.setattr(ad, "run_agentdojo", lambda **kw: [])
+    for full in (False, True):
+        with lab.context(full=full) as ctx:
+            got = lab.get("statebus.agentdojo").run(ctx)
+        titles = [t.title for t in got.tables]
+        assert any(t.startswith("AgentDojo through MCP") for t in titles) == full
+    assert asked == []  # no suites measured (run_agentdojo is stubbed): nothing to compare
+    table, facts, sentence = am.lab_part(["workspace"])
+    assert asked == ["workspace"]
+    assert table.as_dicts()[0] == {
+        "suite": "workspace",
+        "direct, lab's declarations": "0/14, 33/40",
+        "MCP, lab's declarations": "0/14, 33/40",
+        "MCP, schemas alone": "0/14, 20/40",
+        "MCP, no control": "14/14, 40/40",
+        "pairs + user tasks differing": "0/600",
+        "seconds": table.rows[0][-1],
+    }
+    assert facts["mcp_differ_from_direct"] == 0
+    assert "0 runs (pairs and user tasks alone) differ from the direct run" in sentence
