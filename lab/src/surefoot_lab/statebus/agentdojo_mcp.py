@@ -22,6 +22,7 @@ from typing import Any
 
 from surefoot import durable
 from surefoot.errors import TrustError
+from surefoot.guard import Labeled
 from surefoot.integrations.mcp import McpClient, McpServer, McpTool
 
 from .agentdojo_policy import policy_for
@@ -35,6 +36,7 @@ __all__ = [
     "compare",
     "declarations",
     "lab_part",
+    "label_trace",
     "mcp_server",
     "run_pairs",
 ]
@@ -133,6 +135,25 @@ class PairResult:
     utility: bool
     security: bool
     refused: int
+    # every call the victim put to the policy, with the sources of each argument's label
+    # (the elements' too): equal to the direct run's when MCP lost or added no label
+    labels: tuple[str, ...] = ()
+
+
+def label_trace(out: Outcome) -> tuple[str, ...]:
+    """``tool(arg<-sources; ...)`` per call ``out`` checked, each argument's sources sorted
+    (and each list element's, in brackets)."""
+
+    def sources(x: Labeled[Any]) -> str:
+        own = ",".join(sorted(x.label.sources))
+        if isinstance(x.value, list) and all(isinstance(v, Labeled) for v in x.value):
+            return own + "[" + "|".join(sources(v) for v in x.value) + "]"
+        return own
+
+    return tuple(
+        f"{tool}({'; '.join(f'{k}<-{sources(a)}' for k, a in sorted(args.items()))})"
+        for tool, args in out.checked
+    )
 
 
 async def _victim(
@@ -201,6 +222,7 @@ def run_pairs(
             "utility": out.utility,
             "security": out.security,
             "refused": len(out.refused),
+            "labels": list(label_trace(out)),
         }
 
     results = []
@@ -208,6 +230,7 @@ def run_pairs(
         for n, (uid, tid) in enumerate(pairs):
             box["env"] = envs(uid, tid)
             got = app.start(pair, uid, tid, run_id=f"{uid}/{tid}/{n}").result(timeout=300)
+            got["labels"] = tuple(got["labels"])
             results.append(PairResult(uid, tid, **got))
     finally:
         app.close()
@@ -232,7 +255,8 @@ def compare(
 ) -> dict[str, Any]:
     """``name``'s pairs through MCP (declared, and schemas alone) beside the direct victim
     under the same default policy: user tasks kept alone, injection tasks that won a pair,
-    and the pairs whose outcome differs between MCP and direct.
+    the runs whose outcome differs between MCP and direct, and those where the label of an
+    argument of a call the victim made differs (:func:`label_trace`).
 
     Args:
         users, injections: the first N user (injection) tasks, or the tasks of these ids;
@@ -261,7 +285,7 @@ def compare(
     pairs += [(u, t) for t in tids for u in uids]
     policy = policy_for(name)
     direct = [
-        PairResult(u, t, o.injected, o.utility, o.security, len(o.refused))
+        PairResult(u, t, o.injected, o.utility, o.security, len(o.refused), label_trace(o))
         for u, t in pairs
         for o in [run_victim(suite, suite.user_tasks[u], policy, env(u, t), plan(t) if t else None)]
     ]
@@ -287,9 +311,18 @@ def compare(
         "differ from direct": [
             f"{m.user_task}/{m.injection_task}"
             for m, d in zip(rows["mcp"], direct, strict=True)
-            if m != d
+            if _outcome(m) != _outcome(d)
+        ],
+        "labels differ from direct": [
+            f"{m.user_task}/{m.injection_task}"
+            for m, d in zip(rows["mcp"], direct, strict=True)
+            if m.labels != d.labels
         ],
     }
+
+
+def _outcome(r: PairResult) -> tuple[bool, bool, bool, int]:
+    return r.injected, r.utility, r.security, r.refused
 
 
 ROWS = ("direct", "mcp", "mcp, schemas alone", "mcp, every argument any")
