@@ -1,6 +1,7 @@
 """AgentDojo through MCP, bounded: a suite's tools served by an MCP server, the obedient
 victim calling them through surefoot's MCP client (durable steps, labels and policy of the
-deployed runtime) gets the outcomes of the direct run, pair by pair."""
+deployed runtime) gets the outcomes of the direct run, pair by pair, and the same label on
+every argument of every call it makes."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ def test_banking_through_mcp_matches_the_direct_run() -> None:
     got = compare("banking", users=4, injections=3)
     figures = got["figures"]
     assert got["differ from direct"] == []
+    assert got["labels differ from direct"] == []  # every argument of every call
     assert figures["mcp"] == figures["direct"]
     assert figures["mcp"]["pairs injected"] > 0  # the attacks reached the victim via MCP
     assert figures["mcp"]["injection tasks won"] == 0
@@ -48,6 +50,7 @@ def test_workspace_through_mcp_matches_the_direct_run() -> None:
     got = compare("workspace", users=WORKSPACE_USERS, injections=WORKSPACE_INJECTIONS)
     figures = got["figures"]
     assert got["differ from direct"] == []
+    assert got["labels differ from direct"] == []  # every argument of every call
     assert figures["mcp"] == figures["direct"]
     assert figures["mcp"]["pairs injected"] == 5 * 4  # every pair read its injection via MCP
     assert figures["mcp"]["injection tasks won"] == 0
