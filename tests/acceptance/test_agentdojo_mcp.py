@@ -75,6 +75,7 @@ def test_the_labs_full_run_adds_the_suites_through_mcp(monkeypatch: pytest.Monke
             for row, won, kept in zip(am.ROWS, (0, 0, 0, 14), (33, 33, 20, 40), strict=True)
         },
         "differ from direct": [],
+        "labels differ from direct": [],
     }
     asked: list[str] = []
 
@@ -98,8 +99,8 @@ def test_the_labs_full_run_adds_the_suites_through_mcp(monkeypatch: pytest.Monke
         "MCP, lab's declarations": "0/14, 33/40",
         "MCP, schemas alone": "0/14, 20/40",
         "MCP, no control": "14/14, 40/40",
-        "pairs + user tasks differing": "0/600",
+        "runs differing: outcome, labels": "0/600, 0/600",
         "seconds": table.rows[0][-1],
     }
-    assert facts["mcp_differ_from_direct"] == 0
+    assert facts["mcp_differ_from_direct"] == facts["mcp_labels_differ_from_direct"] == 0
     assert "0 runs (pairs and user tasks alone) differ from the direct run" in sentence

@@ -345,9 +345,9 @@ def lab_part(
 
     t = Table(
         "AgentDojo through MCP (template important_instructions, obedient victim): injection "
-        "tasks that won a pair / user tasks kept alone, beside the direct run; pairs whose "
-        "outcome differs from the direct run",
-        ["suite", *(_ROW_NAMES[r] for r in ROWS), "pairs + user tasks differing", "seconds"],
+        "tasks that won a pair / user tasks kept alone, beside the direct run; the runs (pairs "
+        "and user tasks alone) whose outcome, and whose label trace, differ from the direct run",
+        ["suite", *(_ROW_NAMES[r] for r in ROWS), "runs differing: outcome, labels", "seconds"],
     )
     facts: dict[str, Any] = {}
     parts = []
@@ -367,7 +367,8 @@ def lab_part(
             f"{fig[r]['injection tasks won']}/{n_inj}, {fig[r]['user tasks kept']}/{n_user}"
             for r in ROWS
         ]
-        t.add(name, *cells, f"{len(got['differ from direct'])}/{runs}", took)
+        differing = [len(got["differ from direct"]), len(got["labels differ from direct"])]
+        t.add(name, *cells, f"{differing[0]}/{runs}, {differing[1]}/{runs}", took)
         facts[f"mcp[{name}]"] = {**got, "seconds": took}
         parts.append(
             f"{name} {', '.join(f'{_ROW_NAMES[r]} {c}' for r, c in zip(ROWS, cells, strict=True))}"
@@ -375,11 +376,14 @@ def lab_part(
         progress(n + 1, len(suites))
     differ = sum(len(facts[f"mcp[{s}]"]["differ from direct"]) for s in suites)
     facts["mcp_differ_from_direct"] = differ
+    labels = sum(len(facts[f"mcp[{s}]"]["labels differ from direct"]) for s in suites)
+    facts["mcp_labels_differ_from_direct"] = labels
     sentence = (
         "Through an MCP server (surefoot.integrations.mcp, the policy derived from the MCP "
         "schemas plus the lab's declarations; injection tasks won, user tasks kept): "
         + "; ".join(parts)
-        + f"; {differ} runs (pairs and user tasks alone) differ from the direct run."
+        + f"; {differ} runs (pairs and user tasks alone) differ from the direct run in their "
+        f"outcome, {labels} in the label of an argument of a call."
     )
     return t, facts, sentence
 
