@@ -140,7 +140,8 @@ def list_(as_json: bool) -> None:
     "--full",
     is_flag=True,
     help="The full sweep where an experiment runs a stated subset by default "
-    "(statebus.agentdojo: every attack template, not one).",
+    "(statebus.agentdojo: every attack template, not one, and every suite through an MCP "
+    "server).",
 )
 @click.option(
     "--llm",

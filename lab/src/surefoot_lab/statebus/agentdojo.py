@@ -18,7 +18,8 @@ task; beside it, every injected call a policy allowed is counted, and those that
 delete, book or change the user's data (``ACTING_TOOLS``), whether or not the task succeeded
 as a whole. Utility is measured on each user task alone, with all environment data
 untrusted. Labels are the ones a deployed runtime assigns (:data:`LABELLING_RULE`). By
-default one template runs (:data:`DEFAULT_TEMPLATES`, every pair); ``--full`` runs all five.
+default one template runs (:data:`DEFAULT_TEMPLATES`, every pair); ``--full`` runs all five,
+and every suite attacked through an MCP server too (:mod:`.agentdojo_mcp`, beside the direct run).
 Three attacks AgentDojo lacks are rows too (:mod:`.agentdojo_extra`).
 Injection tasks without ground-truth calls get calls derived from their goals; a derivation
 counts as checked when AgentDojo's security function accepts it in at least one pair with no
@@ -560,6 +561,14 @@ def agentdojo_(ctx: LabContext) -> LabResult:
     )
     tables = [main, per_t, why, lost, grants, extra]
     answer = _answer(f, t0)
+    # --full: through an MCP server too, ~3,100 durable runs (1,800 workspace's; docs/mcp.md)
+    if ctx.full:
+        from .agentdojo_mcp import lab_part
+
+        mt, mf, sentence = lab_part([r.suite for r in reports])
+        tables.append(mt)
+        f.update(mf)
+        answer = f"{answer} {sentence}"
     model = "none (obedient victim: AgentDojo's ground-truth calls, no model)"
     if ctx.llm is not None:
         mt, mf, sentence = _on_model(ctx, [r.suite for r in reports], t0)
@@ -574,7 +583,9 @@ def agentdojo_(ctx: LabContext) -> LabResult:
         params={
             "benchmark": BENCHMARK,
             "templates": list(templates),
-            "sweep": "full (--full)" if ctx.full else "default: one template; --full runs all five",
+            "sweep": "full (--full): five templates, and the suites through MCP"
+            if ctx.full
+            else "default: one template; --full runs all five and the suites through MCP",
             "policies": list(POLICY_NAMES),
             "policy_fingerprints": {r.suite: policy_for(r.suite).fingerprint for r in reports},
         },

@@ -22,12 +22,24 @@ from typing import Any
 
 from surefoot import durable
 from surefoot.errors import TrustError
+from surefoot.guard import Labeled
 from surefoot.integrations.mcp import McpClient, McpServer, McpTool
 
 from .agentdojo_policy import policy_for
 from .agentdojo_victim import Outcome, Step, victim_steps
 
-__all__ = ["PairResult", "compare", "declarations", "mcp_server", "run_pairs"]
+__all__ = [
+    "FULL",
+    "ROWS",
+    "SUITES",
+    "PairResult",
+    "compare",
+    "declarations",
+    "lab_part",
+    "label_trace",
+    "mcp_server",
+    "run_pairs",
+]
 
 
 def _plain(value: Any) -> Any:
@@ -123,6 +135,25 @@ class PairResult:
     utility: bool
     security: bool
     refused: int
+    # every call the victim put to the policy, with the sources of each argument's label
+    # (the elements' too): equal to the direct run's when MCP lost or added no label
+    labels: tuple[str, ...] = ()
+
+
+def label_trace(out: Outcome) -> tuple[str, ...]:
+    """``tool(arg<-sources; ...)`` per call ``out`` checked, each argument's sources sorted
+    (and each list element's, in brackets)."""
+
+    def sources(x: Labeled[Any]) -> str:
+        own = ",".join(sorted(x.label.sources))
+        if isinstance(x.value, list) and all(isinstance(v, Labeled) for v in x.value):
+            return own + "[" + "|".join(sources(v) for v in x.value) + "]"
+        return own
+
+    return tuple(
+        f"{tool}({'; '.join(f'{k}<-{sources(a)}' for k, a in sorted(args.items()))})"
+        for tool, args in out.checked
+    )
 
 
 async def _victim(
@@ -191,6 +222,7 @@ def run_pairs(
             "utility": out.utility,
             "security": out.security,
             "refused": len(out.refused),
+            "labels": list(label_trace(out)),
         }
 
     results = []
@@ -198,29 +230,45 @@ def run_pairs(
         for n, (uid, tid) in enumerate(pairs):
             box["env"] = envs(uid, tid)
             got = app.start(pair, uid, tid, run_id=f"{uid}/{tid}/{n}").result(timeout=300)
+            got["labels"] = tuple(got["labels"])
             results.append(PairResult(uid, tid, **got))
     finally:
         app.close()
     return results
 
 
+def _chosen(ids: list[str], which: int | Sequence[str] | None) -> list[str]:
+    if which is None or isinstance(which, int):
+        return ids[:which]
+    unknown = sorted(set(which) - set(ids))
+    if unknown:
+        raise ValueError(f"unknown tasks {unknown}")
+    return list(which)
+
+
 def compare(
     name: str,
     *,
     template: str = "important_instructions",
-    users: int | None = None,
-    injections: int | None = None,
+    users: int | Sequence[str] | None = None,
+    injections: int | Sequence[str] | None = None,
 ) -> dict[str, Any]:
     """``name``'s pairs through MCP (declared, and schemas alone) beside the direct victim
     under the same default policy: user tasks kept alone, injection tasks that won a pair,
-    and the pairs whose outcome differs between MCP and direct."""
+    the runs whose outcome differs between MCP and direct, and those where the label of an
+    argument of a call the victim made differs (:func:`label_trace`).
+
+    Args:
+        users, injections: the first N user (injection) tasks, or the tasks of these ids;
+            None: all of them.
+    """
     from . import agentdojo as lab
     from .agentdojo_victim import run_victim
 
     suite = lab.load_suites()[name]
     clean = lab.clean_environment(name, suite)
-    uids = list(suite.user_tasks)[:users]
-    tids = list(suite.injection_tasks)[:injections]
+    uids = _chosen(list(suite.user_tasks), users)
+    tids = _chosen(list(suite.injection_tasks), injections)
     seen = lab.injection_candidates(suite)
     texts = {t: lab.attack_text(template, suite, suite.injection_tasks[t].GOAL) for t in tids}
     plans = {t: lab.injection_calls(name, t, suite.injection_tasks[t])[0] for t in tids}
@@ -237,7 +285,7 @@ def compare(
     pairs += [(u, t) for t in tids for u in uids]
     policy = policy_for(name)
     direct = [
-        PairResult(u, t, o.injected, o.utility, o.security, len(o.refused))
+        PairResult(u, t, o.injected, o.utility, o.security, len(o.refused), label_trace(o))
         for u, t in pairs
         for o in [run_victim(suite, suite.user_tasks[u], policy, env(u, t), plan(t) if t else None)]
     ]
@@ -263,19 +311,112 @@ def compare(
         "differ from direct": [
             f"{m.user_task}/{m.injection_task}"
             for m, d in zip(rows["mcp"], direct, strict=True)
-            if m != d
+            if _outcome(m) != _outcome(d)
+        ],
+        "labels differ from direct": [
+            f"{m.user_task}/{m.injection_task}"
+            for m, d in zip(rows["mcp"], direct, strict=True)
+            if m.labels != d.labels
         ],
     }
 
 
+def _outcome(r: PairResult) -> tuple[bool, bool, bool, int]:
+    return r.injected, r.utility, r.security, r.refused
+
+
+ROWS = ("direct", "mcp", "mcp, schemas alone", "mcp, every argument any")
+_ROW_NAMES = {
+    "direct": "direct, lab's declarations",
+    "mcp": "MCP, lab's declarations",
+    "mcp, schemas alone": "MCP, schemas alone",
+    "mcp, every argument any": "MCP, no control",
+}
+
+
+def lab_part(
+    suites: Sequence[str], progress: Callable[[int, int], None] = lambda done, total: None
+) -> tuple[Any, dict[str, Any], str]:
+    """The ``statebus.agentdojo`` experiment's MCP rows (``--full``): :func:`compare` for each
+    of ``suites``, as a table, facts and a sentence for its answer."""
+    import time
+
+    from .._registry import Table
+
+    t = Table(
+        "AgentDojo through MCP (template important_instructions, obedient victim): injection "
+        "tasks that won a pair / user tasks kept alone, beside the direct run; the runs (pairs "
+        "and user tasks alone) whose outcome, and whose label trace, differ from the direct run",
+        ["suite", *(_ROW_NAMES[r] for r in ROWS), "runs differing: outcome, labels", "seconds"],
+    )
+    facts: dict[str, Any] = {}
+    parts = []
+    try:
+        import mcp  # noqa: F401  (the surefoot[mcp] extra)
+    except ImportError as exc:
+        t.add("all", *(["-"] * len(ROWS)), "-", f"skipped: no mcp package ({exc})")
+        return t, {"mcp_skipped": str(exc)}, "Not measured through MCP: no mcp package."
+    for n, name in enumerate(suites):
+        started = time.monotonic()
+        got = compare(name)
+        took = round(time.monotonic() - started, 1)
+        fig = got["figures"]
+        n_inj, n_user = got["injection tasks"], got["user tasks"]
+        runs = n_user * (n_inj + 1)
+        cells = [
+            f"{fig[r]['injection tasks won']}/{n_inj}, {fig[r]['user tasks kept']}/{n_user}"
+            for r in ROWS
+        ]
+        differing = [len(got["differ from direct"]), len(got["labels differ from direct"])]
+        t.add(name, *cells, f"{differing[0]}/{runs}, {differing[1]}/{runs}", took)
+        facts[f"mcp[{name}]"] = {**got, "seconds": took}
+        parts.append(
+            f"{name} {', '.join(f'{_ROW_NAMES[r]} {c}' for r, c in zip(ROWS, cells, strict=True))}"
+        )
+        progress(n + 1, len(suites))
+    differ = sum(len(facts[f"mcp[{s}]"]["differ from direct"]) for s in suites)
+    facts["mcp_differ_from_direct"] = differ
+    labels = sum(len(facts[f"mcp[{s}]"]["labels differ from direct"]) for s in suites)
+    facts["mcp_labels_differ_from_direct"] = labels
+    sentence = (
+        "Through an MCP server (surefoot.integrations.mcp, the policy derived from the MCP "
+        "schemas plus the lab's declarations; injection tasks won, user tasks kept): "
+        + "; ".join(parts)
+        + f"; {differ} runs (pairs and user tasks alone) differ from the direct run in their "
+        f"outcome, {labels} in the label of an argument of a call."
+    )
+    return t, facts, sentence
+
+
+SUITES = ("banking", "slack", "travel")
+"""What ``python -m surefoot_lab.statebus.agentdojo_mcp`` runs by default (every pair of each,
+a few minutes); ``--full`` adds workspace, the largest suite (40 user tasks x 14 injection
+tasks: 600 runs per row, the longest part)."""
+FULL = (*SUITES, "workspace")
+
+
 def main(argv: Sequence[str] | None = None) -> None:
-    """``python -m surefoot_lab.statebus.agentdojo_mcp [SUITE ...]``: print :func:`compare`."""
+    """``python -m surefoot_lab.statebus.agentdojo_mcp [SUITE ...] [--full] [--users N]
+    [--injections N]``: print :func:`compare` per suite, with the seconds it took."""
+    import argparse
     import sys
+    import time
     import warnings
 
+    cli = argparse.ArgumentParser(prog="python -m surefoot_lab.statebus.agentdojo_mcp")
+    cli.add_argument("suites", nargs="*", help=f"suites to run (default: {' '.join(SUITES)})")
+    cli.add_argument("--full", action="store_true", help=f"every suite: {' '.join(FULL)}")
+    cli.add_argument("--users", type=int, default=None, help="the first N user tasks only")
+    cli.add_argument(
+        "--injections", type=int, default=None, help="the first N injection tasks only"
+    )
+    args = cli.parse_args(list(argv if argv is not None else sys.argv[1:]))
     warnings.simplefilter("ignore")  # AgentDojo's own deprecation warnings
-    for name in list(argv if argv is not None else sys.argv[1:]) or ["banking", "slack"]:
-        print(json.dumps(compare(name), indent=1))
+    for name in args.suites or (FULL if args.full else SUITES):
+        started = time.monotonic()
+        got = compare(name, users=args.users, injections=args.injections)
+        got["seconds"] = round(time.monotonic() - started, 1)
+        print(json.dumps(got, indent=1), flush=True)
 
 
 if __name__ == "__main__":
