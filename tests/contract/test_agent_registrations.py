@@ -46,8 +46,12 @@ def test_a_second_store_knows_the_agents_the_first_registered(
         a.session("critic").write("draft/2", "now allowed")
         assert [c.value["registered_by"] for c in a.agents.history("critic")] == ["ops", "lead"]
         other = Store(shared or url, namespace="other")
-        with pytest.raises(ConfigError, match="unknown agent 'critic' in namespace 'other'"):
-            other.session("critic")
+        try:
+            with pytest.raises(ConfigError, match="unknown agent 'critic' in namespace 'other'"):
+                other.session("critic")
+        finally:
+            if shared is None:
+                other.close()
     finally:
         a.close()
         b.close()

@@ -24,7 +24,7 @@ from __future__ import annotations
 from ..storage.runs import WorkerRow as WorkerInfo
 from ._app import App
 from ._crash import POINTS, CrashPlan, SimulatedCrash
-from ._current import RunContext, current_run
+from ._current import RunContext, current_run, in_run
 from ._follow import RunStream, StreamEvent, step_texts
 from ._handle import RunHandle
 from ._load import load_app
@@ -76,6 +76,7 @@ __all__ = [
     "ZlibCodec",
     "current_run",
     "emit",
+    "in_run",
     "load_app",
     "step_texts",
 ]

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from .. import codec, telemetry
-from ..codec._json import dumps_json_values
+from ..codec import dumps_json_values
 from ..errors import EncodeError, LeaseLostError, StepMismatchError
 from ..storage.runs import StepRow, StepWrite
 from ._context import NeedsAttention, RunState, SagaEntry

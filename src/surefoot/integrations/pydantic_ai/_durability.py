@@ -42,9 +42,7 @@ from pydantic_ai.tools import (
 )
 from pydantic_ai.toolsets import FunctionToolset
 
-from ...durable import App, RunHandle, current_run
-from ...durable._context import current as current_scope
-from ...durable._current import in_step
+from ...durable import App, RunHandle, current_run, in_run
 from ...durable.engine import engine_scheme
 from ...errors import ConfigError, StepMismatchError
 from ...resilience import RetryPolicy
@@ -110,7 +108,7 @@ def _journal_only(app: App) -> None:
 def _in_run() -> bool:
     """In a surefoot run's code or one of its steps (what ``current_run()`` answers, without
     building its ``RunContext``: PydanticAI asks several times per operation)."""
-    return in_step.get() is not None or current_scope.get() is not None
+    return in_run()
 
 
 @dataclass(init=False, kw_only=True)
