@@ -105,6 +105,7 @@ def declarations(suite: str) -> dict[str, McpTool]:
             items=t.items,
             audience=t.audience,
             carried=t.carried,
+            readers=t.readers,
         )
         for name, t in policy_for(suite).tools.items()
     }

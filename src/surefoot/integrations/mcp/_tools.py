@@ -86,6 +86,9 @@ class McpTool:
             ``ToolPolicy.audience`` (each must come from the user's words when another
             argument carries environment data).
         carried: arguments only carried into what the tool writes, as ``ToolPolicy.carried``.
+        readers: output fields naming who can already read the item (a file's sharers, an
+            event's participants), as ``ToolPolicy.readers``: a mapping keyed by readers has
+            its keys labelled too.
     """
 
     kind: str | None = None
@@ -96,6 +99,7 @@ class McpTool:
     items: tuple[str, ...] = ()
     audience: tuple[str, ...] = ()
     carried: tuple[str, ...] = ()
+    readers: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.kind is not None and self.kind not in KINDS:
@@ -191,7 +195,8 @@ def derive_policy(
     Every tool of the listing gets a ``ToolPolicy`` whose arguments are those its input
     schema declares: the sources the user declared for it (``McpTool.args``), else
     ``Arg("trusted")`` (untainted values only), and the user's output fields, ``items``,
-    ``audience`` and ``carried`` as declared. Descriptions and annotations are not read.
+    ``audience``, ``carried`` and ``readers`` as declared. Descriptions and annotations are
+    not read.
 
     Raises:
         ConfigError: a declaration names a tool the listing does not have, or an argument
@@ -228,6 +233,7 @@ def derive_policy(
                 items=decl.items,
                 audience=decl.audience,
                 carried=decl.carried,
+                readers=decl.readers,
             )
         )
     return CapabilityPolicy(f"mcp:{server}", tools, version=version)

@@ -81,11 +81,16 @@ def test_declarations_carry_every_field_a_tool_policy_has() -> None:
     (``carried``) and which fields name an element (``items``) reaches the derived policy:
     the MCP path enforces what a direct ``ToolPolicy`` does."""
     decl = McpTool(
-        args={"to": "any", "body": "any"}, audience=("to",), carried=("body",), items=("from",)
+        args={"to": "any", "body": "any"},
+        audience=("to",),
+        carried=("body",),
+        items=("from",),
+        readers=("shared_with",),
     )
     policy = derive_policy("mail", LISTING, {"send": decl})
     spec = policy.tools["send"]
     assert (spec.audience, spec.carried, spec.items) == (("to",), ("body",), ("from",))
+    assert spec.readers == ("shared_with",)  # a mapping keyed by readers: keys labelled
     page = Labeled("eve@evil.com", env_label("content", "get_webpage.text"))
     secret = Labeled("the code is 4312", env_label("record", "inbox.body"))
     loose = derive_policy("mail", LISTING, {"send": McpTool(args={"to": "any", "body": "any"})})
