@@ -94,13 +94,17 @@ class MarkedAnswer:
     sources: list[str]
 
 
+_ANSWER_FIELDS = {"text", "label", "marked"}
+
+
 def marked_answer(value: Any) -> MarkedAnswer | None:
     """``value`` as a marked answer, if it is one (None otherwise).
 
     A durable run that returns ``CapabilityPolicy.check_answer(...)`` journals the
     ``Answer`` as the codec's tagged object ``{"$sf": "obj", "t":
-    "surefoot.guard._capabilities.Answer", "v": {"text", "label", "marked"}}``. ``Answer``
-    is not a registered codec type, so it decodes to a dict with exactly those three keys,
+    "surefoot.guard._capabilities.Answer", "v": {"text", "label", "marked", "withheld"}}``
+    (``withheld``: since answers are composed from parts; older journals lack it).
+    ``Answer`` is not a registered codec type, so it decodes to a dict with exactly those keys,
     ``label`` decoded to a ``guard.Label`` (a registered type); that shape is what is
     recognised here. Marked: ``marked`` is true or the label has tainted sources (either
     one is enough: a page errs on the side of the warning). An ``Answer`` itself (decoded
@@ -110,7 +114,9 @@ def marked_answer(value: Any) -> MarkedAnswer | None:
 
     if isinstance(value, Answer):
         value = {"text": value.text, "label": value.label, "marked": value.marked}
-    if not isinstance(value, dict) or set(value) != {"text", "label", "marked"}:
+    if not isinstance(value, dict) or not (
+        set(value) == _ANSWER_FIELDS or set(value) == _ANSWER_FIELDS | {"withheld"}
+    ):
         return None
     label, text, marked = value["label"], value["text"], value["marked"]
     if not isinstance(label, Label) or not isinstance(text, str):
