@@ -18,7 +18,13 @@ from typing import Any, Protocol
 
 from .. import codec
 from ..clock import Clock
-from ..errors import EncodeError, LeaseLostError, StepMismatchError, UnsupportedTypeError
+from ..errors import (
+    CorruptionError,
+    EncodeError,
+    LeaseLostError,
+    StepMismatchError,
+    UnsupportedTypeError,
+)
 from ..storage.journal import Journal
 from ..storage.runs import RunRow, RunWrite
 from ._context import (
@@ -296,6 +302,13 @@ class Executor:
             return "lost"
         wf = self.registry.workflow_for(row.workflow, row.version)
         args, kwargs = codec.loads(row.args)
+        damaged: CorruptionError | None = None
+        recorded: dict[str, Any] = {}
+        if created is None:
+            try:
+                recorded = {s.pos: s for s in journal.steps(run_id)}
+            except CorruptionError as exc:  # every claim would meet it again: escalate
+                damaged = exc
         run = RunState(
             run_id=run_id,
             epoch=epoch,
@@ -304,7 +317,7 @@ class Executor:
             journal=journal,
             clock=app.clock,
             actor=app.worker_id,
-            recorded={} if created is not None else {s.pos: s for s in journal.steps(run_id)},
+            recorded=recorded,
             crash=app.crash,
             writer=self.writer,
             parent_id=row.parent_id,
@@ -317,6 +330,11 @@ class Executor:
         run.observer = obs = RunObserver(row, app.worker_id)
         try:
             obs.begin(journal, app.clock.now(), len(run.recorded))
+            if damaged is not None:
+                detail = codec.dumps({"reason": "corruption", "why": str(damaged)})
+                return await self._finish(
+                    run, "needs_attention", error=_err(damaged), audit=[("needs_attention", detail)]
+                )
             if row.claims > app.max_claims:
                 return await self._too_many_claims(run, row.claims)
             return await self._drive(run, wf, args, kwargs)

@@ -11,13 +11,14 @@ from __future__ import annotations
 import shutil
 import sqlite3
 import struct
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from surefoot import durable
-from surefoot.errors import ConfigError, CorruptionError
+from surefoot.errors import ConfigError, CorruptionError, RunFailedError
 from surefoot.statebus import Store
 from surefoot.storage.runs import StepWrite
 from surefoot.storage.sqlite import SQLiteDB
@@ -254,3 +255,46 @@ def test_check_quick_refuses_a_damaged_file_at_open_and_a_bad_value_is_a_config_
     assert "quick_check" in err.value.where or "malformed" in err.value.where
     with pytest.raises(ConfigError):
         Store(f"sqlite:///{tmp_path / 'other.db'}?check=sometimes")
+
+
+def test_a_run_whose_journal_is_damaged_needs_attention_not_a_claim_after_each_lease(
+    tmp_path: Path,
+) -> None:
+    """A run resumed over a step row that fails its checksum is not claimed again and again
+    (each claim meeting the same error until the lease ran out): it stops, needs_attention,
+    with the damage in its audit."""
+    path = tmp_path / "j.db"
+    app = durable.App(f"sqlite:///{path}")
+
+    @app.step
+    async def emit() -> str:
+        return MARK
+
+    @app.workflow
+    async def flow() -> int:
+        await emit()
+        await app.wait_for("go", timeout=3600)
+        return 1
+
+    app.start(flow, run_id="r")
+    for _ in range(200):
+        if app.journal.get_run("r").status == "waiting":
+            break
+        time.sleep(0.05)
+    app.close()
+    _flip_in_file(path, MARK.encode())
+    again = durable.App(f"sqlite:///{path}")
+    again.step(emit)
+    again.workflow(flow)
+    try:
+        again.signal("r", "go", None)
+        with pytest.raises(RunFailedError) as info:
+            again.resume("r").result(timeout=30)
+        assert info.value.status == "needs_attention"
+        assert again.journal.get_run("r").status == "needs_attention"
+        # the audit, read directly (show() reads the steps too, and refuses the damaged one)
+        parked = [a.detail for a in again.journal.audit_log("r") if a.action == "needs_attention"]
+        assert len(parked) == 1 and '"corruption"' in parked[0]
+        assert "step '1' of run 'r'" in parked[0]
+    finally:
+        again.close()
