@@ -45,6 +45,7 @@ class SQLiteStorage:
             max_value_bytes=value_limit(parsed.safe, opts),
             wal_presize=presize,
             check=opts.get("check", "off"),
+            witness=opts.get("witness", "off"),
         )
         self.db.conn()  # fail now, clearly, if the file is unusable
 

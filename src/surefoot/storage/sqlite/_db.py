@@ -32,6 +32,7 @@ from ...errors import (
 from ..checks import DEFAULT_MAX_VALUE_BYTES
 from ._changes import FileChanges, wait_for_commit
 from ._walcheck import find_damage
+from ._witness import BUMP, MODES, WitnessFile
 
 __all__ = ["SQLiteDB", "owner_only"]
 
@@ -92,6 +93,12 @@ class SQLiteDB:
             ``PRAGMA integrity_check`` (also every index against its table) and refuse a
             file that fails it. Each reads the whole file (docs/reliability.md, section 4,
             has its cost). The ``-wal`` is always checked (see ``_walcheck``).
+        witness: ``off`` (the default), ``on`` or ``accept``: keep a second durable record
+            of how many commits the file holds, in ``<path>-witness``, written and synced
+            after each write commit, and refuse the file at open if it holds fewer (a
+            ``-wal`` cut or its tail lost). ``accept``: open once setting the witness to
+            what the file holds. Needs ``synchronous=FULL`` or ``EXTRA``; costs one more
+            ``fdatasync`` per commit (see ``_witness``; docs/reliability.md, section 4).
 
     Attributes:
         commits: write transactions committed through this object (tests count them).
@@ -107,6 +114,7 @@ class SQLiteDB:
         max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES,
         wal_presize: int = WAL_PRESIZE,
         check: str = "off",
+        witness: str = "off",
     ) -> None:
         sync = synchronous.upper()
         if check not in CHECKS:
@@ -114,6 +122,23 @@ class SQLiteDB:
         self.check = check
         if sync not in _SYNC:
             raise ConfigError(f"synchronous must be one of {sorted(_SYNC)}, got {synchronous!r}")
+        self._witness: WitnessFile | None = None
+        if witness not in MODES:
+            raise ConfigError(f"witness must be one of {list(MODES)}, got {witness!r}")
+        if witness != "off":
+            if sync not in ("FULL", "EXTRA"):
+                raise ConfigError(
+                    f"witness={witness} needs synchronous=FULL or EXTRA, got "
+                    f"synchronous={sync}: {sync} does not sync each commit, so after a power "
+                    "loss the witness would be ahead of commits that were never durable and "
+                    "the file refused for nothing. Drop synchronous= or witness= from the URL."
+                )
+            if path in ("", ":memory:") or path.startswith("file:"):
+                raise ConfigError(
+                    f"witness={witness} needs a database file beside which to keep the "
+                    f"witness, got {path!r}; use sqlite:///path/to.db or drop witness="
+                )
+            self._witness = WitnessFile(path, f"sqlite:///{path}", witness)
         if busy_timeout_ms < 0:
             raise ConfigError(f"busy_timeout must be >= 0 ms, got {busy_timeout_ms!r}")
         self.path = path
@@ -139,6 +164,7 @@ class SQLiteDB:
         self._watches: list[tuple[FileChanges, threading.Thread]] = []
         self._wal_checked = False
         self._file_checked = False
+        self._witness_checked = False
 
     # -- connections -------------------------------------------------------------------
 
@@ -187,6 +213,12 @@ class SQLiteDB:
         before = {s for s in _SIDECARS if os.path.exists(self.path + s)}
         if not self._wal_checked:
             self._check_wal()  # before any connection recovers the -wal (and drops frames)
+        if self._witness is not None and not self._witness_checked and existed:
+            try:  # read-only: a refused file is left as found
+                self._witness.check_read_only()
+            except (CorruptionError, StoreUnavailableError):
+                self._leave_as_found(None, before)
+                raise
         c: sqlite3.Connection | None = None
         owner_only(self.path)
         try:
@@ -198,6 +230,9 @@ class SQLiteDB:
             c.execute(f"PRAGMA synchronous={self.synchronous}")
             if existed and self.check != "off" and not self._file_checked:
                 self._check_file(c)
+            if self._witness is not None and not self._witness_checked:
+                self._witness.check(c)  # after SQLite's recovery of the -wal
+                self._witness_checked = True
         except sqlite3.OperationalError as exc:
             if c is not None:
                 c.close()
@@ -212,7 +247,7 @@ class SQLiteDB:
                 "file or it is corrupt; it was left untouched (and no -wal or -shm file was "
                 "left beside it). Point the URL at another file.",
             ) from exc
-        except (SchemaVersionError, CorruptionError):
+        except (SchemaVersionError, CorruptionError, StoreUnavailableError):
             self._leave_as_found(c, before)
             raise
         if str(mode).lower() != "wal":
@@ -346,6 +381,8 @@ class SQLiteDB:
         for w, owner in watches:
             if owner is me or not owner.is_alive():
                 w.close()
+        if self._witness is not None:
+            self._witness.close()
         self._local = threading.local()
 
     # -- transactions ------------------------------------------------------------------
@@ -401,8 +438,12 @@ class SQLiteDB:
         """
         c = self.conn()
         self._begin(c)
+        witnessed = 0
         try:
+            changes = c.total_changes
             yield c
+            if self._witness is not None:
+                witnessed = self._count(c, changes)
             c.execute("COMMIT")
         except BaseException as exc:
             _roll_back(c)
@@ -410,6 +451,8 @@ class SQLiteDB:
                 raise self.error(exc) from exc
             raise
         self.commits += 1
+        if witnessed:
+            self._witness.record(witnessed)  # type: ignore[union-attr]
 
     def transact(self, fn: Callable[..., _T], *args: Any) -> _T:
         """``fn(connection, *args)`` in one write transaction (``BEGIN IMMEDIATE`` …
@@ -421,8 +464,12 @@ class SQLiteDB:
         """
         c = self.conn()
         self._begin(c)
+        witnessed = 0
         try:
+            changes = c.total_changes
             out = fn(c, *args)
+            if self._witness is not None:
+                witnessed = self._count(c, changes)
             c.execute("COMMIT")
         except BaseException as exc:
             _roll_back(c)
@@ -430,7 +477,17 @@ class SQLiteDB:
                 raise self.error(exc) from exc
             raise
         self.commits += 1
+        if witnessed:
+            self._witness.record(witnessed)  # type: ignore[union-attr]
         return out
+
+    def _count(self, c: sqlite3.Connection, changes: int) -> int:
+        """In a write transaction with the witness on: if it changed a row since
+        ``changes`` (``total_changes`` at its start), add one to the file's commit counter;
+        the new count (0: nothing to witness)."""
+        if c.total_changes == changes:
+            return 0  # a transaction that changed nothing commits nothing
+        return int(c.execute(BUMP).fetchone()[0])
 
     def write_one(self, sql: str, params: Sequence[Any]) -> int:
         """One statement as its own write transaction; its row count.
@@ -465,6 +522,8 @@ class SQLiteDB:
 
     def _alone(self, rows: bool, sql: str, params: Any) -> Any:
         c = self.conn()
+        if self._witness is not None:  # the statement and the counter: one transaction
+            return self._alone_witnessed(c, rows, sql, params)
         if c.in_transaction:  # another transaction is open here: refused, as write() does
             self._begin(c)
         try:
@@ -474,6 +533,28 @@ class SQLiteDB:
             raise self.error(exc) from exc
         if out:
             self.commits += 1
+        return out
+
+    def _alone_witnessed(self, c: sqlite3.Connection, rows: bool, sql: str, params: Any) -> Any:
+        """:meth:`_alone` with the witness on: ``BEGIN IMMEDIATE``, the statement, the
+        counter, ``COMMIT``, then the witness (counted in ``commits`` as :meth:`_alone`)."""
+        self._begin(c)
+        witnessed = 0
+        try:
+            changes = c.total_changes
+            cur = c.execute(sql, params)
+            out = cur.fetchall() if rows else cur.rowcount
+            witnessed = self._count(c, changes)
+            c.execute("COMMIT")
+        except BaseException as exc:
+            _roll_back(c)
+            if isinstance(exc, sqlite3.Error):
+                raise self.error(exc) from exc
+            raise
+        if out:
+            self.commits += 1
+        if witnessed:
+            self._witness.record(witnessed)  # type: ignore[union-attr]
         return out
 
     def presize_wal(self) -> int:
