@@ -119,8 +119,8 @@ def wal_frames(db: Path) -> int:
     return wal.stat().st_size // (4096 + 24) if wal.exists() else 0
 
 
-def _surefoot_app(d: Path, name: str) -> tuple[durable.App, Any]:
-    app = durable.App(f"sqlite:///{d / name}.db")
+def _surefoot_app(d: Path, name: str, query: str = "") -> tuple[durable.App, Any]:
+    app = durable.App(f"sqlite:///{d / name}.db{query}")
 
     @app.step
     async def step(i: int) -> int:
@@ -138,11 +138,12 @@ def _surefoot_app(d: Path, name: str) -> tuple[durable.App, Any]:
 
 class Kept:
     """One surefoot app and file kept across the rounds, settled past its first
-    checkpoint (see the module docs)."""
+    checkpoint (see the module docs). ``query``: the URL's options (``bench_witness.py``
+    keeps one with ``?witness=on`` beside one without)."""
 
-    def __init__(self, d: Path) -> None:
-        self.app, self.flow = _surefoot_app(d, "sf")
-        self.path = d / "sf.db"
+    def __init__(self, d: Path, name: str = "sf", query: str = "") -> None:
+        self.app, self.flow = _surefoot_app(d, name, query)
+        self.path = d / f"{name}.db"
         for n in range(50):  # 2 frames a step: ~5 runs to the checkpoint
             if wal_frames(self.path) >= SETTLE_FRAMES:
                 break

@@ -66,13 +66,19 @@ def writer(
     return {"acked": acks, "errors": errs, "finished": done}
 
 
-def present(db: Path, check: str = "off") -> dict[str, Any]:
+def options(check: str = "off", witness: bool = False) -> str:
+    """The URL's query for ``?check=`` and ``?witness=on`` (empty for the defaults)."""
+    opts = ([f"check={check}"] if check != "off" else []) + (["witness=on"] if witness else [])
+    return "?" + "&".join(opts) if opts else ""
+
+
+def present(db: Path, check: str = "off", witness: bool = False) -> dict[str, Any]:
     """What a fresh reader finds in ``db`` (through surefoot, opening it with
-    ``?check=check``), or the error it gets."""
+    ``?check=check``, and ``?witness=on`` if ``witness``), or the error it gets."""
     from surefoot.statebus import Store
 
     try:
-        store = Store(f"sqlite:///{db}" + (f"?check={check}" if check != "off" else ""))
+        store = Store(f"sqlite:///{db}{options(check, witness)}")
         try:
             return {k: e.value for k, e in store.snapshot().items()}
         finally:
@@ -161,7 +167,13 @@ KINDS = ("db-bitflip", "db-truncate", "wal-bitflip", "wal-truncate")
 
 
 def corruption(
-    tmp: Path, n: int, trials: int, seed: int, check: str = "off", kinds: tuple[str, ...] = KINDS
+    tmp: Path,
+    n: int,
+    trials: int,
+    seed: int,
+    check: str = "off",
+    kinds: tuple[str, ...] = KINDS,
+    witness: bool = False,
 ) -> dict[str, Any]:
     """Copies of a database (and its -wal) corrupted; what does a reader get?
 
@@ -174,20 +186,24 @@ def corruption(
     that was never written, but acknowledged writes missing or older versions served
     (transactions silently dropped); ``wrong``: no error and a value that was never written
     served.
-    ``check``: the reader opens the file with ``?check=`` (off, quick, full)."""
+    ``check``: the reader opens the file with ``?check=`` (off, quick, full); ``witness``:
+    the writers and the reader use ``?witness=on`` (its ``-witness`` file is copied with
+    the pair, undamaged)."""
     src = tmp / "good.db"
-    writer(f"sqlite:///{src}", n, tmp / "good.log")
+    url = f"sqlite:///{src}" + ("?witness=on" if witness else "")
+    writer(url, n, tmp / "good.log")
     # The same writes again while this process holds the file open, so they stay in the
     # -wal (the last connection to close would checkpoint it into the database).
     keep = sqlite3.connect(src)
     keep.execute("SELECT count(*) FROM sqlite_master").fetchall()
-    writer(f"sqlite:///{src}", n, tmp / "good2.log", offset=1000)
+    writer(url, n, tmp / "good2.log", offset=1000)
     pristine = tmp / "pristine"
     pristine.mkdir()
-    for suffix in ("", "-wal"):
-        shutil.copy(f"{src}{suffix}", f"{pristine / 'x.db'}{suffix}")
+    for suffix in SUFFIXES:
+        if Path(f"{src}{suffix}").exists():
+            shutil.copy(f"{src}{suffix}", f"{pristine / 'x.db'}{suffix}")
     keep.close()
-    truth = present(copy_pair(pristine, tmp / "truth"))
+    truth = present(copy_pair(pristine, tmp / "truth"), witness=witness)
     written = {f"k{i}": {i, 1000 + i} for i in range(n)}
     rnd = random.Random(seed)
     out: dict[str, dict[str, int]] = {}
@@ -206,15 +222,25 @@ def corruption(
                 size = victim.stat().st_size
                 with open(victim, "r+b") as f:
                     f.truncate(rnd.randrange(size // 4, size))
-            tally[classify(present(db, check), truth, written)] += 1
+            tally[classify(present(db, check, witness), truth, written)] += 1
         out[kind] = tally
     # What surefoot claims (docs/reliability.md, section 4): no trial serves a value that
     # was never written, and no bit-flipped -wal is read with its last transactions
     # silently dropped. Truncation (indistinguishable from a power cut before a sync) and
-    # a damaged index without ?check=full are not claimed; their counts are reported.
+    # a damaged index without ?check=full are not claimed; their counts are reported. With
+    # the witness, a cut -wal is claimed too: refused, never read short.
     flipped = out.get("wal-bitflip", {})
     ok = all(t["wrong"] == 0 for t in out.values()) and flipped.get("lost", 0) == 0
-    return {"fault": "corruption", "check": check, "trials": trials, "by_kind": out, "ok": ok}
+    if witness:
+        ok = ok and out.get("wal-truncate", {}).get("lost", 0) == 0
+    return {
+        "fault": "corruption",
+        "check": check,
+        "witness": witness,
+        "trials": trials,
+        "by_kind": out,
+        "ok": ok,
+    }
 
 
 def classify(got: dict[str, Any], truth: dict[str, Any], written: dict[str, set[Any]]) -> str:
@@ -235,11 +261,16 @@ def _hashable(v: Any) -> Any:
     return json.dumps(v, sort_keys=True) if isinstance(v, (list, dict)) else v
 
 
+SUFFIXES = ("", "-wal", "-witness")
+
+
 def copy_pair(src_dir: Path, dest: Path) -> Path:
-    """Copy ``x.db`` and ``x.db-wal`` from ``src_dir`` into the new folder ``dest``."""
+    """Copy ``x.db`` and ``x.db-wal`` (and ``x.db-witness`` if there is one) from
+    ``src_dir`` into the new folder ``dest``."""
     dest.mkdir()
-    for suffix in ("", "-wal"):
-        shutil.copy(f"{src_dir / 'x.db'}{suffix}", f"{dest / 'x.db'}{suffix}")
+    for suffix in SUFFIXES:
+        if suffix != "-witness" or Path(f"{src_dir / 'x.db'}{suffix}").exists():
+            shutil.copy(f"{src_dir / 'x.db'}{suffix}", f"{dest / 'x.db'}{suffix}")
     return dest / "x.db"
 
 
@@ -352,6 +383,11 @@ def main() -> int:
         default="off",
         help="the corruption campaign's reader opens files with ?check= (default off)",
     )
+    ap.add_argument(
+        "--witness",
+        action="store_true",
+        help="the corruption campaign's writers and reader use ?witness=on",
+    )
     ap.add_argument("--json")
     args = ap.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
@@ -365,7 +401,11 @@ def main() -> int:
         if args.only in (None, "enospc"):
             results.append(enospc(tmp, args.writes))
         if args.only in (None, "corruption"):
-            results.append(corruption(tmp, args.writes, args.trials, args.seed, args.check))
+            results.append(
+                corruption(
+                    tmp, args.writes, args.trials, args.seed, args.check, witness=args.witness
+                )
+            )
         if args.only in (None, "power"):
             for mode in ("FULL", "NORMAL"):
                 for seed in range(args.seed, args.seed + 5):

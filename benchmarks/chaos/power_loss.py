@@ -110,10 +110,11 @@ class Mount:
         self.log.close()
 
 
-def journal_steps(db: Path) -> dict[str, Any]:
+def journal_steps(db: Path, witness: bool = False) -> dict[str, Any]:
     """The done steps of run ``power`` in the journal ``db`` (values), or the error. A file
     that is a sound SQLite database without the journal's tables (their creation was not
-    synced either) holds no step."""
+    synced either) holds no step. ``witness``: opened with ``?witness=on`` (a refusal is
+    the error)."""
     import sqlite3
 
     from surefoot import durable
@@ -128,7 +129,10 @@ def journal_steps(db: Path) -> dict[str, Any]:
         return {"error": f"integrity_check: {check}"[:200]}
     if tables == 0:
         return {"done": [], "schema_lost": True}
-    app = durable.App(f"sqlite:///{db}")
+    try:
+        app = durable.App(f"sqlite:///{db}" + ("?witness=on" if witness else ""))
+    except Exception as exc:
+        return {"error": f"{type(exc).__name__}: {exc}"[:300]}
     try:
         rows = app.existing_journal().steps("power")
         done = sorted(
@@ -152,16 +156,21 @@ def power_cut(
     *,
     after: int | None = None,
     lie: bool = False,
+    witness: bool = False,
 ) -> dict[str, Any]:
     """One run: journal steps on lossyfs, kill, cut the power, mount again, count. The cut
     comes after a seeded number of acknowledged steps, from ``after`` (default a third of
-    ``steps``) up to ``steps``; ``lie``: the disk's fsync syncs nothing (a planted fault)."""
+    ``steps``) up to ``steps``; ``lie``: the disk's fsync syncs nothing (a planted fault);
+    ``witness``: the writer and the reader use ``?witness=on`` (its file on lossyfs too),
+    and a refusal after the cut is a false alarm (a violation)."""
     case = tmp / f"{mode}-{seed}-{steps}-{'torn' if torn else 'clean'}{'-lie' if lie else ''}"
+    case = case.with_name(case.name + ("-witness" if witness else ""))
     backing, log = case / "backing", case / "acks.log"
     backing.mkdir(parents=True)
     mount = Mount(backing, case / "mnt", seed, lie)
     try:
         url = f"sqlite:///{mount.mnt / 'journal.db'}?synchronous={mode}"
+        url += "&witness=on" if witness else ""
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
         p = subprocess.Popen(
             [sys.executable, "-c", WRITER, url, str(steps), str(log)],
@@ -189,7 +198,7 @@ def power_cut(
     before_sync = [int(a[1]) for a in acks if wal_syncs and float(a[2]) < max(wal_syncs)]
     again = Mount(backing, case / "mnt2", seed)  # the power is back
     try:
-        found = journal_steps(again.mnt / "journal.db")
+        found = journal_steps(again.mnt / "journal.db", witness)
     finally:
         again.close()
     done = found.get("done", [])
@@ -199,6 +208,7 @@ def power_cut(
         "seed": seed,
         "torn": torn,
         "lying_fsync": lie,
+        "witness": witness,
         "acked": len(acked),
         "acked_lost": len(lost),
         "present": len(done),
@@ -237,6 +247,12 @@ def main() -> int:
         choices=["lying-fsync"],
         help="a disk whose fsync syncs nothing: FULL must then be flagged (exit 1)",
     )
+    ap.add_argument(
+        "--witness",
+        action="store_true",
+        help="synchronous=FULL only, writer and reader with ?witness=on: a refusal after a "
+        "cut is a false alarm (exit 1)",
+    )
     ap.add_argument("--json")
     args = ap.parse_args()
     why = fuse_unavailable()
@@ -256,8 +272,19 @@ def main() -> int:
             cases.append(("NORMAL", args.long_steps, 1, False, min(1000, args.long_steps - 1)))
         if args.plant:
             cases = [("FULL", args.steps, seed, False, None) for seed in range(1, args.seeds + 1)]
+        if args.witness:  # NORMAL refuses the witness (it does not sync each commit)
+            cases = [c for c in cases if c[0] == "FULL"]
         for mode, steps, seed, torn, after in cases:
-            r = power_cut(Path(t), mode, steps, seed, torn, after=after, lie=bool(args.plant))
+            r = power_cut(
+                Path(t),
+                mode,
+                steps,
+                seed,
+                torn,
+                after=after,
+                lie=bool(args.plant),
+                witness=args.witness,
+            )
             print(json.dumps(r), flush=True)
             results.append(r)
     bad = [r for r in results if not r["ok"]]
@@ -266,6 +293,11 @@ def main() -> int:
         print(
             f"   synchronous={mode}: {len(rs)} cuts, acknowledged "
             f"{sum(r['acked'] for r in rs)}, acknowledged lost {sum(r['acked_lost'] for r in rs)}"
+            + (
+                f", refused {sum(str(r['error']).startswith('CorruptionError') for r in rs)}"
+                if args.witness
+                else ""
+            )
         )
     print(
         f"== power loss on lossyfs (SQLite journal): {len(results)} cuts, violations "
