@@ -95,6 +95,22 @@ def test_a_wal_cut_at_a_frame_boundary_is_refused_with_the_witness(tmp_path: Pat
     assert Path(f"{db}-wal").stat().st_size == wal_size  # left as found
 
 
+def test_damage_in_the_last_acknowledged_transaction_is_refused_with_the_witness(
+    tmp_path: Path,
+) -> None:
+    """A flipped bit in the last frame: the -wal check cannot tell it from a power loss
+    during that commit (and opens it, one write short); the witness knows that commit was
+    acknowledged, so the file is refused."""
+    db = _kept_in_wal(tmp_path)
+    witnessed = _witness(db)
+    wal = Path(f"{db}-wal")
+    data = bytearray(wal.read_bytes())
+    data[-4096 + 100] ^= 0x10  # inside the last frame's page
+    wal.write_bytes(bytes(data))
+    with pytest.raises(CorruptionError, match=f"its witness says {witnessed}"):
+        Store(f"sqlite:///{db}{ON}")
+
+
 def test_without_the_witness_the_same_cut_opens_with_the_last_commit_gone(
     tmp_path: Path,
 ) -> None:
@@ -299,3 +315,30 @@ def test_several_processes_keep_the_witness_monotone_and_equal_to_the_commits(
         seen = [int(x) for x in out.split()]
         assert len(seen) == 25 and seen == sorted(seen), seen
     assert _counter(db) == start + 100 == _witness(db)
+
+
+def test_threads_of_one_process_share_the_witness(tmp_path: Path) -> None:
+    """Eight threads writing at once through one ``SQLiteDB`` (a connection each, one
+    witness descriptor): the witness equals at the end the commits the file holds."""
+    import threading
+
+    db = tmp_path / "th.db"
+    sdb = SQLiteDB(str(db), witness="on")
+    barrier = threading.Barrier(8)
+
+    def work(me: int) -> None:
+        barrier.wait()
+        for i in range(10):
+            sdb.write_one("INSERT INTO t (who) VALUES (?)", (f"{me}-{i}",))
+
+    sdb.migrate("t", ["CREATE TABLE t (k INTEGER PRIMARY KEY, who TEXT)"])
+    start = _counter(db)
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    sdb.close()
+    assert _counter(db) == start + 80 == _witness(db)
+    with closing(Store(f"sqlite:///{db}{ON}")):
+        pass  # opens: the token of the file and of the database agree

@@ -207,18 +207,21 @@ class WitnessFile:
                 the witness is set to what the database holds.)
         """
         try:
-            if not write and not os.path.exists(self.path):
-                fd, created = -1, True
-            else:
-                fd = self._fdesc()
-                created = os.fstat(fd).st_size == 0
-            if fd >= 0:
-                fcntl.flock(fd, fcntl.LOCK_EX)
-            try:
-                self._check(c, fd, created, write)
-            finally:
+            # this object's threads one at a time (flock does not part them: they share the
+            # descriptor), then other processes' (flock)
+            with self._lock:
+                if not write and not os.path.exists(self.path):
+                    fd, created = -1, True
+                else:
+                    fd = self._fdesc()
+                    created = os.fstat(fd).st_size == 0
                 if fd >= 0:
-                    fcntl.flock(fd, fcntl.LOCK_UN)
+                    fcntl.flock(fd, fcntl.LOCK_EX)
+                try:
+                    self._check(c, fd, created, write)
+                finally:
+                    if fd >= 0:
+                        fcntl.flock(fd, fcntl.LOCK_UN)
         except sqlite3.Error as exc:
             raise StoreUnavailableError(
                 self.url, f"cannot read the witness record of {self.db_path!r}: {exc}"
