@@ -207,6 +207,7 @@ def corruption(
     written = {f"k{i}": {i, 1000 + i} for i in range(n)}
     rnd = random.Random(seed)
     out: dict[str, dict[str, int]] = {}
+    by_witness = dict.fromkeys(kinds, 0)
     for kind in kinds:
         tally = dict.fromkeys(
             ("refused", "sqlite_refused", "other_error", "same", "lost", "wrong"), 0
@@ -222,7 +223,10 @@ def corruption(
                 size = victim.stat().st_size
                 with open(victim, "r+b") as f:
                     f.truncate(rnd.randrange(size // 4, size))
-            tally[classify(present(db, check, witness), truth, written)] += 1
+            got = present(db, check, witness)
+            tally[classify(got, truth, written)] += 1
+            # the refusals the witness made (no other check's message says "witness")
+            by_witness[kind] += "witness" in got.get("__error__", "")
         out[kind] = tally
     # What surefoot claims (docs/reliability.md, section 4): no trial serves a value that
     # was never written, and no bit-flipped -wal is read with its last transactions
@@ -239,6 +243,7 @@ def corruption(
         "witness": witness,
         "trials": trials,
         "by_kind": out,
+        "refused_by_witness": by_witness,
         "ok": ok,
     }
 
