@@ -80,3 +80,18 @@ def test_a_wal_with_flipped_bits_is_refused_never_read_short(tmp_path: Path) -> 
     its last transactions)."""
     r = disk_faults.corruption(tmp_path, 30, 4, seed=7, kinds=("wal-bitflip",))
     assert r["by_kind"]["wal-bitflip"]["refused"] == 4, r
+
+
+def test_a_cut_wal_is_refused_with_the_witness_and_lost_without(tmp_path: Path) -> None:
+    """The corruption campaign's -wal cuts, 4 trials each way: without ``?witness=on``
+    every copy opens with its last transactions silently gone (documented as not
+    detectable); with it every copy is refused, by the witness."""
+    (tmp_path / "off").mkdir()
+    (tmp_path / "on").mkdir()
+    off = disk_faults.corruption(tmp_path / "off", 30, 4, seed=7, kinds=("wal-truncate",))
+    on = disk_faults.corruption(
+        tmp_path / "on", 30, 4, seed=7, kinds=("wal-truncate",), witness=True
+    )
+    assert off["by_kind"]["wal-truncate"]["lost"] == 4, off
+    assert on["by_kind"]["wal-truncate"]["refused"] == 4, on
+    assert on["refused_by_witness"]["wal-truncate"] == 4 and on["ok"], on

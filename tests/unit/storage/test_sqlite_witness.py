@@ -317,6 +317,22 @@ def test_several_processes_keep_the_witness_monotone_and_equal_to_the_commits(
     assert _counter(db) == start + 100 == _witness(db)
 
 
+def test_a_count_written_late_never_lowers_the_witness(tmp_path: Path) -> None:
+    """Two writers with descriptors of their own (as two processes): the one whose commit
+    came first writing its witness last leaves the higher count in place."""
+    db = tmp_path / "l.db"
+    a, b = SQLiteDB(str(db), witness="on"), SQLiteDB(str(db), witness="on")
+    a.conn()
+    b.conn()
+    n = _counter(db)
+    assert a._witness is not None and b._witness is not None
+    a._witness.record(n + 3)
+    b._witness.record(n + 1)  # a commit before a's, its witness after
+    assert _witness(db) == n + 3 and b._witness.writes == 0  # read, not written
+    a.close()
+    b.close()
+
+
 def test_threads_of_one_process_share_the_witness(tmp_path: Path) -> None:
     """Eight threads writing at once through one ``SQLiteDB`` (a connection each, one
     witness descriptor): the witness equals at the end the commits the file holds."""
