@@ -95,6 +95,17 @@ def test_a_wal_cut_at_a_frame_boundary_is_refused_with_the_witness(tmp_path: Pat
     assert Path(f"{db}-wal").stat().st_size == wal_size  # left as found
 
 
+def test_a_deleted_wal_is_refused_with_the_witness(tmp_path: Path) -> None:
+    """The whole -wal gone (its 20 commits): SQLite opens the database as checkpointed
+    before them; the witness counts them missing."""
+    db = _kept_in_wal(tmp_path)
+    witnessed = _witness(db)
+    Path(f"{db}-wal").unlink()
+    with pytest.raises(CorruptionError, match="the last 20 acknowledged commits are gone"):
+        Store(f"sqlite:///{db}{ON}")
+    assert _counter(db) == witnessed - 20
+
+
 def test_damage_in_the_last_acknowledged_transaction_is_refused_with_the_witness(
     tmp_path: Path,
 ) -> None:
