@@ -11,7 +11,9 @@ URL                         backend
 ==========================  ===========================================================
 
 SQLite query options: ``?synchronous=FULL|NORMAL`` (default FULL), ``&busy_timeout=5000`` (ms),
-``&check=off|quick|full`` (``PRAGMA quick_check`` / ``integrity_check`` at open; default off).
+``&check=off|quick|full`` (``PRAGMA quick_check`` / ``integrity_check`` at open; default off),
+``&witness=off|on|accept`` (a synced count of the file's commits in ``<db>-witness``, beside
+it, checked at open: lost commits refused; needs ``synchronous=FULL``; default off).
 Every backend: ``?max_value_bytes=N``, the largest value, message or step result accepted
 (default 1 MiB, 0: no limit); a larger one raises ``ValueTooLargeError``.
 Drivers are imported lazily; a missing one names the extra to install.
