@@ -114,7 +114,9 @@ chaos: $(VENV)/.dev-installed
 	  $(BIN)/python benchmarks/chaos/skewed_contenders.py --backend $$b || exit 1; \
 	done
 	$(BIN)/python benchmarks/chaos/disk_faults.py
+	$(BIN)/python benchmarks/chaos/disk_faults.py --only corruption --witness
 	$(BIN)/python benchmarks/chaos/power_loss.py --steps 40 --seeds 3
+	$(BIN)/python benchmarks/chaos/power_loss.py --steps 40 --seeds 3 --witness
 	$(BIN)/python benchmarks/chaos/redis_power_loss.py --seconds 4 --seeds 3
 	$(BIN)/python benchmarks/chaos/claim_simulation.py --seeds 500
 	$(BIN)/python benchmarks/chaos/claim_simulation.py --seeds 100 --plant unfenced
