@@ -9,7 +9,9 @@ One process, one folder, every file and connection kept across the rounds and wr
 SQLite's first checkpoint before round 1 (a growing ``-wal`` costs more per commit, see
 ``bench_durable.py``). Each round runs every case ``--pairs`` times, 100 operations each, in
 a rotating order, so drift on a noisy machine hits all alike; the ratios are medians of the
-per-round ratios. Also printed: the witness's writes per witnessed operation (1.0: each
+per-round ratios. ``db``, ``db+counter``, ``db+witness``: one-statement commits through
+``SQLiteDB`` without the witness, with its counter row only, and with it whole: where its
+cost goes. Also printed: the witness's writes per witnessed operation (1.0: each
 commit synced its own; less: another commit's witness covered it).
 """
 
@@ -29,6 +31,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_durable import _FLOOR, SETTLE_FRAMES, STEPS, Kept, floor, wal_frames
 from surefoot.statebus import Store
+from surefoot.storage.sqlite import SQLiteDB
 
 
 class KeptStore:
@@ -51,6 +54,26 @@ class KeptStore:
         for _ in range(STEPS):
             self.store.write(f"k{self.n % 50}", self.n)
             self.n += 1
+        return time.perf_counter() - t0, time.process_time() - p0
+
+
+class KeptDB:
+    """One-statement commits through ``SQLiteDB.write_one`` (the durable step's path) on a
+    file of its own: ``witness`` off, on, or ``counter`` (on, its file's write and sync left
+    out: what the counter row alone costs)."""
+
+    def __init__(self, d: Path, name: str, witness: str) -> None:
+        self.db = SQLiteDB(str(d / f"{name}.db"), witness="off" if witness == "off" else "on")
+        if witness == "counter":
+            self.db._witness.record = lambda count: None  # type: ignore[method-assign,union-attr]
+        self.db.migrate("t", ["CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT)"])
+        for _ in range(12):  # settled: past the first checkpoint
+            self.run()
+
+    def run(self) -> tuple[float, float]:
+        t0, p0 = time.perf_counter(), time.process_time()
+        for i in range(STEPS):
+            self.db.write_one("INSERT INTO t(v) VALUES (?)", (f"value {i}",))
         return time.perf_counter() - t0, time.process_time() - p0
 
 
@@ -84,7 +107,8 @@ def main() -> int:
     load = os.getloadavg()
     started = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
     d = Path(tempfile.mkdtemp(prefix="bench-witness-", dir=a.dir))
-    names = ("floor", "floor+sync", "step", "step+witness", "write", "write+witness")
+    names = ("floor", "floor+sync", "db", "db+counter", "db+witness", "step", "step+witness")
+    names += ("write", "write+witness")
     wall: dict[str, list[float]] = {k: [] for k in names}
     cpu: dict[str, list[float]] = {k: [] for k in names}
     per_op: dict[str, float] = {}
@@ -93,6 +117,7 @@ def main() -> int:
         sidecar = SyncedSidecar(d)
         off, on = Kept(d, "sf-off"), Kept(d, "sf-on", "?witness=on")
         w_off, w_on = KeptStore(d, "st-off"), KeptStore(d, "st-on", "?witness=on")
+        dbs = {k: KeptDB(d, f"db-{k}", k) for k in ("off", "counter", "on")}
 
         def durable_run(kept: Kept) -> Callable[[], tuple[float, float]]:
             def go() -> tuple[float, float]:
@@ -111,6 +136,9 @@ def main() -> int:
         cases: dict[str, Callable[[], tuple[float, float]]] = {
             "floor": floor_run,
             "floor+sync": sidecar.run,
+            "db": dbs["off"].run,
+            "db+counter": dbs["counter"].run,
+            "db+witness": dbs["on"].run,
             "step": durable_run(off),
             "step+witness": durable_run(on),
             "write": w_off.run,
@@ -147,6 +175,8 @@ def main() -> int:
         w_off.store.close()
         w_on.store.close()
         os.close(sidecar.fd)
+        for kept_db in dbs.values():
+            kept_db.db.close()
     finally:
         for conn in _FLOOR.values():
             conn.close()
@@ -169,6 +199,8 @@ def main() -> int:
     print("  ratios (median of per-round ratios), wall / CPU:")
     for x, y in (
         ("floor+sync", "floor"),
+        ("db+counter", "db"),
+        ("db+witness", "db"),
         ("step", "floor"),
         ("step+witness", "floor"),
         ("step+witness", "step"),
