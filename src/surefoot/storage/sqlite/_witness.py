@@ -22,7 +22,6 @@ so a write torn by a power cut leaves the other slot, one count lower and still 
 
 from __future__ import annotations
 
-import fcntl
 import os
 import sqlite3
 import struct
@@ -31,7 +30,12 @@ import urllib.parse
 import zlib
 from dataclasses import dataclass
 
-from ...errors import CorruptionError, StoreUnavailableError
+from ...errors import ConfigError, CorruptionError, StoreUnavailableError
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows: no flock, so no witness
+    fcntl = None  # type: ignore[assignment]
 
 __all__ = ["MODES", "WitnessFile"]
 
@@ -85,6 +89,11 @@ class WitnessFile:
     """
 
     def __init__(self, db_path: str, url: str, mode: str) -> None:
+        if fcntl is None:  # pragma: no cover - Windows
+            raise ConfigError(
+                f"witness={mode} needs flock (POSIX) to keep the witness file of several "
+                "processes in order, and this platform has none; drop witness= from the URL"
+            )
         self.path = db_path + "-witness"
         self.db_path = db_path
         self.url = url
