@@ -49,6 +49,7 @@ _FRAME_FIELDS = struct.Struct(">6I")
 _NATIVE = "<" if sys.byteorder == "little" else ">"
 _BATCH_BYTES = 1 << 20  # frames checksummed together, about this many bytes of them
 _FEW = 4  # a batch of fewer frames is checksummed frame by frame (cheaper under ~3)
+_MIN_BATCH = 64  # frames a batch holds at least (large pages: per-column costs dominate)
 _LANE = 16  # pairs of words added before the lanes are reduced modulo 2**32 (< 2**57)
 
 
@@ -159,10 +160,11 @@ def find_damage(path: str) -> WalDamage | None:
 class _Wal:
     """One ``-wal`` file's bytes, read the way SQLite's recovery reads them."""
 
-    def __init__(self, data: bytes, *, batch: bool = True, batch_bytes: int = _BATCH_BYTES) -> None:
+    def __init__(self, data: bytes, *, batch: bool = True, per_batch: int = 0) -> None:
         """``batch``: False checksums frame by frame with :func:`_checksum` (as before
         issue 27's section 4; tests and ``benchmarks/bench_walcheck.py`` compare them);
-        ``batch_bytes``: how many bytes of frames are checksummed together."""
+        ``per_batch``: frames checksummed together (0: about ``_BATCH_BYTES`` of them, at
+        least ``_MIN_BATCH``)."""
         self.data = data
         self.batch = batch
         self.batches = 0  # batches of frames checksummed (tests count them)
@@ -175,7 +177,9 @@ class _Wal:
         self.size = _FRAME_HEADER + page if valid_page else self._guess_frame_size()
         self.frames = (len(data) - _HEADER) // self.size if self.size else 0
         self.order = _MAGICS.get(magic)
-        self.per_batch = max(1, batch_bytes // self.size) if self.size else 1
+        self.per_batch = per_batch or (
+            max(_MIN_BATCH, _BATCH_BYTES // self.size) if self.size else 1
+        )
         self.power = _power((self.size - _FRAME_HEADER) // 8 + 1) if self.size else (1, 0, 1)
 
     def header(self, i: int) -> tuple[int, bytes, tuple[int, int]]:
@@ -189,7 +193,14 @@ class _Wal:
         if not self.batch:
             self.singles += 1
             return self._single(order, i, seed)
-        b = (i - 1) // self.per_batch
+        z0, z1 = self._batch_sums(order, (i - 1) // self.per_batch)[(i - 1) % self.per_batch]
+        m00, m01, m11 = self.power
+        return (m00 * seed[0] + m01 * seed[1] + z0) & _MASK, (
+            m01 * seed[0] + m11 * seed[1] + z1
+        ) & _MASK
+
+    def _batch_sums(self, order: str, b: int) -> list[tuple[int, int]]:
+        """The checksums from (0, 0) of the frames of batch ``b`` (0-based), computed once."""
         sums = self._sums.get((order, b))
         if sums is None:
             first = b * self.per_batch + 1
@@ -202,11 +213,33 @@ class _Wal:
                 at = _HEADER + (first - 1) * self.size
                 sums = _frame_sums(order, self.data[at : at + n * self.size], self.size)
             self._sums[(order, b)] = sums
-        z0, z1 = sums[(i - 1) % self.per_batch]
+        return sums
+
+    def _scan(self, order: str) -> tuple[int, int]:
+        """:meth:`damage`'s first loop on whole batches: the first frame that fails (0:
+        none) and the frames SQLite's recovery keeps. The same tests as that loop (the
+        salts, compared as numbers; the checksum from the previous frame's stored one)."""
+        data, size = self.data, self.size
         m00, m01, m11 = self.power
-        return (m00 * seed[0] + m01 * seed[1] + z0) & _MASK, (
-            m01 * seed[0] + m11 * seed[1] + z1
-        ) & _MASK
+        salt1, salt2 = struct.unpack(">2I", self.salts)
+        p0, p1 = self.seed
+        fields = _FRAME_FIELDS.unpack_from
+        kept, i = 0, 1
+        for b in range((self.frames + self.per_batch - 1) // self.per_batch):
+            for z0, z1 in self._batch_sums(order, b):
+                _pgno, commit, f1, f2, c0, c1 = fields(data, _HEADER + (i - 1) * size)
+                if (
+                    f1 != salt1
+                    or f2 != salt2
+                    or (m00 * p0 + m01 * p1 + z0) & _MASK != c0
+                    or (m01 * p0 + m11 * p1 + z1) & _MASK != c1
+                ):
+                    return i, kept
+                p0, p1 = c0, c1
+                if commit:
+                    kept = i
+                i += 1
+        return 0, kept
 
     def _single(self, order: str, i: int, seed: tuple[int, int]) -> tuple[int, int]:
         at = _HEADER + (i - 1) * self.size
@@ -221,7 +254,12 @@ class _Wal:
         kept = 0  # the frames SQLite's recovery keeps (up to the last valid commit frame)
         bad = 0  # the first frame that fails (0: the header)
         salts = {self.salts}
-        if header_ok:
+        if header_ok and self.batch:
+            assert order is not None
+            bad, kept = self._scan(order)
+            if not bad:
+                return None  # every frame is valid
+        elif header_ok:
             assert order is not None
             seed = self.seed
             for i in range(1, self.frames + 1):
