@@ -149,19 +149,50 @@ def enospc(tmp: Path, n: int) -> dict[str, Any]:
         subprocess.run(["umount", str(mnt)], check=False)
 
 
-def flip(path: Path, rnd: random.Random, flips: int) -> None:
+def flip(path: Path, rnd: random.Random, flips: int) -> list[tuple[int, int]]:
+    """Flip ``flips`` random bits of the file; the (offset, bit) of each."""
     data = bytearray(path.read_bytes())
+    done = []
     for _ in range(flips):
         i = rnd.randrange(len(data))
-        data[i] ^= 1 << rnd.randrange(8)
+        bit = rnd.randrange(8)
+        data[i] ^= 1 << bit
+        done.append((i, bit))
     path.write_bytes(bytes(data))
+    return done
+
+
+def where_in(db: Path, flips: list[tuple[int, int]]) -> list[str]:
+    """Where each flipped (offset, bit) of the database file ``db`` (undamaged) lies: its
+    page, the b-tree that page belongs to (SQLite's ``dbstat``; "free" if none) and the
+    offset in the page."""
+    c = sqlite3.connect(f"file:{db}?immutable=1", uri=True)
+    try:
+        size = int(c.execute("PRAGMA page_size").fetchone()[0])
+        owner = {
+            int(p): f"{n} ({t})"
+            for n, p, t in c.execute("SELECT name, pageno, pagetype FROM dbstat")
+        }
+    finally:
+        c.close()
+    out = []
+    for i, b in flips:
+        page = i // size + 1
+        out.append(f"byte {i} bit {b}: page {page}, {owner.get(page, 'free')}, offset {i % size}")
+    return out
 
 
 KINDS = ("db-bitflip", "db-truncate", "wal-bitflip", "wal-truncate")
 
 
 def corruption(
-    tmp: Path, n: int, trials: int, seed: int, check: str = "off", kinds: tuple[str, ...] = KINDS
+    tmp: Path,
+    n: int,
+    trials: int,
+    seed: int,
+    check: str = "off",
+    kinds: tuple[str, ...] = KINDS,
+    where: bool = False,
 ) -> dict[str, Any]:
     """Copies of a database (and its -wal) corrupted; what does a reader get?
 
@@ -174,7 +205,9 @@ def corruption(
     that was never written, but acknowledged writes missing or older versions served
     (transactions silently dropped); ``wrong``: no error and a value that was never written
     served.
-    ``check``: the reader opens the file with ``?check=`` (off, quick, full)."""
+    ``check``: the reader opens the file with ``?check=`` (off, quick, full). ``where``:
+    list each database bit-flip trial that did not read the same data, with where its bits
+    landed (:func:`where_in`) and the keys it lost."""
     src = tmp / "good.db"
     writer(f"sqlite:///{src}", n, tmp / "good.log")
     # The same writes again while this process holds the file open, so they stay in the
@@ -191,6 +224,7 @@ def corruption(
     written = {f"k{i}": {i, 1000 + i} for i in range(n)}
     rnd = random.Random(seed)
     out: dict[str, dict[str, int]] = {}
+    located: list[dict[str, Any]] = []
     for kind in kinds:
         tally = dict.fromkeys(
             ("refused", "sqlite_refused", "other_error", "same", "lost", "wrong"), 0
@@ -200,13 +234,26 @@ def corruption(
             victim = db if kind.startswith("db") else Path(str(db) + "-wal")
             if not victim.exists():
                 continue
+            flips: list[tuple[int, int]] = []
             if kind.endswith("bitflip"):
-                flip(victim, rnd, 8)
+                flips = flip(victim, rnd, 8)
             else:
                 size = victim.stat().st_size
                 with open(victim, "r+b") as f:
                     f.truncate(rnd.randrange(size // 4, size))
-            tally[classify(present(db, check), truth, written)] += 1
+            got = present(db, check)
+            outcome = classify(got, truth, written)
+            tally[outcome] += 1
+            if where and kind == "db-bitflip" and outcome != "same":
+                located.append(
+                    {
+                        "trial": t,
+                        "outcome": outcome,
+                        "error": got.get("__error__", "")[:120],
+                        "missing": sorted(set(truth) - set(got) - {"__error__"}),
+                        "flips": where_in(pristine / "x.db", flips),
+                    }
+                )
         out[kind] = tally
     # What surefoot claims (docs/reliability.md, section 4): no trial serves a value that
     # was never written, and no bit-flipped -wal is read with its last transactions
@@ -214,7 +261,8 @@ def corruption(
     # a damaged index without ?check=full are not claimed; their counts are reported.
     flipped = out.get("wal-bitflip", {})
     ok = all(t["wrong"] == 0 for t in out.values()) and flipped.get("lost", 0) == 0
-    return {"fault": "corruption", "check": check, "trials": trials, "by_kind": out, "ok": ok}
+    res = {"fault": "corruption", "check": check, "trials": trials, "by_kind": out, "ok": ok}
+    return res | ({"where": located} if where else {})
 
 
 def classify(got: dict[str, Any], truth: dict[str, Any], written: dict[str, set[Any]]) -> str:
@@ -352,6 +400,11 @@ def main() -> int:
         default="off",
         help="the corruption campaign's reader opens files with ?check= (default off)",
     )
+    ap.add_argument(
+        "--where",
+        action="store_true",
+        help="corruption: where each database bit flip that changed what was read landed",
+    )
     ap.add_argument("--json")
     args = ap.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
@@ -365,7 +418,9 @@ def main() -> int:
         if args.only in (None, "enospc"):
             results.append(enospc(tmp, args.writes))
         if args.only in (None, "corruption"):
-            results.append(corruption(tmp, args.writes, args.trials, args.seed, args.check))
+            results.append(
+                corruption(tmp, args.writes, args.trials, args.seed, args.check, where=args.where)
+            )
         if args.only in (None, "power"):
             for mode in ("FULL", "NORMAL"):
                 for seed in range(args.seed, args.seed + 5):
