@@ -48,7 +48,7 @@ _MASK = 0xFFFFFFFF
 _FRAME_FIELDS = struct.Struct(">6I")
 _NATIVE = "<" if sys.byteorder == "little" else ">"
 _BATCH_BYTES = 1 << 20  # frames checksummed together, about this many bytes of them
-_FEW = 4  # a batch of fewer frames is checksummed frame by frame (cheaper under ~3)
+_FEW = 3  # a batch of fewer frames is checksummed frame by frame (cheaper for 1 or 2)
 _MIN_BATCH = 64  # frames a batch holds at least (large pages: per-column costs dominate)
 _LANE = 16  # pairs of words added before the lanes are reduced modulo 2**32 (< 2**57)
 
