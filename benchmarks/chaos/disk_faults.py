@@ -155,12 +155,37 @@ def enospc(tmp: Path, n: int) -> dict[str, Any]:
         subprocess.run(["umount", str(mnt)], check=False)
 
 
-def flip(path: Path, rnd: random.Random, flips: int) -> None:
+def flip(path: Path, rnd: random.Random, flips: int) -> list[tuple[int, int]]:
+    """Flip ``flips`` random bits of the file; the (offset, bit) of each."""
     data = bytearray(path.read_bytes())
+    done = []
     for _ in range(flips):
         i = rnd.randrange(len(data))
-        data[i] ^= 1 << rnd.randrange(8)
+        bit = rnd.randrange(8)
+        data[i] ^= 1 << bit
+        done.append((i, bit))
     path.write_bytes(bytes(data))
+    return done
+
+
+def where_in(db: Path, flips: list[tuple[int, int]]) -> list[str]:
+    """Where each flipped (offset, bit) of the database file ``db`` (undamaged) lies: its
+    page, the b-tree that page belongs to (SQLite's ``dbstat``; "free" if none) and the
+    offset in the page."""
+    c = sqlite3.connect(f"file:{db}?immutable=1", uri=True)
+    try:
+        size = int(c.execute("PRAGMA page_size").fetchone()[0])
+        owner = {
+            int(p): f"{n} ({t})"
+            for n, p, t in c.execute("SELECT name, pageno, pagetype FROM dbstat")
+        }
+    finally:
+        c.close()
+    out = []
+    for i, b in flips:
+        page = i // size + 1
+        out.append(f"byte {i} bit {b}: page {page}, {owner.get(page, 'free')}, offset {i % size}")
+    return out
 
 
 KINDS = ("db-bitflip", "db-truncate", "wal-bitflip", "wal-truncate")
@@ -174,6 +199,7 @@ def corruption(
     check: str = "off",
     kinds: tuple[str, ...] = KINDS,
     witness: bool = False,
+    where: bool = False,
 ) -> dict[str, Any]:
     """Copies of a database (and its -wal) corrupted; what does a reader get?
 
@@ -188,7 +214,8 @@ def corruption(
     served.
     ``check``: the reader opens the file with ``?check=`` (off, quick, full); ``witness``:
     the writers and the reader use ``?witness=on`` (its ``-witness`` file is copied with
-    the pair, undamaged)."""
+    the pair, undamaged). ``where``: list each database bit-flip trial that did not read
+    the same data, with where its bits landed (:func:`where_in`) and the keys it lost."""
     src = tmp / "good.db"
     url = f"sqlite:///{src}" + ("?witness=on" if witness else "")
     writer(url, n, tmp / "good.log")
@@ -208,6 +235,7 @@ def corruption(
     rnd = random.Random(seed)
     out: dict[str, dict[str, int]] = {}
     by_witness = dict.fromkeys(kinds, 0)
+    located: list[dict[str, Any]] = []
     for kind in kinds:
         tally = dict.fromkeys(
             ("refused", "sqlite_refused", "other_error", "same", "lost", "wrong"), 0
@@ -217,16 +245,28 @@ def corruption(
             victim = db if kind.startswith("db") else Path(str(db) + "-wal")
             if not victim.exists():
                 continue
+            flips: list[tuple[int, int]] = []
             if kind.endswith("bitflip"):
-                flip(victim, rnd, 8)
+                flips = flip(victim, rnd, 8)
             else:
                 size = victim.stat().st_size
                 with open(victim, "r+b") as f:
                     f.truncate(rnd.randrange(size // 4, size))
             got = present(db, check, witness)
-            tally[classify(got, truth, written)] += 1
+            outcome = classify(got, truth, written)
             # the refusals the witness made (no other check's message says "witness")
             by_witness[kind] += "witness" in got.get("__error__", "")
+            tally[outcome] += 1
+            if where and kind == "db-bitflip" and outcome != "same":
+                located.append(
+                    {
+                        "trial": t,
+                        "outcome": outcome,
+                        "error": got.get("__error__", "")[:120],
+                        "missing": sorted(set(truth) - set(got) - {"__error__"}),
+                        "flips": where_in(pristine / "x.db", flips),
+                    }
+                )
         out[kind] = tally
     # What surefoot claims (docs/reliability.md, section 4): no trial serves a value that
     # was never written, and no bit-flipped -wal is read with its last transactions
@@ -237,7 +277,7 @@ def corruption(
     ok = all(t["wrong"] == 0 for t in out.values()) and flipped.get("lost", 0) == 0
     if witness:
         ok = ok and out.get("wal-truncate", {}).get("lost", 0) == 0
-    return {
+    res = {
         "fault": "corruption",
         "check": check,
         "witness": witness,
@@ -246,6 +286,7 @@ def corruption(
         "refused_by_witness": by_witness,
         "ok": ok,
     }
+    return res | ({"where": located} if where else {})
 
 
 def classify(got: dict[str, Any], truth: dict[str, Any], written: dict[str, set[Any]]) -> str:
@@ -393,6 +434,11 @@ def main() -> int:
         action="store_true",
         help="the corruption campaign's writers and reader use ?witness=on",
     )
+    ap.add_argument(
+        "--where",
+        action="store_true",
+        help="corruption: where each database bit flip that changed what was read landed",
+    )
     ap.add_argument("--json")
     args = ap.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
@@ -408,7 +454,13 @@ def main() -> int:
         if args.only in (None, "corruption"):
             results.append(
                 corruption(
-                    tmp, args.writes, args.trials, args.seed, args.check, witness=args.witness
+                    tmp,
+                    args.writes,
+                    args.trials,
+                    args.seed,
+                    args.check,
+                    witness=args.witness,
+                    where=args.where,
                 )
             )
         if args.only in (None, "power"):

@@ -95,3 +95,14 @@ def test_a_cut_wal_is_refused_with_the_witness_and_lost_without(tmp_path: Path) 
     assert off["by_kind"]["wal-truncate"]["lost"] == 4, off
     assert on["by_kind"]["wal-truncate"]["refused"] == 4, on
     assert on["refused_by_witness"]["wal-truncate"] == 4 and on["ok"], on
+
+
+def test_where_traces_a_hidden_key_to_the_index_entry_its_flip_hit(tmp_path: Path) -> None:
+    """``--where`` on the campaign's database bit flips (seed 1, as in docs/reliability.md
+    section 4): the one trial that silently lost a key lists the flipped bits with their
+    pages and b-trees, one in the Store's primary-key index, and the key it hid."""
+    r = disk_faults.corruption(tmp_path, 60, 14, seed=1, kinds=("db-bitflip",), where=True)
+    lost = [w for w in r["where"] if w["outcome"] == "lost"]
+    assert [(w["trial"], w["missing"]) for w in lost] == [(13, ["k9"])], r["where"]
+    assert len(lost[0]["flips"]) == 8
+    assert "page 5, sqlite_autoindex_sf_state_1 (leaf), offset 3955" in lost[0]["flips"][0]
