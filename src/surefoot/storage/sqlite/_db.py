@@ -607,15 +607,23 @@ class SQLiteDB:
         ``BEGIN … END``, may hold ``;`` of its own). Applied migrations
         are recorded in ``surefoot_schema``.
 
+        Migrations run in one ``BEGIN IMMEDIATE`` transaction that reads the record first,
+        so processes opening the file together take turns: the second finds the first's
+        record and applies nothing.
+
         Raises:
             SchemaVersionError: the file belongs to another program (tables but no
-                ``surefoot_schema``), or it was written by a newer surefoot.
+                ``surefoot_schema``, or ``component``'s tables and no record of them), or it
+                was written by a newer surefoot.
+            CorruptionError: the record of ``component`` is damaged: unreadable, out of
+                range, its table and index disagree, or it says a migration is not applied
+                whose tables the file already holds. Nothing was changed.
         """
         if component in self._migrated:
             return False
         try:
             found = self._migrate(component, migrations)
-        except SchemaVersionError:
+        except (SchemaVersionError, CorruptionError):
             self.close()  # the last connection's close removes the -wal and -shm files
             raise
         self._migrated.add(component)
@@ -645,26 +653,112 @@ class SQLiteDB:
                     "CREATE TABLE surefoot_schema (component TEXT PRIMARY KEY, "
                     "version INTEGER NOT NULL)"
                 )
-            row = c.execute(
-                "SELECT version FROM surefoot_schema WHERE component=?", (component,)
-            ).fetchone()
-            current = row[0] if row else 0
+            current = self._recorded(c, component)
             if current > len(migrations):
                 raise SchemaVersionError(
                     self.url,
                     f"{self.path!r} has {component} schema version {current}, newer than this "
-                    f"surefoot knows ({len(migrations)}); upgrade surefoot. Nothing was changed.",
+                    f"surefoot knows ({len(migrations)}); upgrade surefoot. Nothing was changed. "
+                    "(If no newer surefoot ever used the file, its record is damaged: restore "
+                    "it from a backup.)",
                 )
             for number in range(current + 1, len(migrations) + 1):
                 for stmt in _statements(migrations[number - 1]):
-                    c.execute(stmt)
+                    try:
+                        c.execute(stmt)
+                    except sqlite3.OperationalError as exc:
+                        if not _exists(exc):
+                            raise
+                        raise self._disagrees(component, current, number, exc) from exc
             if current < len(migrations):
                 c.execute(
                     "INSERT INTO surefoot_schema(component, version) VALUES (?, ?) "
                     "ON CONFLICT(component) DO UPDATE SET version=excluded.version",
                     (component, len(migrations)),
                 )
-            return int(current)
+            return current
+
+    def _recorded(self, c: sqlite3.Connection, component: str) -> int:
+        """The migration number ``surefoot_schema`` records for ``component`` (0: none).
+
+        The row is read twice, through the table's primary-key index and by a scan of the
+        table itself (a few rows): a damaged index would otherwise hide the row, and the
+        migrations would run again over the tables they made.
+
+        Raises:
+            CorruptionError: the two reads disagree, or the version is not a whole number
+                from 1 (surefoot records only those).
+        """
+        sql = "SELECT version FROM surefoot_schema {} WHERE component=?"
+        by_index = [r[0] for r in c.execute(sql.format(""), (component,))]
+        by_scan = [r[0] for r in c.execute(sql.format("NOT INDEXED"), (component,))]
+        if by_index != by_scan:
+            raise self._damaged_record(
+                component,
+                f"its index finds {_versions(by_index)} and the table holds {_versions(by_scan)}",
+            )
+        if not by_scan:
+            return 0
+        version = by_scan[0]
+        if type(version) is not int or version < 1:
+            raise self._damaged_record(
+                component, f"the version is {version!r}, not a migration number"
+            )
+        return version
+
+    def _damaged_record(self, component: str, found: str) -> CorruptionError:
+        """The error for a damaged ``surefoot_schema`` row of ``component``."""
+        return CorruptionError(
+            self.url,
+            f"{self.path} (surefoot_schema, {component})",
+            f"{self.path!r}: the record of which {component} migrations the file has "
+            f"applied (table surefoot_schema) is damaged: {found}. It was refused and "
+            f"nothing was changed. {_RESTORE}",
+        )
+
+    def _disagrees(
+        self, component: str, current: int, number: int, exc: sqlite3.Error
+    ) -> StoreError:
+        """The error for migration ``number`` of ``component`` finding what it creates
+        already there (``exc``) though the record says ``current``: a damaged record, or
+        (no record at all) another program's table."""
+        text = " ".join(str(exc).split())
+        if current == 0:
+            return SchemaVersionError(
+                self.url,
+                f"{self.path!r} already has a table, index or column of surefoot's "
+                f"{component} store ({text}) that this surefoot did not create (no "
+                f"{component!r} row in surefoot_schema): another program made it, or damage "
+                "lost the record. It was left untouched. Run `PRAGMA integrity_check` on a "
+                "copy: if it finds damage, restore the file from a backup; if not, use a new "
+                "file or move that table away.",
+            )
+        return CorruptionError(
+            self.url,
+            f"{self.path} (surefoot_schema, {component})",
+            f"{self.path!r}: the record of which {component} migrations the file has "
+            f"applied (table surefoot_schema) says version {current}, but migration "
+            f"{number}'s tables are already there ({text}): the record is damaged. It was "
+            f"refused and nothing was changed. {_RESTORE}",
+        )
+
+
+_RESTORE = (
+    "Stop every process using the file and restore it from a backup; `PRAGMA "
+    "integrity_check` on a copy, or opening it with ?check=full in the URL, lists any "
+    "other damage (docs/reliability.md, section 4)."
+)
+
+
+def _exists(exc: sqlite3.Error) -> bool:
+    """Whether ``exc`` is a migration statement finding what it creates already there."""
+    text = str(exc)
+    return "already exists" in text or "duplicate column name" in text
+
+
+def _versions(found: list[Any]) -> str:
+    """The versions one read of the record found, for a message."""
+    return f"version {', '.join(map(repr, found))}" if found else "no row"
 
 
 def _malformed(url: str, path: str, text: str) -> CorruptionError:

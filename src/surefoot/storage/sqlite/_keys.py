@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...errors import SchemaVersionError, StoreError
 from ..keys import KeyRecord
 from ._db import SQLiteDB
 
@@ -61,18 +60,7 @@ class SQLiteKeyStore:
             StoreError: the driver refused a statement.
         """
         self.db = db
-        try:
-            db.migrate("keys", MIGRATIONS)
-        except StoreError as exc:
-            if "already exists" in str(exc.__cause__):
-                raise SchemaVersionError(
-                    db.url,
-                    f"{db.path!r} already has a table or index of the idempotency store "
-                    f"({exc.__cause__}) that this surefoot did not create (no 'keys' migration "
-                    "is recorded in surefoot_schema); it was left untouched. Use a new file, "
-                    "or move that table away.",
-                ) from exc.__cause__
-            raise
+        db.migrate("keys", MIGRATIONS)
 
     def claim(
         self, key: str, fingerprint: str, owner: str, now: float, lease_until: float
