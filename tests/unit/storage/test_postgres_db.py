@@ -10,7 +10,12 @@ from collections.abc import Iterator
 import pytest
 
 from surefoot import storage
-from surefoot.errors import ConfigError, SchemaVersionError, StoreUnavailableError
+from surefoot.errors import (
+    ConfigError,
+    CorruptionError,
+    SchemaVersionError,
+    StoreUnavailableError,
+)
 from surefoot.storage.postgres import PostgresStorage
 
 pytestmark = pytest.mark.services
@@ -404,3 +409,34 @@ def test_closing_ends_the_lanes_session_too(pg_url: str) -> None:
     with psycopg.connect(pg_url, autocommit=True) as admin:
         rows = admin.execute("SELECT 1 FROM pg_stat_activity WHERE pid = %s", (lane,))
         assert rows.fetchall() == []
+
+
+def test_a_schema_record_below_its_tables_is_refused_as_damage(pg: PostgresStorage) -> None:
+    """Issue 27, section 4: a surefoot_schema row lowered (damaged or edited) made the
+    migration run again and fail with psycopg's DuplicateColumn; now CorruptionError naming
+    the schema, the recorded version and what was found, and nothing changed."""
+    db = pg.db
+    steps = ["CREATE TABLE t (a INT)", "ALTER TABLE t ADD COLUMN b INT", "CREATE INDEX ti ON t(a)"]
+    db.migrate("probe", steps)
+    db.execute("UPDATE surefoot_schema SET version = 1 WHERE component = 'probe'")
+    db._migrated.clear()
+    with pytest.raises(CorruptionError) as caught:
+        db.migrate("probe", steps)
+    text = str(caught.value)
+    assert db.schema in text and "says version 1" in text and '"b"' in text
+    assert "restore the schema from a backup" in text.lower()
+    assert db.execute("SELECT version FROM surefoot_schema WHERE component='probe'") == [(1,)]
+    db.execute("UPDATE surefoot_schema SET version = 0 WHERE component = 'probe'")
+    with pytest.raises(CorruptionError, match="the version is 0"):
+        db.migrate("probe", steps)
+
+
+def test_no_record_of_tables_that_exist_is_a_schema_version_error(pg: PostgresStorage) -> None:
+    """The row gone but the tables there: another program's, or a lost record; not the
+    driver's DuplicateTable."""
+    db = pg.db
+    db.migrate("probe", ["CREATE TABLE t (a INT)"])
+    db.execute("DELETE FROM surefoot_schema WHERE component = 'probe'")
+    db._migrated.clear()
+    with pytest.raises(SchemaVersionError, match="did not create"):
+        db.migrate("probe", ["CREATE TABLE t (a INT)"])

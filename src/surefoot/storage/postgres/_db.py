@@ -35,6 +35,7 @@ from ...backoff import RECONNECT
 from ...clock import Clock, SystemClock
 from ...errors import (
     ConfigError,
+    CorruptionError,
     MissingExtraError,
     OutcomeUnknownError,
     SchemaVersionError,
@@ -66,6 +67,9 @@ _IDLE = 0  # psycopg.pq.TransactionStatus.IDLE
 _TUPLES_OK = 2  # psycopg.pq.ExecStatus.TUPLES_OK: a statement that returned rows
 _LANE_TURN = 60.0  # seconds a connection stays the lane's before it goes back to the pool
 
+# SQLSTATEs of a migration finding what it creates already there: duplicate_table (tables,
+# indexes), duplicate_column, duplicate_object (constraints, triggers), duplicate_function
+_DUPLICATE = frozenset({"42P07", "42701", "42710", "42723"})
 _SCHEMA_RE = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 
 # libpq messages of a server that is not answering *yet*: worth waiting for at open.
@@ -519,7 +523,11 @@ class PostgresDB:
 
         Raises:
             SchemaVersionError: the schema belongs to another program (tables but no
-                ``surefoot_schema``), or it was written by a newer surefoot.
+                ``surefoot_schema``, or ``component``'s tables and no record of them), or it
+                was written by a newer surefoot.
+            CorruptionError: the record of ``component`` cannot be true: a version below 1,
+                or one a migration above which finds its tables already there (a damaged
+                or edited row). Nothing was changed.
         """
         if component in self._migrated:
             return
@@ -550,6 +558,8 @@ class PostgresDB:
                 "SELECT version FROM surefoot_schema WHERE component = %s", (component,)
             ).fetchone()
             current = row[0] if row else 0
+            if row and current < 1:
+                raise self._damaged_record(component, f"the version is {current!r}")
             if current > len(migrations):
                 raise SchemaVersionError(
                     self.url,
@@ -558,7 +568,27 @@ class PostgresDB:
                     "surefoot. Nothing was changed.",
                 )
             for number in range(current + 1, len(migrations) + 1):
-                conn.execute(migrations[number - 1])
+                try:
+                    conn.execute(migrations[number - 1])
+                except self.psycopg.Error as exc:
+                    if getattr(exc, "sqlstate", None) not in _DUPLICATE:
+                        raise
+                    text = " ".join(str(exc).split())
+                    if current == 0:
+                        raise SchemaVersionError(
+                            self.url,
+                            f"schema {schema!r} in {self.url!r} already has a table, index "
+                            f"or column of surefoot's {component} store ({text}) that this "
+                            f"surefoot did not create (no {component!r} row in "
+                            "surefoot_schema): another program made it, or the record was "
+                            "lost. It was left untouched. Pick another schema with "
+                            "?schema=NAME, or move that table away.",
+                        ) from exc
+                    raise self._damaged_record(
+                        component,
+                        f"it says version {current}, but migration {number}'s tables are "
+                        f"already there ({text})",
+                    ) from exc
             if current < len(migrations):
                 conn.execute(
                     "INSERT INTO surefoot_schema(component, version) VALUES (%s, %s) "
@@ -577,6 +607,18 @@ class PostgresDB:
                 "point ?schema= at a schema this user owns.",
             ) from exc
         self._migrated.add(component)
+
+    def _damaged_record(self, component: str, found: str) -> CorruptionError:
+        """The error for a ``surefoot_schema`` row of ``component`` that cannot be true."""
+        return CorruptionError(
+            self.url,
+            f"{self.schema}.surefoot_schema ({component})",
+            f"schema {self.schema!r} in {self.url!r}: the record of which {component} "
+            f"migrations it has applied (table {self.schema}.surefoot_schema) is damaged or "
+            f"was edited: {found}. It was refused and nothing was changed. Restore the "
+            "schema from a backup, or set the row back to the version its tables are at "
+            "(docs/reliability.md, section 4).",
+        )
 
     def drop_schema(self) -> None:
         """Drop the whole schema and everything in it (tests, ``surefoot`` resets)."""
