@@ -667,7 +667,7 @@ class SQLiteDB:
                     try:
                         c.execute(stmt)
                     except sqlite3.OperationalError as exc:
-                        if not _exists(exc):
+                        if not _misfit(exc, current):
                             raise
                         raise self._disagrees(component, current, number, exc) from exc
             if current < len(migrations):
@@ -719,9 +719,10 @@ class SQLiteDB:
     def _disagrees(
         self, component: str, current: int, number: int, exc: sqlite3.Error
     ) -> StoreError:
-        """The error for migration ``number`` of ``component`` finding what it creates
-        already there (``exc``) though the record says ``current``: a damaged record, or
-        (no record at all) another program's table."""
+        """The error for migration ``number`` of ``component`` not fitting the tables the
+        file holds (``exc``: what it creates is there already, or what it rebuilds has its
+        new shape) though the record says ``current``: a damaged record, or (no record at
+        all) another program's table."""
         text = " ".join(str(exc).split())
         if current == 0:
             return SchemaVersionError(
@@ -738,8 +739,8 @@ class SQLiteDB:
             f"{self.path} (surefoot_schema, {component})",
             f"{self.path!r}: the record of which {component} migrations the file has "
             f"applied (table surefoot_schema) says version {current}, but migration "
-            f"{number}'s tables are already there ({text}): the record is damaged. It was "
-            f"refused and nothing was changed. {_RESTORE}",
+            f"{number} does not fit the tables the file holds ({text}): the record is "
+            f"damaged. It was refused and nothing was changed. {_RESTORE}",
         )
 
 
@@ -750,10 +751,16 @@ _RESTORE = (
 )
 
 
-def _exists(exc: sqlite3.Error) -> bool:
-    """Whether ``exc`` is a migration statement finding what it creates already there."""
+_EXISTS = ("already exists", "duplicate column name")
+_MISSING = ("no such table", "no such column", "no such index")
+
+
+def _misfit(exc: sqlite3.Error, current: int) -> bool:
+    """Whether ``exc``, from a migration above ``current``, says the file's tables are not
+    at ``current``: what it creates is there already, or (after a recorded migration)
+    what it reads or rebuilds is gone or has its new shape."""
     text = str(exc)
-    return "already exists" in text or "duplicate column name" in text
+    return any(s in text for s in _EXISTS) or (current > 0 and any(s in text for s in _MISSING))
 
 
 def _versions(found: list[Any]) -> str:
