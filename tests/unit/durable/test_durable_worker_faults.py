@@ -360,3 +360,24 @@ def test_worker_idle_exit_is_honoured_during_an_outage(app: App) -> None:
     t.join(timeout=10)
     assert not alive, "the worker ignored idle_exit during the outage"
     assert down["claims"] >= 2 and w.outages == 1 and w.failed_claims == down["claims"]
+
+
+def test_worker_stops_on_a_damaged_schema_record(tmp_path: Path) -> None:
+    """A journal whose surefoot_schema row says fewer migrations than its tables hold (a
+    damaged record) stops the worker with CorruptionError, not the StoreUnavailableError
+    ("already exists" / "duplicate column") an outage is retried on (#27)."""
+    from surefoot.errors import CorruptionError
+
+    path = tmp_path / "damaged.db"
+    st = storage.open(f"sqlite:///{path}")
+    st.journal()
+    st.close()
+    with sqlite3.connect(path) as con:
+        con.execute("UPDATE surefoot_schema SET version = 2 WHERE component = 'durable'")
+    con.close()
+    app = App(f"sqlite:///{path}", poll=0.01)
+    try:
+        with pytest.raises(CorruptionError, match="says version 2"):
+            Worker(app).run(threading.Event(), idle_exit=5)
+    finally:
+        app.close()
