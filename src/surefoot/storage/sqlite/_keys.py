@@ -18,6 +18,7 @@ meanwhile); a claim of an absent or expired-done key is still the one statement.
 from __future__ import annotations
 
 import threading
+import weakref
 from typing import Any
 
 from ...errors import SchemaVersionError, StoreError
@@ -80,6 +81,8 @@ class SQLiteKeyStore:
         """
         self.db = db
         self._locks = FileLiveness(db.path) if FileLiveness.available(db.path) else None
+        if self._locks is not None:  # at exit: remove the files of keys still held
+            weakref.finalize(self, self._locks.close)
         self._sightings = Sightings()
         self._held: dict[str, int] = {}  # owner -> running keys it claimed here
         self._mutex = threading.Lock()
