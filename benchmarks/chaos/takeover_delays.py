@@ -1,17 +1,18 @@
-"""How long a durable run held by a worker that was SIGKILLed, or SIGSTOPped, takes to move
-to a standby worker on SQLite: the price of judging a live holder's lease by observation.
+"""How long a durable run, an idempotency key or a Store lock whose holder was SIGKILLed, or
+SIGSTOPped, takes to move to another process on SQLite: the price of judging a live
+holder's lease by observation as well as by the wall clock.
 
-    .venv/bin/python benchmarks/chaos/takeover_delays.py [--lease 2] [--repeat 5] \
-        [--json report.json]
+    .venv/bin/python benchmarks/chaos/takeover_delays.py [--lease 2] [--key-lease 3] \
+        [--repeat 5] [--json report.json]
 
-Worker A holds a run (a 60 s step) and renews its lease every third of it; worker B (the
-standby, polling every 0.05 s) serves the same workflow. A is then SIGKILLed (its liveness
-lock is freed: B takes the run over at once, lease or not) or SIGSTOPped (it keeps its
-lock: B takes the run over once the lease has expired, and, since B judges a live
-holder's lease by observation too, once it has seen it unchanged for a lease of its own).
-Measured: seconds from the signal until the run's epoch moves, on the script's monotonic
-clock, and for a stopped holder also from its last renewal (the lease written minus the
-lease). Only processes this script started are signalled, by pid.
+Run: worker A holds a run (a 60 s step) and renews its lease every third of it; worker B
+(polling every 0.05 s) serves the same workflow. Key and lock: A holds the key (its action
+sleeps 60 s) or the lock (no renewal), B already tries every 0.05 s. A is then SIGKILLed
+(its liveness lock is freed) or SIGSTOPped (it keeps it). Measured: for the run, seconds
+from the signal until its epoch moves (on this script's monotonic clock); for all three,
+when B got it after the lease A last wrote ran out (wall clock; every process here shares
+it: negative, before the lease ran out). Only processes this script started are
+signalled, by pid.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from paused_holders import finish, ledger_rows, start, wait  # noqa: E402
+from paused_holders import finish, first_line, ledger_rows, start, wait  # noqa: E402
 
 
 def once(how: str, lease: float, tmp: Path) -> dict[str, Any]:
@@ -80,9 +81,66 @@ def once(how: str, lease: float, tmp: Path) -> dict[str, Any]:
         app.close()
 
 
+KEY = """
+import json, sys, time
+from surefoot.resilience import IdempotentExecutor
+url, name, lease = sys.argv[1], sys.argv[2], float(sys.argv[3])
+ex = IdempotentExecutor(url, lease=lease, wait=True, wait_timeout=120, poll=0.05)
+def act():
+    rec = ex.store.get("K")
+    print(json.dumps({"started": name, "at": time.time(), "until": rec.lease_until}), flush=True)
+    time.sleep(60)
+    return name
+print(json.dumps({"trying": name}), flush=True)
+ex.run("K", act)
+"""
+
+LOCK = """
+import json, sys, time
+from surefoot.statebus import Store
+url, name, ttl = sys.argv[1], sys.argv[2], float(sys.argv[3])
+store = Store(url)
+print(json.dumps({"trying": name}), flush=True)
+while (lease := store.acquire("L", name, ttl=ttl)) is None:
+    time.sleep(0.05)
+print(json.dumps({"started": name, "at": time.time(), "until": lease.expires_at}), flush=True)
+time.sleep(60)
+"""
+
+
+def held(how: str, what: str, lease: float, tmp: Path) -> dict[str, Any]:
+    """An idempotency key's or a Store lock's holder A (no renewal: a lease of ``lease``
+    seconds) is signalled a second after it took it; B was already trying. Measured: when
+    B got it, after A's lease ran out (A's ``lease_until`` / ``expires_at``)."""
+    url = f"sqlite:///{tmp / 'store.db'}"
+    src = KEY if what == "key" else LOCK
+
+    def child(name: str) -> Any:
+        return start([sys.executable, "-c", src, url, name, str(lease)], {})
+
+    a = child("A")
+    b = None
+    try:
+        first_line(a)  # trying
+        got = first_line(a)  # A holds it
+        b = child("B")
+        first_line(b)  # B tries, every 0.05 s
+        time.sleep(1.0)
+        a.send_signal(signal.SIGKILL if how == "kill" else signal.SIGSTOP)
+        mine = first_line(b)
+        return {
+            "how": how,
+            "what": what,
+            "after_lease_expiry": round(float(mine["at"]) - float(got["until"]), 3),
+        }
+    finally:
+        finish(a, *(p for p in (b,) if p is not None))
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--lease", type=float, default=2.0)
+    ap.add_argument("--key-lease", type=float, default=3.0, help="the key's and the lock's")
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--json", help="write the results here too")
     args = ap.parse_args()
@@ -98,12 +156,32 @@ def main() -> int:
                 f"{r.get('after_lease_expiry')} s after the lease ({r['reason']})",
                 flush=True,
             )
+    for what in ("key", "lock"):
+        for how in ("kill", "stop"):
+            for _ in range(args.repeat):
+                with tempfile.TemporaryDirectory(prefix="sf-takeover-") as t:
+                    r = held(how, what, args.key_lease, Path(t))
+                results.append(r)
+                print(f"{what} {how:5} taken {r['after_lease_expiry']} s after the lease")
     for how in ("kill", "stop"):
-        s = [r["seconds_to_move"] for r in results if r["how"] == how]
+        s = [r["seconds_to_move"] for r in results if r["how"] == how and "what" not in r]
+        e = [r["after_lease_expiry"] for r in results if r["how"] == how and "what" not in r]
         print(
-            f"== {how}: lease {args.lease:g} s, {len(s)} runs, seconds from the signal to the "
-            f"move: median {statistics.median(s):.2f}, min {min(s):.2f}, max {max(s):.2f}"
+            f"== run {how}: lease {args.lease:g} s, {len(s)} runs, seconds from the signal to "
+            f"the move: median {statistics.median(s):.2f}, min {min(s):.2f}, max "
+            f"{max(s):.2f}; after the lease: median {statistics.median(e):.2f}"
         )
+    for what in ("key", "lock"):
+        for how in ("kill", "stop"):
+            e = [
+                r["after_lease_expiry"]
+                for r in results
+                if r.get("what") == what and r["how"] == how
+            ]
+            print(
+                f"== {what} {how}: lease {args.key_lease:g} s, {len(e)} runs, seconds after the "
+                f"lease: median {statistics.median(e):.2f}, min {min(e):.2f}, max {max(e):.2f}"
+            )
     print(
         f"   date {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
         f"load average {os.getloadavg()[0]:.2f}"
