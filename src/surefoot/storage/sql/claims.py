@@ -172,16 +172,18 @@ class SQLClaims:
         """
         if run_id is None and not workflows:
             return []
+        wf: list[Any] = [x for w in workflows for x in (w[0], w[1])]
+        # an idle poll, nothing claimable even by the wall clock, costs no vetting
+        loose = None if self.observed is None or run_id is not None else len(workflows)
+        if loose is not None and not self.d.read(self._loose(loose), [now, now, *wf, limit]):
+            return []
         vet = [] if self.observed is None else [self.observed.vet(now, lease_until - now)]
         if run_id is not None:
             params: list[Any] = [run_id, owner, now] if force else [run_id, now, now]
             params += vet
             shape: tuple[str, int] = ("force" if force else "one", 0)
         else:
-            params = [now, now, *vet]
-            for w in workflows:
-                params += [w[0], w[1]]
-            params.append(int(limit))
+            params = [now, now, *vet, *wf, int(limit)]
             shape = ("queue", len(workflows))
         update, probe = self._statements.get(shape) or self._claim_sql(shape)
         # Re-sending a claim whose reply was lost is safe: the runs it took stay fenced to
@@ -194,12 +196,22 @@ class SQLClaims:
         )
         return [(str(r[0]), int(r[1])) for r in rows]
 
-    def _claim_sql(self, shape: tuple[str, int]) -> tuple[str, str | None]:
+    def _loose(self, n: int) -> str:
+        """The probe of a claim of ``n`` workflows by the wall clock alone (no vetting)."""
+        got = self._statements.get(("loose", n))
+        if got is None:
+            got = self._statements["loose", n] = (self._claim_sql(("queue", n), "")[1] or "", None)
+        return got[0]
+
+    def _claim_sql(
+        self, shape: tuple[str, int], vetted: str | None = None
+    ) -> tuple[str, str | None]:
         """The claim's UPDATE and its look-before-lock probe, built once per shape: a
         single run (``one``, or ``force``d) or the queue of ``n`` workflows."""
         mode, n = shape
         probe: str | None = None
-        vetted = self._vetted
+        cache = vetted is None  # a probe by the wall clock alone is kept by _loose
+        vetted = self._vetted if vetted is None else vetted
         if mode == "force":
             lapsed = "(lease_until IS NULL OR lease_until < ?)"
             if vetted:
@@ -222,5 +234,6 @@ class SQLClaims:
             # An idle worker polls often: SQLite looks before taking the write lock.
             probe = self.d.sql(f"SELECT 1 FROM durable_runs WHERE {cond} LIMIT 1")
         update = claim_update(self.d, cond)
-        self._statements[shape] = (update, probe)
+        if cache:
+            self._statements[shape] = (update, probe)
         return update, probe

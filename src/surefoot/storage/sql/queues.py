@@ -42,7 +42,7 @@ class SQLQueues:
     def __init__(self, d: Dialect, observed: ObservedLeases | None = None) -> None:
         self.d = d
         self.observed = observed
-        self._claims: dict[tuple[int, int], tuple[str, str, str, str]] = {}
+        self._claims: dict[tuple[int, int], tuple[str, str, str, str, str]] = {}
 
     def put(self, name: str, limits: QueueLimits, *, now: float) -> None:
         """Record a queue's limits (the last app to declare it wins)."""
@@ -78,10 +78,11 @@ class SQLQueues:
             out.setdefault(str(q), {})[str(status)] = int(n)
         return out
 
-    def _queue_sql(self, n: int, dead: int) -> tuple[str, str, str, str]:
+    def _queue_sql(self, n: int, dead: int) -> tuple[str, str, str, str, str]:
         """The statements of a claim of a queue's ``n`` workflows with ``dead`` orphans:
         (resumable runs' UPDATE, new runs' UPDATE, the look-before-lock probe, the count
-        of runs executing on live holders), in the dialect's spelling."""
+        of runs executing on live holders, the probe by the wall clock alone), in the
+        dialect's spelling."""
         cache = self._claims
         got = cache.get((n, dead))
         if got is not None:
@@ -118,6 +119,10 @@ class SQLQueues:
                 f"{resuming}) AND (workflow, version) IN (VALUES {values}) LIMIT 1"
             ),
             d.sql(live),
+            d.sql(
+                f"SELECT 1 FROM durable_runs WHERE queue = ? AND (status = 'pending' OR "
+                f"{resumable()}) AND (workflow, version) IN (VALUES {values}) LIMIT 1"
+            ),
         )
         cache[n, dead] = got
         return got
@@ -149,11 +154,13 @@ class SQLQueues:
         if not workflows or limit <= 0:
             return []
         d = self.d
-        resume_sql, new_sql, probe, live = self._queue_sql(len(workflows), len(orphans))
+        resume_sql, new_sql, probe, live, loose = self._queue_sql(len(workflows), len(orphans))
         wf: list[Any] = [x for pair in workflows for x in pair]
         dead: list[Any] = [x for run_id, epoch, _, _ in orphans for x in (run_id, epoch)]
         due: list[Any] = [now, now]
         if self.observed is not None:
+            if not orphans and not d.read(loose, (name, now, now, *wf)):
+                return []  # nothing claimable even by the wall clock: no vetting
             due.append(self.observed.vet(now, lease_until - now))
         if not orphans and not d.read(probe, (name, *due, *wf)):
             return []  # an idle poll takes no lock and commits nothing
