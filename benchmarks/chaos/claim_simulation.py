@@ -112,7 +112,7 @@ class Sim:
 
         if not w.alive:  # a crashed worker's process starts again, with nothing observed
             w.alive = True
-            w.journal.observed._seen.clear()
+            w.journal.observed.sightings.keep(set())
             self.trace.append(f"  {w.name} restarts")
             return
         if self.fault_rate and rnd.random() < 0.02:
@@ -249,7 +249,7 @@ def simulate(seed: int, plant: str | None = None, fault_rate: float = 0.2) -> Si
                 w.journal = opened[-1].journal()
                 obs = w.journal.observed  # the simulation's liveness locks and true time
                 obs.alive = lambda owners: {x.name for x in ws if x.alive} & owners
-                obs.monotonic = lambda: sim.now
+                obs.sightings.monotonic = lambda: sim.now
                 if plant == "wallclock":  # the rule before observation: the wall clock alone
                     obs.alive = lambda owners: set()
             try:

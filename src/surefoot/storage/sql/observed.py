@@ -70,65 +70,54 @@ class Sightings:
         with self._lock:
             self._seen.pop(name, None)
 
+    def keep(self, names: set[str]) -> None:
+        """Forget every name but ``names`` (the leases still to judge)."""
+        with self._lock:
+            self._seen = {n: v for n, v in self._seen.items() if n in names}
+
 
 class ObservedLeases:
     """Which running runs with an expired lease a claimer may take now (module docs).
 
     Args:
         d: the journal's dialect. alive: those of the given worker ids whose process is
-            known alive (their liveness lock is held). monotonic: this process's
-            monotonic clock (a simulation gives its own).
+            known alive (their liveness lock is held by another process).
 
     Attributes:
         cond: the condition a claim ANDs to its expired lease; its one parameter is
             :meth:`vet`'s answer.
-        waiting: runs of live holders whose lease looked expired at the last look and
-            that were not yet seen unchanged for a full lease (run id -> seconds seen).
+        sightings: what this process saw, on its monotonic clock (a simulation gives its
+            own clock).
     """
 
-    def __init__(
-        self,
-        d: Dialect,
-        alive: Callable[[set[str]], set[str]],
-        *,
-        monotonic: Callable[[], float] = time.monotonic,
-    ) -> None:
+    def __init__(self, d: Dialect, alive: Callable[[set[str]], set[str]]) -> None:
         self.d = d
         self.alive = alive
-        self.monotonic = monotonic
         self.cond = d.any_of("run_id || '/' || CAST(epoch AS TEXT)")
+        self.sightings = Sightings()
         self._expired = d.sql(_EXPIRED)
-        # run id -> ((epoch, lease_until) as first seen, when first seen so)
-        self._seen: dict[str, tuple[tuple[int, float | None], float]] = {}
         self._lock = threading.Lock()
-        self.waiting: dict[str, float] = {}
 
     def vet(self, now: float, lease: float) -> Any:
         """The running runs whose lease expired before ``now`` that may be taken now, as
         :attr:`cond`'s parameter: those of dead or unknown holders, and those of live
         holders seen unchanged for ``lease`` seconds (the claimer's lease) on this
         process's monotonic clock."""
-        with self._lock:
+        with self._lock:  # one look at a time: each forgets what the others did not see
             rows = self.d.read(self._expired, (float(now),))
             holders = {str(r[2]) for r in rows if r[2] is not None}
             alive = self.alive(holders) if holders else set()
-            t = self.monotonic()
-            seen: dict[str, tuple[tuple[int, float | None], float]] = {}
             ok: list[str] = []
-            waiting: dict[str, float] = {}
+            watched: set[str] = set()
             for run_id, epoch, holder, until in rows:
                 key = f"{run_id}/{int(epoch)}"
                 if holder is None or str(holder) not in alive:
                     ok.append(key)  # gone, or nothing known: the wall clock decides
                     continue
+                watched.add(str(run_id))
                 stamp = (int(epoch), None if until is None else float(until))
-                prev = self._seen.get(str(run_id))
-                since = prev[1] if prev is not None and prev[0] == stamp else t
-                seen[str(run_id)] = (stamp, since)
-                if t - since >= lease:
+                if self.sightings.unchanged_for(str(run_id), stamp) >= lease:
                     ok.append(key)
-                else:
-                    waiting[str(run_id)] = t - since
-            self._seen = seen  # runs no longer expired (renewed, ended, taken) are forgotten
-            self.waiting = waiting
+            # runs no longer expired (renewed, ended, taken) are forgotten
+            self.sightings.keep(watched)
             return self.d.array(ok)

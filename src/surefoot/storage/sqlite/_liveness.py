@@ -4,7 +4,12 @@ A serving worker holds ``<database>-workers/<sha256 of its id>.lock`` with an ex
 ``flock`` for the life of its app. The kernel releases a ``flock`` when the process that
 holds it dies (SIGKILL included), so another worker that gets a shared ``flock`` on that
 file knows the holder's process is gone and may take its runs over at once instead of
-waiting out the lease. A stopped or hung process keeps its lock (the lease handles that).
+waiting out the lease. A stopped or hung process keeps its lock (the lease handles that:
+a claimer whose wall clock may be off judges a live holder's lease by observation too, see
+``storage/sql/observed.py``; :meth:`FileLiveness.alive` tells it which holders live). An
+idempotency key's owner and a Store's lease token hold a file here the same way
+(``._keys``, ``._observed``); a holder in the checking process counts as neither dead nor
+alive (its own clock wrote its lease).
 
 Only processes on the same host see each other's locks (as SQLite's own locking needs).
 A file that does not exist says nothing (the lease decides). A worker that closes its app
