@@ -120,6 +120,7 @@ chaos: $(VENV)/.dev-installed
 	$(BIN)/python benchmarks/chaos/redis_power_loss.py --seconds 4 --seeds 3
 	$(BIN)/python benchmarks/chaos/claim_simulation.py --seeds 500
 	$(BIN)/python benchmarks/chaos/claim_simulation.py --seeds 100 --plant unfenced
+	$(BIN)/python benchmarks/chaos/claim_simulation.py --seeds 100 --plant wallclock
 
 # The two wheels: surefoot (the product) and surefoot_lab (the lab, which requires it).
 dist: | $(BIN)/python

@@ -233,7 +233,12 @@ def first_line(p: subprocess.Popen[str]) -> dict[str, Any]:
 
 
 def rest(p: subprocess.Popen[str]) -> list[dict[str, Any]]:
-    out, _ = p.communicate(timeout=90)
+    # Not communicate(timeout=...): it reads the pipe's descriptor, past the lines that
+    # first_line's readline already buffered (a child printing two lines at once lost its
+    # second). The children print a few lines, far below a pipe's capacity.
+    assert p.stdout is not None
+    p.wait(timeout=90)
+    out = p.stdout.read()
     return [json.loads(line) for line in out.splitlines() if line.strip()]
 
 

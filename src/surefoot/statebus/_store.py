@@ -20,7 +20,7 @@ from ..guard import Labeled
 from ..resilience import RetryPolicy
 from ..storage.checks import check_text
 from ..storage.history import check_policy
-from ..storage.state import MergeOutcome, StateStore
+from ..storage.state import LeaseWatch, MergeOutcome, StateStore
 from ._agents import AgentRegistry, agents_namespace, registrant
 from ._entry import (
     AgentSpec,
@@ -605,12 +605,23 @@ class Store:
         key = LEASE_PREFIX + name
         now = self.clock.now()
         rec = self.state.read(key, now)
+        # SQLite (no server clock): a live holder's expired lease is also judged by
+        # observation, so a process whose clock runs ahead does not take it (storage.state)
+        watch: LeaseWatch | None = getattr(self.state, "leases", None)
         if rec is not None:
             cur = loads(rec.value)
-            if not cur["released"] and cur["expires_at"] > now and cur["holder"] != holder:
-                return None
+            if not cur["released"] and cur["holder"] != holder:
+                if cur["expires_at"] > now:
+                    return None
+                if watch is not None and not watch.may_take(
+                    key, rec, cur.get("process"), float(cur["expires_at"])
+                ):
+                    return None
         author = holder if holder in self.agents else "system"
         value = {"holder": holder, "expires_at": now + ttl, "released": False}
+        if watch is not None:
+            watch.hold()
+            value["process"] = watch.token
         try:
             new = self.write(key, value, author=author, expect=rec.version if rec else 0)
         except ConflictError:

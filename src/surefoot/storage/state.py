@@ -15,6 +15,7 @@ from ..errors import ConfigError, ConflictError
 
 __all__ = [
     "TXN_OPS",
+    "LeaseWatch",
     "MergeOutcome",
     "StateChange",
     "StateRecord",
@@ -325,3 +326,25 @@ def write_conflict(
     return ConflictError(
         key, expect if expect is not None else 0, int(version), decoded, author or ""
     )
+
+
+class LeaseWatch(Protocol):
+    """How a state store without a server clock (SQLite) judges a Store lock's lease by
+    observation as well as by the wall clock (``state.leases``; None elsewhere).
+
+    Attributes:
+        token: this store's, written into the leases it takes (``process``).
+    """
+
+    token: str
+
+    def hold(self) -> None:
+        """Hold this store's liveness lock, before it writes a lease naming ``token``."""
+        ...
+
+    def may_take(self, key: str, rec: StateRecord, process: str | None, until: float) -> bool:
+        """Whether lease record ``rec`` of ``key``, expired by the caller's clock at
+        ``until``, written by the store whose token is ``process``, may be taken over now:
+        that store's process is gone or unknown, or the record was seen unchanged here for
+        its whole time to live."""
+        ...

@@ -1,7 +1,8 @@
 """§5: the claim / lease / fence / takeover protocol in a deterministic simulation over the
 real SQLite journal behind a storage layer that loses calls and answers and answers late,
-with time, scheduling and clock skews drawn from a seed Hypothesis picks; invariants after
-every action (benchmarks/chaos/claim_simulation.py, also run by ``make chaos``)."""
+with time, scheduling, clock skews, crashes and pauses drawn from a seed Hypothesis picks;
+invariants after every action (benchmarks/chaos/claim_simulation.py, also run by ``make
+chaos``)."""
 
 from __future__ import annotations
 
@@ -40,3 +41,21 @@ def test_a_planted_stale_write_is_caught_and_its_seed_replays_identically() -> N
         simulate(seed, plant="unfenced")
     assert (str(again.value), again.value.__notes__) == (message, notes)
     simulate(seed)  # the same seed without the bug holds
+
+
+def test_leases_judged_by_the_wall_clock_alone_lose_live_holders_runs() -> None:
+    """With a live holder's lease judged by the wall clock alone (the rule before SQLite
+    judged it by observation too), a claimer whose clock runs ahead takes runs from live
+    holders before their lease went unrenewed for a lease: the invariant catches it, and
+    the same seed holds with the journal's own rule."""
+    caught = None
+    for seed in range(20):
+        try:
+            simulate(seed, plant="wallclock")
+        except Violation as exc:
+            caught = (seed, str(exc))
+            break
+    assert caught is not None, "the wall-clock rule went unnoticed in 20 seeds"
+    seed, message = caught
+    assert "taken from live holder" in message
+    simulate(seed)

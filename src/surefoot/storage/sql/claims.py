@@ -13,6 +13,7 @@ from typing import Any
 
 from ..runs import TAKEOVER_REASONS
 from .dialect import ROWS, Dialect, Then
+from .observed import ObservedLeases
 
 __all__ = [
     "CLAIMABLE",
@@ -22,20 +23,36 @@ __all__ = [
     "SQLClaims",
     "claim_audit",
     "claim_update",
+    "claimable",
     "orphan_audit",
+    "resumable",
 ]
+
+_DUE = "(status = 'sleeping' AND wake_at IS NOT NULL AND wake_at <= ?)"
+
+
+def _expired(vetted: str) -> str:
+    lapsed = "(lease_until IS NULL OR lease_until < ?)"
+    return f"(status = 'running' AND {lapsed}{f' AND {vetted}' if vetted else ''})"
+
+
+def claimable(vetted: str = "") -> str:
+    """:data:`CLAIMABLE`, and with ``vetted`` (:attr:`.observed.ObservedLeases.cond`) a
+    running run with an expired lease only if vetted too: parameters ``now, now``, then
+    ``vetted``'s."""
+    return f"(status = 'pending' OR {_DUE} OR {_expired(vetted)})"
+
+
+def resumable(vetted: str = "") -> str:
+    """:data:`RESUMABLE`, with ``vetted`` as :func:`claimable`'s."""
+    return f"({_DUE} OR {_expired(vetted)})"
+
 
 #: A run a worker may take: pending; sleeping and due; running with an expired lease.
 #: Parameters: ``now, now``.
-CLAIMABLE = (
-    "(status = 'pending' OR (status = 'sleeping' AND wake_at IS NOT NULL AND wake_at <= ?) "
-    "OR (status = 'running' AND (lease_until IS NULL OR lease_until < ?)))"
-)
+CLAIMABLE = claimable()
 #: A run a queue already started that may go on: sleeping and due, or its lease expired.
-RESUMABLE = (
-    "((status = 'sleeping' AND wake_at IS NOT NULL AND wake_at <= ?) "
-    "OR (status = 'running' AND (lease_until IS NULL OR lease_until < ?)))"
-)
+RESUMABLE = resumable()
 
 
 def claim_update(d: Dialect, cond: str) -> str:
@@ -119,10 +136,16 @@ def orphan_audit(
 
 class SQLClaims:
     """The journal's own claim: one run by id, or the runs of some workflow versions that
-    are in no named queue (:class:`~.queues.SQLQueues` claims those)."""
+    are in no named queue (:class:`~.queues.SQLQueues` claims those).
 
-    def __init__(self, d: Dialect) -> None:
+    ``observed`` (SQLite): a running run with an expired lease is taken only if
+    :meth:`.ObservedLeases.vet` allows it (a live holder's lease seen unchanged for a
+    full lease); None: the wall clock alone decides."""
+
+    def __init__(self, d: Dialect, observed: ObservedLeases | None = None) -> None:
         self.d = d
+        self.observed = observed
+        self._vetted = "" if observed is None else observed.cond
         self._statements: dict[tuple[str, int], tuple[str, str | None]] = {}
 
     def claim(
@@ -139,23 +162,28 @@ class SQLClaims:
     ) -> list[tuple[str, int]]:
         """Take up to ``limit`` claimable runs of ``workflows`` (or exactly ``run_id``).
 
-        Claimable: pending; sleeping and due; running with an expired lease. With ``force``
-        (``run_id`` only), also a running run whose lease is held by ``owner`` itself (this
-        worker's previous life) or a sleeping run that is not yet due. Returns (run_id, new
-        epoch) pairs; the epoch goes up by one, fencing the previous holder. On PostgreSQL,
-        runs locked by another claimer are skipped. ``reason``: what a ``taken_over``
-        entry says moved a run in flight (see :func:`claim_audit`).
+        Claimable: pending; sleeping and due; running with an expired lease (and, with
+        ``observed``, vetted by it). With ``force`` (``run_id`` only), also a running run
+        whose lease is held by ``owner`` itself (this worker's previous life) or a sleeping
+        run that is not yet due. Returns (run_id, new epoch) pairs; the epoch goes up by
+        one, fencing the previous holder. On PostgreSQL, runs locked by another claimer are
+        skipped. ``reason``: what a ``taken_over`` entry says moved a run in flight (see
+        :func:`claim_audit`).
         """
+        if run_id is None and not workflows:
+            return []
+        wf: list[Any] = [x for w in workflows for x in (w[0], w[1])]
+        # an idle poll, nothing claimable even by the wall clock, costs no vetting
+        loose = None if self.observed is None or run_id is not None else len(workflows)
+        if loose is not None and not self.d.read(self._loose(loose), [now, now, *wf, limit]):
+            return []
+        vet = [] if self.observed is None else [self.observed.vet(now, lease_until - now)]
         if run_id is not None:
             params: list[Any] = [run_id, owner, now] if force else [run_id, now, now]
+            params += vet
             shape: tuple[str, int] = ("force" if force else "one", 0)
         else:
-            if not workflows:
-                return []
-            params = [now, now]
-            for w in workflows:
-                params += [w[0], w[1]]
-            params.append(int(limit))
+            params = [now, now, *vet, *wf, int(limit)]
             shape = ("queue", len(workflows))
         update, probe = self._statements.get(shape) or self._claim_sql(shape)
         # Re-sending a claim whose reply was lost is safe: the runs it took stay fenced to
@@ -168,23 +196,37 @@ class SQLClaims:
         )
         return [(str(r[0]), int(r[1])) for r in rows]
 
-    def _claim_sql(self, shape: tuple[str, int]) -> tuple[str, str | None]:
+    def _loose(self, n: int) -> str:
+        """The probe of a claim of ``n`` workflows by the wall clock alone (no vetting)."""
+        got = self._statements.get(("loose", n))
+        if got is None:
+            got = self._statements["loose", n] = (self._claim_sql(("queue", n), "")[1] or "", None)
+        return got[0]
+
+    def _claim_sql(
+        self, shape: tuple[str, int], vetted: str | None = None
+    ) -> tuple[str, str | None]:
         """The claim's UPDATE and its look-before-lock probe, built once per shape: a
         single run (``one``, or ``force``d) or the queue of ``n`` workflows."""
         mode, n = shape
         probe: str | None = None
+        cache = vetted is None  # a probe by the wall clock alone is kept by _loose
+        vetted = self._vetted if vetted is None else vetted
         if mode == "force":
+            lapsed = "(lease_until IS NULL OR lease_until < ?)"
+            if vetted:
+                lapsed = f"({lapsed} AND {vetted})"
             cond = (
                 "run_id = ? AND (status IN ('pending', 'sleeping') OR (status = 'running' AND "
-                "(owner = ? OR lease_until IS NULL OR lease_until < ?)))"
+                f"(owner = ? OR {lapsed})))"
             )
         elif mode == "one":
-            cond = f"run_id = ? AND {CLAIMABLE}"
+            cond = f"run_id = ? AND {claimable(vetted)}"
         else:
             values = ", ".join("(?, ?)" for _ in range(n))
             # Runs in a named queue are claimed by the queue's claim, under its limits.
             cond = (
-                f"run_id IN (SELECT run_id FROM durable_runs WHERE {CLAIMABLE} AND "
+                f"run_id IN (SELECT run_id FROM durable_runs WHERE {claimable(vetted)} AND "
                 "queue IS NULL AND "
                 f"(workflow, version) IN (VALUES {values}) "
                 f"ORDER BY COALESCE(wake_at, created_at) LIMIT ?{self.d.skip_locked})"
@@ -192,5 +234,6 @@ class SQLClaims:
             # An idle worker polls often: SQLite looks before taking the write lock.
             probe = self.d.sql(f"SELECT 1 FROM durable_runs WHERE {cond} LIMIT 1")
         update = claim_update(self.d, cond)
-        self._statements[shape] = (update, probe)
+        if cache:
+            self._statements[shape] = (update, probe)
         return update, probe

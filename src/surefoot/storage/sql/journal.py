@@ -40,6 +40,7 @@ from .claims import SQLClaims
 from .dialect import Dialect
 from .listing import SQLListing
 from .liveness import LivenessLocks, SQLLiveness
+from .observed import ObservedLeases
 from .operations import SQLOperations
 from .pruning import SQLPruning
 from .queues import SQLQueues
@@ -97,6 +98,9 @@ class SQLJournal:
         steps: the backend's statements on the step table.
         locks: how the backend tells a worker's process is gone (None: it cannot).
         waking: the backend's wake-ups (None: callers poll).
+        observed: judges a live holder's expired lease by observation too (SQLite, whose
+            leases are on each process's wall clock: :mod:`.observed`); None: the wall
+            clock alone.
 
     Subclasses run their migrations, then call ``super().__init__``; they implement
     :meth:`heartbeat`, which differs by backend.
@@ -109,6 +113,7 @@ class SQLJournal:
         *,
         locks: LivenessLocks | None = None,
         waking: Waking | None = None,
+        observed: ObservedLeases | None = None,
     ) -> None:
         d = self.d = dialect
         self.url = dialect.url
@@ -151,11 +156,12 @@ class SQLJournal:
         # deadlocks with) them.
         self._lock_run = d.sql("SELECT 1 FROM durable_runs WHERE run_id = ?" + d.row_lock)
         self._limit = d.max_value_bytes
-        self._claimer = SQLClaims(d)
+        self.observed = observed
+        self._claimer = SQLClaims(d, observed)
         self._listing = SQLListing(d)
         self._children = SQLChildren(d, steps)
         self._chunks = SQLChunks(d)
-        self.queues = SQLQueues(d)
+        self.queues = SQLQueues(d, observed)
         self.schedules = SQLSchedules(d)
         self.pruning = SQLPruning(d, steps)
         self.liveness = SQLLiveness(d, locks, self.queues)

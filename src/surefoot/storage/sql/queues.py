@@ -26,18 +26,23 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..queues import Orphan, QueueLimits
-from .claims import CLAIM_AUDIT, ORPHAN_AUDIT, RESUMABLE, claim_audit
+from .claims import CLAIM_AUDIT, ORPHAN_AUDIT, claim_audit, resumable
 from .dialect import ROWS, Dialect
+from .observed import ObservedLeases
 
 __all__ = ["SQLQueues"]
 
 
 class SQLQueues:
-    """Queues and their limits on the journal's tables (see the module docs)."""
+    """Queues and their limits on the journal's tables (see the module docs).
 
-    def __init__(self, d: Dialect) -> None:
+    ``observed``: as :class:`~.claims.SQLClaims`'s (a live holder's expired lease is
+    taken only once seen unchanged for a full lease)."""
+
+    def __init__(self, d: Dialect, observed: ObservedLeases | None = None) -> None:
         self.d = d
-        self._claims: dict[tuple[int, int], tuple[str, str, str, str]] = {}
+        self.observed = observed
+        self._claims: dict[tuple[int, int], tuple[str, str, str, str, str]] = {}
 
     def put(self, name: str, limits: QueueLimits, *, now: float) -> None:
         """Record a queue's limits (the last app to declare it wins)."""
@@ -73,10 +78,11 @@ class SQLQueues:
             out.setdefault(str(q), {})[str(status)] = int(n)
         return out
 
-    def _queue_sql(self, n: int, dead: int) -> tuple[str, str, str, str]:
+    def _queue_sql(self, n: int, dead: int) -> tuple[str, str, str, str, str]:
         """The statements of a claim of a queue's ``n`` workflows with ``dead`` orphans:
         (resumable runs' UPDATE, new runs' UPDATE, the look-before-lock probe, the count
-        of runs executing on live holders), in the dialect's spelling."""
+        of runs executing on live holders, the probe by the wall clock alone), in the
+        dialect's spelling."""
         cache = self._claims
         got = cache.get((n, dead))
         if got is not None:
@@ -97,7 +103,8 @@ class SQLQueues:
             f"WHERE run_id IN ({pick} LIMIT ?{d.skip_locked}) "
             "RETURNING run_id, epoch, claims"
         )
-        which = f"({RESUMABLE} OR {orphan})" if dead else RESUMABLE
+        resuming = resumable("" if self.observed is None else self.observed.cond)
+        which = f"({resuming} OR {orphan})" if dead else resuming
         live = (
             "SELECT COUNT(*) FROM durable_runs WHERE queue = ? AND status = 'running' "
             "AND lease_until >= ?"
@@ -109,9 +116,13 @@ class SQLQueues:
             d.sql(update.format(which="status = 'pending'", order="created_at")),
             d.sql(
                 f"SELECT 1 FROM durable_runs WHERE queue = ? AND (status = 'pending' OR "
-                f"{RESUMABLE}) AND (workflow, version) IN (VALUES {values}) LIMIT 1"
+                f"{resuming}) AND (workflow, version) IN (VALUES {values}) LIMIT 1"
             ),
             d.sql(live),
+            d.sql(
+                f"SELECT 1 FROM durable_runs WHERE queue = ? AND (status = 'pending' OR "
+                f"{resumable()}) AND (workflow, version) IN (VALUES {values}) LIMIT 1"
+            ),
         )
         cache[n, dead] = got
         return got
@@ -143,10 +154,15 @@ class SQLQueues:
         if not workflows or limit <= 0:
             return []
         d = self.d
-        resume_sql, new_sql, probe, live = self._queue_sql(len(workflows), len(orphans))
+        resume_sql, new_sql, probe, live, loose = self._queue_sql(len(workflows), len(orphans))
         wf: list[Any] = [x for pair in workflows for x in pair]
         dead: list[Any] = [x for run_id, epoch, _, _ in orphans for x in (run_id, epoch)]
-        if not orphans and not d.read(probe, (name, now, now, *wf)):
+        due: list[Any] = [now, now]
+        if self.observed is not None:
+            if not orphans and not d.read(loose, (name, now, now, *wf)):
+                return []  # nothing claimable even by the wall clock: no vetting
+            due.append(self.observed.vet(now, lease_until - now))
+        if not orphans and not d.read(probe, (name, *due, *wf)):
             return []  # an idle poll takes no lock and commits nothing
         lock = d.sql(
             "SELECT concurrency, worker_concurrency, rate_limit, rate_period "
@@ -174,7 +190,7 @@ class SQLQueues:
             if budget <= 0:
                 return []
             head = (owner, lease_until, now, now, name)
-            got = c.execute(resume_sql, (*head, now, now, *dead, *wf, budget)).fetchall()
+            got = c.execute(resume_sql, (*head, *due, *dead, *wf, budget)).fetchall()
             budget -= len(got)
             if rate is not None and period is not None:
                 started = int(c.execute(recent, (name, now - float(period))).fetchone()[0])

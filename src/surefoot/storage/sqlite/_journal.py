@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from ..sql.chunks import SQLITE_MIGRATION
 from ..sql.journal import SQLJournal
+from ..sql.observed import ObservedLeases
 from ..sql.schema import MAX_ORDER, StepSQL
 from ._db import SQLiteDB
 from ._dialect import SQLiteDialect
@@ -259,7 +260,11 @@ class SQLiteJournal(SQLJournal):
         if db.migrate("durable", MIGRATIONS):
             db.presize_wal()  # a new journal's first 1,000 commits would each extend its -wal
         locks = FileLiveness(db.path) if FileLiveness.available(db.path) else None
-        super().__init__(SQLiteDialect(db), SQLITE_STEPS, locks=locks, waking=SQLiteWaking(db))
+        d = SQLiteDialect(db)
+        # No server clock here: a live holder's lease is also judged by observation, so a
+        # process whose wall clock runs ahead does not take its runs (storage/sql/observed.py).
+        observed = None if locks is None else ObservedLeases(d, locks.alive)
+        super().__init__(d, SQLITE_STEPS, locks=locks, waking=SQLiteWaking(db), observed=observed)
 
     def heartbeat(
         self, owner: str, runs: list[tuple[str, int]], *, lease_until: float, now: float

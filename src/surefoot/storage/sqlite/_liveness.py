@@ -4,7 +4,12 @@ A serving worker holds ``<database>-workers/<sha256 of its id>.lock`` with an ex
 ``flock`` for the life of its app. The kernel releases a ``flock`` when the process that
 holds it dies (SIGKILL included), so another worker that gets a shared ``flock`` on that
 file knows the holder's process is gone and may take its runs over at once instead of
-waiting out the lease. A stopped or hung process keeps its lock (the lease handles that).
+waiting out the lease. A stopped or hung process keeps its lock (the lease handles that:
+a claimer whose wall clock may be off judges a live holder's lease by observation too, see
+``storage/sql/observed.py``; :meth:`FileLiveness.alive` tells it which holders live). An
+idempotency key's owner and a Store's lease token hold a file here the same way
+(``._keys``, ``._observed``); a holder in the checking process counts as neither dead nor
+alive (its own clock wrote its lease).
 
 Only processes on the same host see each other's locks (as SQLite's own locking needs).
 A file that does not exist says nothing (the lease decides). A worker that closes its app
@@ -36,6 +41,9 @@ __all__ = ["FileLiveness"]
 _TRIES = 50  # a checker's shared lock, or a sweeper's, is held for an instant: try again
 _PAUSE = 0.001  # seconds between those tries
 _MAX_ID = 4096  # bytes of a lock file read by a sweep (a worker id is far shorter)
+# The lock files held by this process, whatever journal holds them: a process is never
+# skewed against itself, so its own holders' leases are judged by the wall clock alone.
+_HERE: set[str] = set()
 
 
 class FileLiveness:
@@ -81,6 +89,7 @@ class FileLiveness:
                 continue
             os.ftruncate(fd, len(text))
             self._held[worker_id] = fd
+            _HERE.add(path)
             return True
         return False  # held by another live process with the same worker id
 
@@ -104,6 +113,28 @@ class FileLiveness:
                     out.add(owner)
             finally:
                 os.close(fd)  # and with it the shared lock
+        return out
+
+    def alive(self, owners: set[str]) -> set[str]:
+        """Those of ``owners`` whose lock file exists and is held by another process: that
+        process is alive (maybe paused or hung). Neither those held in this process (a
+        process is not skewed against itself) nor those with no file (nothing is known)
+        are in it; a worker in neither this nor :meth:`dead` is judged by its lease."""
+        out = set()
+        for owner in owners:
+            path = self.path(owner)
+            if path in _HERE:
+                continue
+            try:
+                fd = os.open(path, os.O_RDONLY)
+            except OSError:
+                continue  # no file: nothing known
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except BlockingIOError:
+                out.add(owner)  # held exclusively: by its worker (or for an instant a sweep)
+            finally:
+                os.close(fd)
         return out
 
     def sweep(
@@ -141,13 +172,21 @@ class FileLiveness:
                 removed.append(owner)
         return removed
 
+    def let_go(self, worker_id: str) -> None:
+        """Let go of ``worker_id``'s lock file and remove it (while still holding it)."""
+        fd = self._held.pop(worker_id, None)
+        if fd is None:
+            return
+        path = self.path(worker_id)
+        _HERE.discard(path)
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+        os.close(fd)
+
     def close(self) -> None:
         """Let go of the held lock files and remove them (while still holding them)."""
-        held, self._held = self._held, {}
-        for worker_id, fd in held.items():
-            with contextlib.suppress(OSError):
-                os.unlink(self.path(worker_id))
-            os.close(fd)
+        for worker_id in list(self._held):
+            self.let_go(worker_id)
 
 
 def _names(path: str, fd: int) -> bool:

@@ -40,6 +40,8 @@ from ..merges import (
 from ..rowsum import key_sum, refused
 from ..state import MergeOutcome, StateChange, StateRecord, TxnOp, expires_at, write_conflict
 from ._db import SQLiteDB
+from ._liveness import FileLiveness
+from ._observed import ObservedLocks
 from ._state_sql import (
     COLS,
     CURRENT,
@@ -146,6 +148,9 @@ class SQLiteStateStore:
         self.db = db
         self.namespace = namespace
         db.migrate("statestore", MIGRATIONS)
+        # No server clock: a Store lock's lease is also judged by observation (._observed).
+        available = FileLiveness.available(db.path)
+        self.leases = ObservedLocks(FileLiveness(db.path)) if available else None
 
     # -- reads ---------------------------------------------------------------------------
 
