@@ -11,14 +11,22 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from contextlib import AbstractContextManager
+from typing import Any, Protocol
 
 from ...errors import CorruptionError, SchemaVersionError, StoreError
 
-if TYPE_CHECKING:
-    from ._db import SQLiteDB
-
 __all__ = ["apply"]
+
+
+class SQLiteDB(Protocol):
+    """What the schema needs of its database (``_db.SQLiteDB``): its URL and path, for
+    messages, and a ``BEGIN IMMEDIATE`` write transaction."""
+
+    url: str
+    path: str
+
+    def write(self) -> AbstractContextManager[sqlite3.Connection]: ...
 
 
 def apply(db: SQLiteDB, component: str, migrations: Sequence[str]) -> int:
