@@ -115,6 +115,7 @@ chaos: $(VENV)/.dev-installed
 	done
 	$(BIN)/python benchmarks/chaos/disk_faults.py
 	$(BIN)/python benchmarks/chaos/disk_faults.py --only corruption --witness
+	$(BIN)/python benchmarks/chaos/disk_faults.py --only corruption --witness --check full
 	$(BIN)/python benchmarks/chaos/power_loss.py --steps 40 --seeds 3
 	$(BIN)/python benchmarks/chaos/power_loss.py --steps 40 --seeds 3 --witness
 	$(BIN)/python benchmarks/chaos/redis_power_loss.py --seconds 4 --seeds 3

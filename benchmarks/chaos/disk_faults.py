@@ -272,11 +272,14 @@ def corruption(
     # was never written, and no bit-flipped -wal is read with its last transactions
     # silently dropped. Truncation (indistinguishable from a power cut before a sync) and
     # a damaged index without ?check=full are not claimed; their counts are reported. With
-    # the witness, a cut -wal is claimed too: refused, never read short.
+    # the witness, a cut -wal is claimed too: refused, never read short; with the witness and
+    # ?check=full, no trial of any kind loses data silently.
     flipped = out.get("wal-bitflip", {})
     ok = all(t["wrong"] == 0 for t in out.values()) and flipped.get("lost", 0) == 0
     if witness:
         ok = ok and out.get("wal-truncate", {}).get("lost", 0) == 0
+    if witness and check == "full":  # both options: every kind of damage refused or harmless
+        ok = ok and all(t["lost"] == 0 for t in out.values())
     res = {
         "fault": "corruption",
         "check": check,

@@ -106,3 +106,19 @@ def test_where_traces_a_hidden_key_to_the_index_entry_its_flip_hit(tmp_path: Pat
     assert [(w["trial"], w["missing"]) for w in lost] == [(13, ["k9"])], r["where"]
     assert len(lost[0]["flips"]) == 8
     assert "page 5, sqlite_autoindex_sf_state_1 (leaf), offset 3955" in lost[0]["flips"][0]
+
+
+def test_with_the_witness_and_check_full_no_damage_is_read_short(tmp_path: Path) -> None:
+    """Seed 2's first 16 database bit flips under ``?witness=on``: 2 of them hide keys in
+    the Store's key index, unseen without ``?check=full`` (documented); with it both are
+    refused, and with both options no trial of either kind loses data silently."""
+    (tmp_path / "off").mkdir()
+    (tmp_path / "full").mkdir()
+    kinds = ("db-bitflip", "wal-truncate")
+    off = disk_faults.corruption(tmp_path / "off", 60, 16, seed=2, kinds=kinds, witness=True)
+    both = disk_faults.corruption(
+        tmp_path / "full", 60, 16, seed=2, check="full", kinds=kinds, witness=True
+    )
+    assert off["by_kind"]["db-bitflip"]["lost"] == 2, off
+    assert all(t["lost"] == 0 and t["wrong"] == 0 for t in both["by_kind"].values()), both
+    assert both["by_kind"]["wal-truncate"]["refused"] == 16 and both["ok"], both
