@@ -107,6 +107,8 @@ class Mount:
         except subprocess.TimeoutExpired:
             self.proc.kill()  # ours: started above
             self.proc.wait()
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
         self.log.close()
 
 
@@ -172,12 +174,13 @@ def power_cut(
         url = f"sqlite:///{mount.mnt / 'journal.db'}?synchronous={mode}"
         url += "&witness=on" if witness else ""
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-        p = subprocess.Popen(
-            [sys.executable, "-c", WRITER, url, str(steps), str(log)],
-            stdout=subprocess.DEVNULL,
-            stderr=open(case / "writer.err", "w"),  # noqa: SIM115
-            env=env,
-        )
+        with open(case / "writer.err", "w") as err:  # the child has its own copy
+            p = subprocess.Popen(
+                [sys.executable, "-c", WRITER, url, str(steps), str(log)],
+                stdout=subprocess.DEVNULL,
+                stderr=err,
+                env=env,
+            )
         want = random.Random(seed).randrange(steps // 3 if after is None else after, steps)
         deadline = time.monotonic() + 240
         while time.monotonic() < deadline and p.poll() is None:

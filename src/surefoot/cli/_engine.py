@@ -95,7 +95,8 @@ def _exit_now(code: int = 0) -> NoReturn:
     "--wait",
     type=float,
     default=None,
-    help="Wait this many seconds for the result and print it (default: print the id).",
+    help="Wait this many seconds for the result and print it (default: print the id); exit 1 "
+    "if the run ends without a result or has not ended by then.",
 )
 def start(
     workflow: str,

@@ -393,19 +393,29 @@ def _wait(handle: durable.RunHandle, timeout: float) -> str:
 
 
 def _report(
-    app: durable.App, run_id: str, what: str, as_json: bool, *, waited: bool = False
+    app: durable.App, run_id: str, what: str, as_json: bool, *, waited: float | None = None
 ) -> None:
-    """Print what was done and the run's status now. ``waited``: the command waited for the
-    run's end (resume, retry/fork --wait): a run that ended without a result (failed,
-    cancelled, needs_attention) then raises ``RunFailedError`` after the report, so the
-    command exits 1 with one line on stderr, as ``engine start --wait`` does."""
+    """Print what was done and the run's status now. ``waited``: the command waited up to
+    that many seconds for the run's end (resume, retry/fork --wait). A run that ended
+    without a result (failed, cancelled, needs_attention) then raises ``RunFailedError``
+    after the report, and one that has not ended ``TimeoutError_``, so the command exits 1
+    with one line on stderr, as ``engine start --wait`` does."""
     info = app.show(run_id).run
     if as_json:
         _echo_json({"run_id": run_id, "action": what, "status": info.status})
     else:
         Console().print(f"{what} {run_id}: now {status_markup(info.status)}")
-    if waited and info.status in _NO_RESULT:
+    if waited is None:
+        return
+    if info.status in _NO_RESULT:
         raise RunFailedError(run_id, info.status, info.error)
+    if info.status != _S.SUCCEEDED:
+        raise TimeoutError_(
+            waited,
+            f"run {run_id!r} has not ended within --timeout {waited:g} s (it is "
+            f"{info.status}); it goes on: a worker carries it on, or `surefoot runs resume "
+            f"{run_id}` with a longer --timeout. See `surefoot runs show {run_id} --db URL`",
+        )
 
 
 # A run that ended in one of these has no result: a command that waited for it exits 1.
@@ -421,15 +431,16 @@ _NO_RESULT = frozenset({_S.FAILED, _S.CANCELLED, _S.NEEDS_ATTENTION})
     default=60.0,
     show_default=True,
     type=click.FloatRange(min=0),
-    help="Seconds to wait for the end.",
+    help="Seconds to wait for the end (exit 1 if it has not ended by then).",
 )
 @_json_option
 def resume(db: str, app_ref: str | None, run_id: str, timeout: float, as_json: bool) -> None:
     """Run an unfinished run here now (needs --app), waiting up to --timeout for its end.
 
     A run that has already ended is left alone: the command says nothing was resumed
-    (exit 0). Exit status: 0 when the run succeeded (or still runs at --timeout), 1 when
-    it ended failed, cancelled or needs_attention (its status printed, its error on stderr).
+    (exit 0). Exit status: 0 when the run succeeded, 1 when it ended failed, cancelled or
+    needs_attention, or has not ended at --timeout (its status printed, the error on stderr),
+    as engine start --wait.
     """
     if app_ref is None:
         raise ConfigError("resume executes the run here; pass --app module:app with its workflow")
@@ -459,7 +470,7 @@ def resume(db: str, app_ref: str | None, run_id: str, timeout: float, as_json: b
                 f"{row.epoch}, and its lease runs out in {left:.1f} s; run this command again "
                 "then, or with a longer --timeout"
             )
-        _report(app, run_id, "resumed", as_json, waited=True)
+        _report(app, run_id, "resumed", as_json, waited=timeout)
 
 
 @runs.command("cancel")
@@ -485,7 +496,8 @@ def cancel(db: str, app_ref: str | None, run_id: str, reason: str, as_json: bool
     "--wait",
     "wait_",
     is_flag=True,
-    help="Execute it here now (needs --app); exit 1 if it ends without a result.",
+    help="Execute it here now (needs --app); exit 1 if it ends without a result or has not "
+    "ended at --timeout.",
 )
 @click.option(
     "--timeout",
@@ -508,14 +520,15 @@ def retry(
 
     A failed run goes on from its failed step: the steps that ended in an error run
     again; every step journalled as done is kept and replays. With --wait, exit status 1
-    when the run ends failed, cancelled or needs_attention again (its error on stderr).
+    when the run ends failed, cancelled or needs_attention again, or has not ended at
+    --timeout (the error on stderr).
     """
     _need_app(wait_, app_ref)
     with _app(db, app_ref) as app:
         handle = app.retry(run_id, reason=reason)
         if wait_:
             _wait(handle, timeout)
-        _report(app, run_id, "retried", as_json, waited=wait_)
+        _report(app, run_id, "retried", as_json, waited=timeout if wait_ else None)
 
 
 @runs.command("resolve")
@@ -556,7 +569,8 @@ def resolve(
     "--wait",
     "wait_",
     is_flag=True,
-    help="Execute it here now (needs --app); exit 1 if it ends without a result.",
+    help="Execute it here now (needs --app); exit 1 if it ends without a result or has not "
+    "ended at --timeout.",
 )
 @click.option(
     "--timeout",
@@ -578,7 +592,8 @@ def fork(
 ) -> None:
     """Start a new run that reuses RUN_ID's journal before STEP and runs STEP onwards again.
 
-    With --wait, exit status 1 when the new run ends failed, cancelled or needs_attention.
+    With --wait, exit status 1 when the new run ends failed, cancelled or needs_attention,
+    or has not ended at --timeout.
     """
     _need_app(wait_, app_ref)
     with _app(db, app_ref) as app:
@@ -586,7 +601,7 @@ def fork(
         if wait_:
             _wait(handle, timeout)
         what = f"forked {run_id} at step {step} as"
-        _report(app, handle.run_id, what, as_json, waited=wait_)
+        _report(app, handle.run_id, what, as_json, waited=timeout if wait_ else None)
 
 
 @runs.command("signal")

@@ -97,7 +97,9 @@ class RunHandle:
 
         Args:
             timeout: seconds; it passes when either the app's clock or real time has
-                moved that far. None waits as long as it takes.
+                moved that far (while the run executes in this app, real time: the app's
+                clock moved by the run's own steps is not waiting). None waits as long as
+                it takes.
 
         Raises:
             RunFailedError: the run ended failed, cancelled or needs_attention.
@@ -109,10 +111,12 @@ class RunHandle:
         clock = app.clock
         t_clock, t_real = clock.monotonic(), time.monotonic()
 
-        def left() -> float:
+        def left(clock_too: bool = True) -> float:
             if timeout is None:
                 return float("inf")
-            moved = max(clock.monotonic() - t_clock, time.monotonic() - t_real)
+            moved = time.monotonic() - t_real
+            if clock_too:
+                moved = max(moved, clock.monotonic() - t_clock)
             if moved >= timeout:
                 raise TimeoutError_(timeout, self._late(timeout))
             return timeout - moved
@@ -120,8 +124,14 @@ class RunHandle:
         while True:
             fut = self._future
             if fut is not None:
+                # ``left()`` outside the ``try``: its ``TimeoutError_`` is a ``TimeoutError``,
+                # which is what ``concurrent.futures.TimeoutError`` is since Python 3.11, so
+                # inside it the caller's timeout was caught as a poll and never reached them.
+                # Real time only while the run executes here: the app's clock moved by the
+                # run itself (a FakeClock advanced by a step or a back-off) is not waiting.
+                wait = min(app.poll, left(clock_too=False))
                 try:
-                    fut.result(timeout=min(app.poll, left()))
+                    fut.result(timeout=wait)
                 except concurrent.futures.TimeoutError:
                     continue
                 finally:

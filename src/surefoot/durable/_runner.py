@@ -180,6 +180,11 @@ class Executor:
             asyncio.run_coroutine_threadsafe(cancel_all(), loop).result(timeout=3.0)
         except Exception:  # a run that ignores cancellation: stop the loop regardless
             pass
+        try:  # as asyncio.run ends: async generators still suspended (an LLM adapter's
+            # closer of this loop's SDK client, say) are closed while the loop still runs
+            asyncio.run_coroutine_threadsafe(loop.shutdown_asyncgens(), loop).result(timeout=3.0)
+        except Exception:
+            pass
 
     def submit(
         self, run_id: str, epoch: int, created: RunRow | None = None

@@ -32,29 +32,71 @@ _PACKAGE = str(Path(__file__).resolve().parents[1])
 
 class PerLoop:
     """One async SDK client per event loop: an HTTP pool must not outlive the loop it was
-    made in (a second ``asyncio.run`` would meet "Event loop is closed")."""
+    made in (a second ``asyncio.run`` would meet "Event loop is closed").
+
+    Each client is closed when its loop shuts down its async generators (``asyncio.run``
+    does as it ends, and the durable executor's loop as the app closes): a suspended
+    async generator, made with the client, closes it then. Without that, a client nobody
+    ``aclose``-d kept its connections until the garbage collector dropped them ("unclosed
+    transport" ResourceWarnings, at any later point of the program).
+    """
 
     def __init__(self, make: Callable[[], Any]) -> None:
         self._make = make
         self._lock = threading.Lock()
-        self._by_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any] = (
+        # loop -> (client, the generator that closes it at the loop's shutdown)
+        self._by_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, tuple[Any, Any]] = (
             weakref.WeakKeyDictionary()
         )
 
     def get(self) -> Any:
         """The client of the running loop (made on first use)."""
         loop = asyncio.get_running_loop()
-        client = self._by_loop.get(loop)
-        if client is None:
+        entry = self._by_loop.get(loop)
+        if entry is None:
             with self._lock:
-                client = self._by_loop.get(loop)
-                if client is None:
-                    client = self._by_loop[loop] = self._make()
-        return client
+                entry = self._by_loop.get(loop)
+                if entry is None:
+                    client = self._make()
+                    closer = self._close_at_shutdown(loop, client)
+                    # Its first step, here: the loop's hooks record it, so the loop's
+                    # shutdown_asyncgens will close it (it awaits nothing before its yield).
+                    _step(closer.__anext__())
+                    entry = self._by_loop[loop] = (client, closer)
+        return entry[0]
 
     def pop(self) -> Any:
-        """Forget the running loop's client and return it (None if it has none)."""
-        return self._by_loop.pop(asyncio.get_running_loop(), None)
+        """Forget the running loop's client and return it (None if it has none): the
+        caller closes it."""
+        with self._lock:
+            entry = self._by_loop.pop(asyncio.get_running_loop(), None)
+        if entry is None:
+            return None
+        client, closer = entry
+        _step(closer.aclose())  # it finds its entry gone and closes nothing
+        return client
+
+    async def _close_at_shutdown(self, loop: asyncio.AbstractEventLoop, client: Any) -> Any:
+        try:
+            yield
+        finally:
+            with self._lock:
+                entry = self._by_loop.get(loop)
+                mine = entry is not None and entry[0] is client
+                if mine:
+                    del self._by_loop[loop]
+            if mine:
+                await client.close()
+
+
+def _step(awaitable: Any) -> None:
+    """Run one step of an async generator that does not await in it (its first, or its
+    close when its ``finally`` has nothing to await), without a task."""
+    try:
+        awaitable.send(None)
+    except StopIteration:
+        return
+    raise RuntimeError("an async generator step awaited; it must not")  # pragma: no cover
 
 
 class Secret:

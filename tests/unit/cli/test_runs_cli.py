@@ -292,3 +292,79 @@ def test_fork_wait_exits_1_when_the_new_run_ends_failed(
     assert json.loads(out)["status"] == "failed"
     assert err.splitlines()[-1].startswith("surefoot: error: run 'b2' ended failed")
     assert "still broken" in err.splitlines()[-1]
+
+
+def test_resume_exits_1_when_the_run_has_not_ended_at_timeout(
+    db: str, app_ref: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The run waits for a person's approval: at --timeout it has not ended, so resume
+    prints its status, then an error line, and exits 1 (as `engine start --wait` does)."""
+    args = ["runs", "resume", "wait", "--db", db, "--app", app_ref, "--timeout", "0.3"]
+    with pytest.raises(SystemExit) as info:
+        main([*args, "--json"])
+    assert info.value.code == 1
+    out, err = capsys.readouterr()
+    assert json.loads(out) == {"run_id": "wait", "action": "resumed", "status": "sleeping"}
+    line = err.splitlines()[-1]
+    assert line.startswith("surefoot: error: run 'wait' has not ended within --timeout 0.3 s")
+    assert cli_json(capsys, "runs", "show", "wait", "--db", db)["run"]["status"] == "sleeping"
+
+
+@pytest.mark.parametrize("command", ["retry", "fork"])
+def test_retry_and_fork_wait_exit_1_when_the_run_still_runs_at_timeout(
+    command: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """retry/fork --wait execute the run here; its step is still running when --timeout
+    runs out: the report says so (running), then an error line on stderr and exit 1."""
+    url = f"sqlite:///{tmp_path / 'slow.db'}"
+    name = f"slow_app_{uuid.uuid4().hex[:8]}"
+    slow = tmp_path / "slow"
+    (tmp_path / f"{name}.py").write_text(
+        textwrap.dedent(
+            f"""
+            import asyncio
+            import pathlib
+
+            from surefoot import durable
+
+            app = durable.App(poll=0.01)
+            SLOW = pathlib.Path({str(slow)!r})
+
+            @app.step
+            async def one() -> int:
+                return 1
+
+            @app.step
+            async def two(x: int) -> int:
+                if SLOW.exists():
+                    await asyncio.sleep(60)  # cancelled when the command closes its app
+                raise ValueError("broken")
+
+            @app.workflow
+            async def wf() -> int:
+                return await two(await one())
+            """
+        )
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        mod = __import__(name)
+        mod.app.configure(url=url)
+        with pytest.raises(RunFailedError):
+            mod.app.start(mod.wf, run_id="r").result(timeout=10)
+        mod.app.close()
+        slow.touch()
+        args = ["runs", command, "r", *(["2", "--new-id", "r2"] if command == "fork" else [])]
+        with pytest.raises(SystemExit) as info:
+            main([*args, "--db", url, "--app", f"{name}:app", "--wait", "--timeout", "0.3"])
+    finally:
+        sys.modules.pop(name, None)
+    assert info.value.code == 1
+    out, err = capsys.readouterr()
+    run_id = "r2" if command == "fork" else "r"
+    assert f"{run_id}: now running" in out
+    line = err.splitlines()[-1]
+    assert line.startswith(f"surefoot: error: run {run_id!r} has not ended within --timeout 0.3 s")

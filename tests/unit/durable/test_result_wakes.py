@@ -97,3 +97,36 @@ def test_a_sqlite_worker_wakes_on_an_enqueue_from_another_app_not_its_poll(
     assert woke.count(True) >= 3, woke
     starter.close()
     worker_app.close()
+
+
+def test_result_of_a_run_executing_here_raises_at_its_timeout_while_a_step_runs(
+    tmp_path: Path,
+) -> None:
+    """``result(timeout=…)`` of a run this app executes gives up at the timeout, while its
+    step still runs: ``TimeoutError_``, the run goes on and a later ``result()`` has it.
+    (The timeout was caught as one of the poll's own timeouts, a ``TimeoutError`` too since
+    Python 3.11, and the call waited for the run's end.)"""
+    from surefoot.errors import TimeoutError_
+
+    release = threading.Event()
+    app = durable.App(f"sqlite:///{tmp_path / 'r.db'}", poll=0.01)
+
+    @app.step
+    def held() -> int:
+        release.wait(10)  # the test lets it go; before the fix result() waited this out
+        return 1 if release.is_set() else -1
+
+    @app.workflow
+    def flow() -> int:
+        return held()
+
+    try:
+        handle = app.start(flow, run_id="r")
+        with pytest.raises(TimeoutError_, match=r"did not finish within 0\.2 s"):
+            handle.result(timeout=0.2)
+        assert app.show("r").run.status == "running"
+        release.set()
+        assert handle.result(timeout=10) == 1
+    finally:
+        release.set()
+        app.close()

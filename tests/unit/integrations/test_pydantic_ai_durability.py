@@ -120,7 +120,14 @@ def test_an_engine_url_is_refused_with_what_to_use_instead() -> None:
 def test_outside_a_run_the_agent_runs_as_without_the_capability(app: durable.App) -> None:
     calls: list[int] = []
     agent = Agent(scripted([], calls), name="plain", capabilities=[SurefootDurability(app)])
-    assert agent.run_sync("hi").output == "done after 0 turns"
+    try:
+        assert agent.run_sync("hi").output == "done after 0 turns"
+    finally:
+        # run_sync runs on asyncio.get_event_loop(): a loop made for this thread and never
+        # closed, left to the garbage collector when a later asyncio.run replaces it (an
+        # "unclosed event loop" ResourceWarning in whichever test that is).
+        asyncio.get_event_loop_policy().get_event_loop().close()
+        asyncio.set_event_loop(None)
     with pytest.raises(ConfigError, match="holds no durable journal"):
         app.list_runs()  # nothing was journalled: not even the journal was created
 

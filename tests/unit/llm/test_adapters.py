@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from pathlib import Path
 
 import anthropic
 import openai
@@ -387,3 +388,68 @@ def test_invalid_replies_do_not_trip_the_breaker(
     fp.script(Reply(text=""), Reply(text=""))
     assert make(breaker=breaker).create(messages=MSGS).text
     assert breaker.state == "closed" and fp.count() == 3
+
+
+def _unclosed_after(fn: Callable[[], None]) -> list[str]:
+    """The ResourceWarnings raised while ``fn`` runs and the garbage collector runs after."""
+    import gc
+    import warnings
+
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        fn()
+        gc.collect()
+    return [str(w.message) for w in seen if issubclass(w.category, ResourceWarning)]
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+def test_an_async_client_nobody_closed_is_closed_as_its_loop_ends(
+    provider: str, fp: FakeProvider
+) -> None:
+    """``asyncio.run`` of an ``acreate`` with no ``aclose``: the loop's SDK client is closed
+    as the loop shuts down, so no connection of it is left to the garbage collector (an
+    "unclosed transport" ResourceWarning wherever the program is then)."""
+    from surefoot.llm import connect
+
+    url = fp.openai_url if provider == "openai" else fp.anthropic_url
+
+    def use() -> None:
+        c = connect(provider, "m", api_key="k", base_url=url)
+
+        async def once() -> str:
+            return (await c.acreate(messages=MSGS)).text
+
+        assert asyncio.run(once())
+        assert asyncio.run(once())  # a second loop, a second client: closed too
+        c.close()
+
+    assert _unclosed_after(use) == []
+    assert fp.count() == 2
+
+
+def test_an_async_client_of_a_durable_step_is_closed_with_the_app(
+    fp: FakeProvider, tmp_path: Path
+) -> None:
+    """A durable async step calls the model on the app's loop; closing the app closes that
+    loop's SDK client (the loop shuts its async generators down, as asyncio.run does)."""
+    from surefoot.durable import App
+    from surefoot.llm import connect
+
+    def use() -> None:
+        c = connect("openai", "m", api_key="k", base_url=fp.openai_url)
+        app = App(f"sqlite:///{tmp_path / 'r.db'}", poll=0.01)
+
+        @app.step
+        async def ask() -> str:
+            return (await c.acreate(messages=MSGS)).text
+
+        @app.workflow
+        async def flow() -> str:
+            return await ask()
+
+        assert app.start(flow, run_id="r").result(timeout=10)
+        app.close()
+        c.close()
+
+    assert _unclosed_after(use) == []
+    assert fp.count() == 1

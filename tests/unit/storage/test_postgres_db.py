@@ -440,3 +440,60 @@ def test_no_record_of_tables_that_exist_is_a_schema_version_error(pg: PostgresSt
     db._migrated.clear()
     with pytest.raises(SchemaVersionError, match="did not create"):
         db.migrate("probe", ["CREATE TABLE t (a INT)"])
+
+
+class _PgConnRenamed:
+    """``pgconn`` of a connection, with ``backend_pid`` replaced."""
+
+    def __init__(self, pgconn: object, pid: int) -> None:
+        self._pgconn = pgconn
+        self.backend_pid = pid
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._pgconn, name)
+
+
+class _Renamed:
+    """A pooled connection whose pid now names another session (as after a server restart,
+    where pids are handed out again): all its own but ``pgconn.backend_pid``."""
+
+    def __init__(self, conn: object, pid: int) -> None:
+        self._conn = conn
+        self.pgconn = _PgConnRenamed(conn.pgconn, pid)  # type: ignore[attr-defined]
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._conn, name)
+
+
+def test_a_lost_replys_sender_is_terminated_by_pid_and_start_never_pid_alone(
+    pg: PostgresStorage, pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After a lost commit reply the sending session is terminated before the write is looked
+    for. If its pid now names another live session of the same user and database (a server
+    restart hands pids out again), that session is left alone: the sender is named by its
+    pid and its backend_start. The sender itself, both matching, is terminated."""
+    import psycopg
+
+    db = pg.db
+    other = psycopg.connect(pg_url, autocommit=True)  # unrelated: same user, same database
+    real = db.pool.getconn()  # the sender
+
+    def lost(conn: object) -> None:
+        raise psycopg.OperationalError("server closed the connection unexpectedly")
+
+    try:
+        renamed = _Renamed(real, other.pgconn.backend_pid)
+        monkeypatch.setattr(db, "_take", lambda: (renamed, False))
+        monkeypatch.setattr(db, "_give", lambda conn, lane: None)
+        assert db.run(lost, resolve=lambda conn: "found") == "found"
+        assert other.execute("SELECT 1").fetchone() == (1,)  # not terminated
+        monkeypatch.setattr(db, "_take", lambda: (real, False))
+        assert db.run(lost, resolve=lambda conn: "found") == "found"
+        with psycopg.connect(pg_url, autocommit=True) as admin:
+            rows = admin.execute(
+                "SELECT 1 FROM pg_stat_activity WHERE pid = %s", (real.pgconn.backend_pid,)
+            )
+            assert rows.fetchall() == []  # the sender, named by both, is gone
+    finally:
+        other.close()
+        db.pool.putconn(real)

@@ -17,6 +17,9 @@ Losing the server is handled in one place, :meth:`PostgresDB.run`:
   can still commit), then ``resolve`` reads whether the write landed: found, its answer is
   returned; not found, it is sent again. Otherwise, or when the old session cannot be seen
   gone within ``reconnect_timeout``, ``OutcomeUnknownError`` says so and the caller decides.
+  The old session is named by its pid and its ``backend_start`` (read when the connection
+  was made, in the statement that sets its ``search_path``): after a server restart, or
+  once the old backend has exited, the pid alone could name another, unrelated session.
 
 Serialization failures and deadlocks roll the transaction back and are retried the same way.
 """
@@ -70,6 +73,13 @@ _LANE_TURN = 60.0  # seconds a connection stays the lane's before it goes back t
 # SQLSTATEs of a migration finding what it creates already there: duplicate_table (tables,
 # indexes), duplicate_column, duplicate_object (constraints, triggers), duplicate_function
 _DUPLICATE = frozenset({"42P07", "42701", "42710", "42723"})
+
+# Run on each new pooled connection: its search_path, and its backend's start time.
+_CONFIGURE = (
+    "SELECT set_config('search_path', %s, false), "
+    "(SELECT backend_start FROM pg_stat_activity WHERE pid = pg_backend_pid())"
+)
+
 _SCHEMA_RE = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 
 # libpq messages of a server that is not answering *yet*: worth waiting for at open.
@@ -114,6 +124,12 @@ def _hint(message: str) -> str:
     if "starting up" in low or "shutting down" in low or "recovery" in low:
         return "the server is restarting; try again shortly"
     return "check the URL and that the server accepts connections"
+
+
+def _sender(conn: Any) -> tuple[int, Any]:
+    """Who ``conn`` is on the server: its backend's pid and ``backend_start`` (``None`` on a
+    connection the pool's ``configure`` did not see)."""
+    return conn.pgconn.backend_pid, getattr(conn, "surefoot_backend_start", None)
 
 
 class PostgresDB:
@@ -172,7 +188,10 @@ class PostgresDB:
         schema = self.schema
 
         def configure(conn: Any) -> None:
-            conn.execute(f"SET search_path TO {schema}")
+            # One round trip, as ``SET search_path`` alone was: the schema, and when this
+            # backend started, which with its pid names it alone (see ``_resolve``).
+            row = conn.execute(_CONFIGURE, (schema,)).fetchone()
+            conn.surefoot_backend_start = row[1]
 
         self.pool = pool_mod.ConnectionPool(
             self.conninfo,
@@ -289,7 +308,7 @@ class PostgresDB:
             phase = "connect"
             try:
                 conn, lane = self._take()
-                pid = conn.pgconn.backend_pid if resolve is not None else 0
+                sender = _sender(conn) if resolve is not None else (0, None)
                 try:
                     phase = "body"
                     if tx:
@@ -322,7 +341,7 @@ class PostgresDB:
                 if lost:  # the other pooled connections are likely stale too (server restart)
                     self._purge()
                 if lost and phase == "commit" and write and not idempotent and not rolled_back:
-                    found = self._resolve(pid, resolve, exc, deadline)
+                    found = self._resolve(sender, resolve, exc, deadline)
                     if found is not NOT_APPLIED:
                         if write:
                             with self._lock:
@@ -341,21 +360,28 @@ class PostgresDB:
             self.clock.sleep(RECONNECT.wait(failed, self._rng))
 
     def _resolve(
-        self, pid: int, resolve: Callable[[Any], Any] | None, exc: BaseException, deadline: float
+        self,
+        sender: tuple[int, Any],
+        resolve: Callable[[Any], Any] | None,
+        exc: BaseException,
+        deadline: float,
     ) -> Any:
         """Whether a write whose commit answer was lost landed: its answer, or NOT_APPLIED.
 
-        The session ``pid`` that sent it is terminated (only if it is this user's, in this
-        database, and not the asking session) and waited for until ``pg_stat_activity`` no
-        longer lists it: a backend leaves that view after its last transaction committed or
-        rolled back, so from then on the write is in the database or never will be.
+        The session that sent it, ``sender`` (its pid and ``backend_start``), is terminated
+        (only if it is this user's, in this database, and not the asking session) and waited
+        for until ``pg_stat_activity`` no longer lists it: a backend leaves that view after
+        its last transaction committed or rolled back, so from then on the write is in the
+        database or never will be. Both must match: after a server restart (or once the
+        sender exited) its pid may be another session's, which is left alone.
         """
+        pid, started = sender
         text = " ".join(str(exc).split())
         why = (
             f"lost the connection to PostgreSQL at {self.url!r} while a write was committing "
             f"({text}); it may or may not have been applied"
         )
-        if resolve is None or not pid:
+        if resolve is None or not pid or started is None:
             raise OutcomeUnknownError(
                 self.url, f"{why}. Read the current state before writing again."
             ) from exc
@@ -365,13 +391,14 @@ class PostgresDB:
                 with self.pool.connection() as conn:
                     conn.execute(
                         "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid = %s "
-                        "AND pid <> pg_backend_pid() AND datname = current_database() "
-                        "AND usename = current_user",
-                        (pid,),
+                        "AND backend_start = %s AND pid <> pg_backend_pid() "
+                        "AND datname = current_database() AND usename = current_user",
+                        (pid, started),
                     )
                     gone = conn.execute(
-                        "SELECT NOT EXISTS (SELECT 1 FROM pg_stat_activity WHERE pid = %s)",
-                        (pid,),
+                        "SELECT NOT EXISTS (SELECT 1 FROM pg_stat_activity WHERE pid = %s "
+                        "AND backend_start = %s)",
+                        (pid, started),
                     ).fetchone()[0]
                     if gone:
                         return resolve(conn)
