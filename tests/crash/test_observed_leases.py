@@ -55,6 +55,8 @@ def holder(tmp_path: Path) -> Iterator[tuple[str, list[subprocess.Popen[str]]]]:
         if p.poll() is None:
             p.kill()
             p.wait(timeout=10)
+        if p.stdout is not None:
+            p.stdout.close()
 
 
 def _hold(url: str, procs: list[subprocess.Popen[str]], source: str) -> subprocess.Popen[str]:
